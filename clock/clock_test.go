@@ -1,0 +1,55 @@
+package clock
+
+import (
+	"testing"
+	"time"
+)
+
+func TestEarliest(t *testing.T) {
+	tests := []struct {
+		a, b, want Time
+	}{
+		{0, 0, 0},
+		{0, 5, 5},
+		{5, 0, 5},
+		{3, 5, 3},
+		{5, 3, 3},
+	}
+	for _, tt := range tests {
+		if got := Earliest(tt.a, tt.b); got != tt.want {
+			t.Errorf("Earliest(%d, %d) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestManual(t *testing.T) {
+	m := NewManual(0)
+	if m.Now() != Epoch {
+		t.Fatalf("NewManual(0).Now() = %v, want %v", m.Now(), Epoch)
+	}
+	if got := m.Advance(time.Second); got != Epoch.Add(time.Second) {
+		t.Fatalf("Advance(1s) = %v", got)
+	}
+	m.Advance(-time.Hour)
+	m.Set(Epoch)
+	if m.Now() != Epoch.Add(time.Second) {
+		t.Fatalf("clock went backwards: %v", m.Now())
+	}
+	m.Set(Epoch.Add(5 * time.Second))
+	if m.Now().Sub(Epoch) != 5*time.Second {
+		t.Fatalf("Set: %v", m.Now())
+	}
+}
+
+func TestReal(t *testing.T) {
+	r := NewReal()
+	a := r.Now()
+	b := r.Now()
+	if a == 0 || b < a {
+		t.Fatalf("real clock readings %v then %v", a, b)
+	}
+	d := r.Deadline(a.Add(time.Second))
+	if got := d.Sub(r.Deadline(a)); got != time.Second {
+		t.Fatalf("Deadline difference = %v, want 1s", got)
+	}
+}

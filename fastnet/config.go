@@ -1,0 +1,335 @@
+package fastnet
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+)
+
+// Role says whether an endpoint is a client or a server. The specification
+// makes every entity one or the other, never both.
+type Role uint8
+
+// The two roles.
+const (
+	Client Role = iota + 1
+	Server
+)
+
+func (r Role) String() string {
+	switch r {
+	case Client:
+		return "client"
+	case Server:
+		return "server"
+	}
+	return "Role(?)"
+}
+
+// Transport says what the datagrams handed to and taken from an endpoint
+// travel over.
+type Transport uint8
+
+// The two kinds of transport.
+const (
+	// Datagram is an unreliable, unordered transport such as UDP: message
+	// channels carry sequence headers, reliable packets are acked and
+	// resent, and the payload MTU is estimated (D4, D12-D14, D19).
+	Datagram Transport = iota
+	// Stream is a reliable, ordered transport such as TCP: every message is
+	// one packet with no sequence header, no acks and no resends (D4). The
+	// driver frames packets (D20) and reports a dropped transport
+	// connection with Endpoint.HandleTransportClosed.
+	Stream
+)
+
+func (t Transport) String() string {
+	switch t {
+	case Datagram:
+		return "datagram"
+	case Stream:
+		return "stream"
+	}
+	return "Transport(?)"
+}
+
+// Config holds every setting and limit of an endpoint. The zero value of a
+// field means its default (see DefaultConfig); Validate checks the result.
+type Config struct {
+	// Role is Client or Server. Required.
+	Role Role
+	// Transport is Datagram (default) or Stream.
+	Transport Transport
+
+	// Rand is the source of every random choice (connection IDs, MTU probe
+	// contents), so that a run replays from a seed. The default is a PCG
+	// with a fixed seed: drivers seed it from crypto/rand. An endpoint uses
+	// it from one goroutine only.
+	Rand *rand.Rand
+
+	// Accept, on a server, decides whether to accept a connection from addr.
+	// A non-nil error refuses it, and the error's text is sent to the client
+	// as the "abort" reason. Nil accepts everything.
+	Accept func(addr netip.AddrPort) error
+
+	// MaxPacketSize is the largest packet, channel id included, the
+	// transport carries (the specification's "maximum packet size"). For
+	// Datagram the default is 65507 (D21); for Stream it is
+	// MaxMessageSize plus the message and packet overhead (D20). At least
+	// 4096.
+	MaxPacketSize int
+	// InitialPayloadMTU is the payload MTU (bytes after the channel id) a
+	// Datagram connection starts with, before MTU estimation. Default 32,
+	// the specification's default; at least 32.
+	InitialPayloadMTU int
+	// MaxMessageSize is the largest message payload Send accepts and a
+	// receiver reassembles. Default 1 MiB.
+	MaxMessageSize int
+
+	// ReceiveWindow is W of D9: packets more than W after a channel's ignore
+	// number are dropped unacked. Default 65536; below 8,398,608/2.
+	ReceiveWindow int
+	// ChannelReceiveMemory bounds the bytes one channel holds for
+	// reassembly. Default 3*MaxMessageSize + 64 KiB.
+	ChannelReceiveMemory int
+	// ConnReceiveMemory bounds the bytes all channels of one connection hold
+	// for reassembly. Default 4*ChannelReceiveMemory.
+	ConnReceiveMemory int
+	// SendQueueSize bounds the encoded bytes of one connection's messages
+	// waiting to be sent for the first time. A Send that would pass it
+	// fails with ErrQueueFull. Default 4 MiB, and at least one message of
+	// MaxMessageSize.
+	SendQueueSize int
+	// MaxInFlight bounds the bytes of reliable packets sent and not yet
+	// acknowledged on one connection; new packets wait while it is reached.
+	// Default 1 MiB.
+	MaxInFlight int
+
+	// MaxConnections bounds a server's established connections; a
+	// "connect?" beyond it is refused with the reason "server full".
+	// Default 1024.
+	MaxConnections int
+	// MaxPendingHandshakes bounds a client's connections still in their
+	// handshake. Default 16.
+	MaxPendingHandshakes int
+
+	// Timeout ends a connection whose peer sent no heartbeat for this long
+	// (default 20 s), and one with a reliable packet unacknowledged this
+	// long (D14).
+	Timeout time.Duration
+	// ConnectTimeout bounds the client's handshake (default 5 s).
+	ConnectTimeout time.Duration
+	// ConnectRetry is the interval between the client's queries and
+	// "connect?" on a Datagram transport (default 200 ms).
+	ConnectRetry time.Duration
+	// CoalesceInterval is the MCI of D11: an incomplete unreliable message
+	// is dropped this long after its newest packet arrived (default 25 ms).
+	CoalesceInterval time.Duration
+	// MinResendRTT is the floor of the RTT used for resend intervals (D14).
+	// Default 10 ms.
+	MinResendRTT time.Duration
+	// MaxResendInterval caps the interval between resends of one packet
+	// (D14). Default 5 s.
+	MaxResendInterval time.Duration
+	// Linger bounds how long a graceful Close waits for its reliable data to
+	// be acknowledged before it sends "disconnect" (D18). Default 2 s.
+	Linger time.Duration
+
+	// MTU estimation (D19), on Datagram transports.
+	MTU MTUConfig
+}
+
+// MTUConfig holds the settings of MTU estimation (D19).
+type MTUConfig struct {
+	// Disabled turns estimation off: the payload MTU stays at
+	// InitialPayloadMTU. The responder still answers the peer's probes.
+	Disabled bool
+	// ProbeInterval is the wait between probes of one round.
+	ProbeInterval time.Duration
+	// FinalTimeout is the wait after a round's last probe.
+	FinalTimeout time.Duration
+	// Period is the time between the end of one estimation and the start of
+	// the next.
+	Period time.Duration
+}
+
+// Defaults of the fields of Config.
+const (
+	DefaultMaxDatagram       = 65507
+	DefaultPayloadMTU        = 32
+	DefaultMaxMessageSize    = 1 << 20
+	DefaultReceiveWindow     = 65536
+	DefaultSendQueueSize     = 4 << 20
+	DefaultMaxInFlight       = 1 << 20
+	DefaultMaxConnections    = 1024
+	DefaultMaxPendingConnect = 16
+	DefaultTimeout           = 20 * time.Second
+	DefaultConnectTimeout    = 5 * time.Second
+	DefaultConnectRetry      = 200 * time.Millisecond
+	DefaultCoalesceInterval  = 25 * time.Millisecond
+	DefaultMinResendRTT      = 10 * time.Millisecond
+	DefaultMaxResendInterval = 5 * time.Second
+	DefaultLinger            = 2 * time.Second
+	DefaultMTUProbeInterval  = 2 * time.Millisecond
+	DefaultMTUFinalTimeout   = 250 * time.Millisecond
+	DefaultMTUPeriod         = 60 * time.Second
+
+	// seqSpace is M of D5.
+	seqSpace = 8398608
+	// packetOverhead is the channel id plus the channel data header (D12).
+	packetOverhead = 2 + 7
+	// maxMessageOverhead is the longest message header and checksum (D2,
+	// D3): flags, a 4-byte length and an MD5 digest.
+	maxMessageOverhead = 1 + 4 + 16
+)
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(0x66617374, 0x6e6574))
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if c.MaxPacketSize == 0 {
+		if c.Transport == Stream {
+			c.MaxPacketSize = c.MaxMessageSize + maxMessageOverhead + 2
+		} else {
+			c.MaxPacketSize = DefaultMaxDatagram
+		}
+	}
+	if c.InitialPayloadMTU == 0 {
+		c.InitialPayloadMTU = DefaultPayloadMTU
+	}
+	if c.ReceiveWindow == 0 {
+		c.ReceiveWindow = DefaultReceiveWindow
+	}
+	if c.ChannelReceiveMemory == 0 {
+		c.ChannelReceiveMemory = 3*c.MaxMessageSize + 64<<10
+	}
+	if c.ConnReceiveMemory == 0 {
+		c.ConnReceiveMemory = 4 * c.ChannelReceiveMemory
+	}
+	if c.SendQueueSize == 0 {
+		c.SendQueueSize = max(DefaultSendQueueSize, c.MaxMessageSize+maxMessageOverhead)
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxPendingHandshakes == 0 {
+		c.MaxPendingHandshakes = DefaultMaxPendingConnect
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.ConnectRetry == 0 {
+		c.ConnectRetry = DefaultConnectRetry
+	}
+	if c.CoalesceInterval == 0 {
+		c.CoalesceInterval = DefaultCoalesceInterval
+	}
+	if c.MinResendRTT == 0 {
+		c.MinResendRTT = DefaultMinResendRTT
+	}
+	if c.MaxResendInterval == 0 {
+		c.MaxResendInterval = DefaultMaxResendInterval
+	}
+	if c.Linger == 0 {
+		c.Linger = DefaultLinger
+	}
+	if c.MTU.ProbeInterval == 0 {
+		c.MTU.ProbeInterval = DefaultMTUProbeInterval
+	}
+	if c.MTU.FinalTimeout == 0 {
+		c.MTU.FinalTimeout = DefaultMTUFinalTimeout
+	}
+	if c.MTU.Period == 0 {
+		c.MTU.Period = DefaultMTUPeriod
+	}
+	return c
+}
+
+// Validate reports the first field of c, with defaults applied, that is out
+// of range, or a combination that could never work (D22).
+func (c Config) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+func (c Config) resolve() (Config, error) {
+	c = c.withDefaults()
+	bad := func(format string, args ...any) (Config, error) {
+		return c, errors.New("fastnet: invalid config: " + fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Role != Client && c.Role != Server:
+		return bad("Role must be Client or Server")
+	case c.Transport != Datagram && c.Transport != Stream:
+		return bad("unknown Transport %d", c.Transport)
+	case c.MaxPacketSize < 4096:
+		return bad("MaxPacketSize %d is below the 4096 every transport must carry", c.MaxPacketSize)
+	case c.Transport == Datagram && c.MaxPacketSize > DefaultMaxDatagram:
+		return bad("MaxPacketSize %d is above the largest UDP payload, %d", c.MaxPacketSize, DefaultMaxDatagram)
+	case c.InitialPayloadMTU < 32:
+		return bad("InitialPayloadMTU %d is below 32", c.InitialPayloadMTU)
+	case c.InitialPayloadMTU > c.MaxPacketSize-2:
+		return bad("InitialPayloadMTU %d is above MaxPacketSize-2", c.InitialPayloadMTU)
+	case c.MaxMessageSize < 1:
+		return bad("MaxMessageSize must be positive")
+	case c.MaxMessageSize > 1<<30:
+		return bad("MaxMessageSize %d is above 1 GiB", c.MaxMessageSize)
+	case c.ReceiveWindow < 1 || c.ReceiveWindow >= seqSpace/2:
+		return bad("ReceiveWindow %d is outside 1..%d", c.ReceiveWindow, seqSpace/2-1)
+	case c.ChannelReceiveMemory < 1 || c.ConnReceiveMemory < 1:
+		return bad("receive memory limits must be positive")
+	case c.ConnReceiveMemory < c.ChannelReceiveMemory:
+		return bad("ConnReceiveMemory %d is below ChannelReceiveMemory %d", c.ConnReceiveMemory, c.ChannelReceiveMemory)
+	case c.SendQueueSize < c.MaxMessageSize+maxMessageOverhead:
+		return bad("SendQueueSize %d cannot hold one message of MaxMessageSize %d", c.SendQueueSize, c.MaxMessageSize)
+	case c.MaxInFlight < c.MaxPacketSize && c.Transport == Datagram && c.MaxInFlight < 64<<10:
+		return bad("MaxInFlight %d is below 64 KiB", c.MaxInFlight)
+	case c.MaxConnections < 1 || c.MaxPendingHandshakes < 1:
+		return bad("MaxConnections and MaxPendingHandshakes must be positive")
+	case c.Timeout < 100*time.Millisecond:
+		return bad("Timeout %v is below 100ms", c.Timeout)
+	case c.ConnectTimeout <= 0 || c.ConnectRetry <= 0 || c.CoalesceInterval <= 0:
+		return bad("ConnectTimeout, ConnectRetry and CoalesceInterval must be positive")
+	case c.MinResendRTT <= 0 || c.MaxResendInterval < c.MinResendRTT:
+		return bad("MinResendRTT must be positive and at most MaxResendInterval")
+	case c.Linger < 0:
+		return bad("Linger must not be negative")
+	case c.MTU.ProbeInterval <= 0 || c.MTU.FinalTimeout <= 0 || c.MTU.Period <= 0:
+		return bad("MTU intervals must be positive")
+	}
+	if c.Transport == Stream {
+		if need := c.MaxMessageSize + maxMessageOverhead + 2; c.MaxPacketSize < need {
+			return bad("MaxPacketSize %d cannot carry a message of MaxMessageSize %d as one packet (D20)", c.MaxPacketSize, c.MaxMessageSize)
+		}
+		return c, nil
+	}
+	// Datagram: a reliable message is delivered only once all of its packets
+	// are queued, so the largest one must fit the receive window and memory
+	// at the smallest message MTU it may be cut with (D9, D22).
+	encoded := c.MaxMessageSize + maxMessageOverhead
+	chunk := c.InitialPayloadMTU - 7
+	packets := (encoded + chunk - 1) / chunk
+	if packets > c.ReceiveWindow {
+		return bad("a message of MaxMessageSize %d is %d packets at payload MTU %d, above ReceiveWindow %d", c.MaxMessageSize, packets, c.InitialPayloadMTU, c.ReceiveWindow)
+	}
+	if need := encoded + packets*PacketMemoryOverhead; need > c.ChannelReceiveMemory {
+		return bad("a message of MaxMessageSize %d needs %d bytes of receive memory, above ChannelReceiveMemory %d", c.MaxMessageSize, need, c.ChannelReceiveMemory)
+	}
+	return c, nil
+}
+
+// PacketMemoryOverhead is what one queued packet costs a receiver beyond its
+// bytes, as counted against the receive memory limits.
+const PacketMemoryOverhead = 32

@@ -1,0 +1,113 @@
+package fastnet
+
+import (
+	"errors"
+)
+
+// Errors returned to the caller for misuse. They leave the endpoint's state
+// unchanged. Test for them with errors.Is.
+var (
+	// ErrQueueFull is returned by Send when the connection's send queue has
+	// no room for the message. Wait for an EventWritable on the connection
+	// and try again.
+	ErrQueueFull = errors.New("fastnet: send queue full")
+	// ErrMessageTooLarge is returned by Send for a message above
+	// Config.MaxMessageSize.
+	ErrMessageTooLarge = errors.New("fastnet: message too large")
+	// ErrBadChannel is returned for a channel outside 0..32767.
+	ErrBadChannel = errors.New("fastnet: channel out of range 0..32767")
+	// ErrUnknownConn is returned for a handle that names no live connection.
+	ErrUnknownConn = errors.New("fastnet: unknown connection")
+	// ErrNotConnected is returned by Send before the handshake completes.
+	ErrNotConnected = errors.New("fastnet: not connected")
+	// ErrClosed is returned for a connection that is closing or closed; it is
+	// also the Err of a Disconnected event for a connection closed locally.
+	ErrClosed = errors.New("fastnet: connection closed")
+	// ErrWrongRole is returned when a client-only or server-only method is
+	// called on an endpoint of the other role.
+	ErrWrongRole = errors.New("fastnet: wrong endpoint role")
+	// ErrTooManyHandshakes is returned by Connect when
+	// Config.MaxPendingHandshakes connections are still connecting.
+	ErrTooManyHandshakes = errors.New("fastnet: too many pending handshakes")
+)
+
+// Reasons a connection ends or never starts, carried in the Err of
+// Disconnected, Refused and ConnectFailed events. Test for them with
+// errors.Is; errors.As extracts *RefusedError, *PeerClosedError and
+// *ProtocolError for their text.
+var (
+	// ErrRefused: the server answered "abort" (see RefusedError).
+	ErrRefused = errors.New("fastnet: connection refused")
+	// ErrTimeout: no heartbeat within Config.Timeout, or no answer to the
+	// handshake within Config.ConnectTimeout.
+	ErrTimeout = errors.New("fastnet: timed out")
+	// ErrIncompatible: the server speaks another version of Fastnet, or is
+	// not a Fastnet server.
+	ErrIncompatible = errors.New("fastnet: incompatible protocol version")
+	// ErrPeerClosed: the peer closed the connection (see PeerClosedError).
+	ErrPeerClosed = errors.New("fastnet: closed by peer")
+	// ErrProtocol: the peer broke the protocol (see ProtocolError).
+	ErrProtocol = errors.New("fastnet: protocol violation")
+	// ErrNotAcknowledging: a reliable packet stayed unacknowledged for
+	// Config.Timeout (D14).
+	ErrNotAcknowledging = errors.New("fastnet: peer is not acknowledging")
+	// ErrTransportClosed: a connection-based transport reported the
+	// connection dropped.
+	ErrTransportClosed = errors.New("fastnet: transport connection lost")
+)
+
+// RefusedError is the reason a server gave in its "abort" reply.
+type RefusedError struct {
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	if e.Reason == "" {
+		return "fastnet: connection refused"
+	}
+	return "fastnet: connection refused: " + e.Reason
+}
+
+// Is reports whether target is ErrRefused.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+
+// PeerClosedError is the reason a peer gave in its "disconnect" (D18).
+type PeerClosedError struct {
+	Reason string
+}
+
+func (e *PeerClosedError) Error() string {
+	if e.Reason == "" {
+		return "fastnet: closed by peer"
+	}
+	return "fastnet: closed by peer: " + e.Reason
+}
+
+// Is reports whether target is ErrPeerClosed.
+func (e *PeerClosedError) Is(target error) bool { return target == ErrPeerClosed }
+
+// ProtocolError says how the peer broke the protocol (D11, D22, D23).
+type ProtocolError struct {
+	Reason string
+}
+
+func (e *ProtocolError) Error() string { return "fastnet: protocol violation: " + e.Reason }
+
+// Is reports whether target is ErrProtocol.
+func (e *ProtocolError) Is(target error) bool { return target == ErrProtocol }
+
+// LocalCloseError is the Err of the Disconnected event for a connection this
+// endpoint closed, with the reason it gave. It matches ErrClosed.
+type LocalCloseError struct {
+	Reason string
+}
+
+func (e *LocalCloseError) Error() string {
+	if e.Reason == "" {
+		return "fastnet: connection closed"
+	}
+	return "fastnet: connection closed: " + e.Reason
+}
+
+// Is reports whether target is ErrClosed.
+func (e *LocalCloseError) Is(target error) bool { return target == ErrClosed }

@@ -1,0 +1,79 @@
+package fastnet
+
+import (
+	"net/netip"
+)
+
+// Handle names one connection of an endpoint. It is local to the endpoint and
+// never reused while the endpoint lives. It is not the Fastnet connection ID
+// (see Event.ID and Endpoint.ConnID).
+type Handle uint32
+
+// EventKind says what happened.
+type EventKind uint8
+
+// Event kinds. The comment of each says which Event fields it sets; Conn and
+// Addr are set for every kind.
+const (
+	_ EventKind = iota
+	// EventConnected: the handshake completed. Sets ID (the Fastnet
+	// connection ID, the same on both sides).
+	EventConnected
+	// EventRefused: the server answered "abort". Err is a *RefusedError.
+	EventRefused
+	// EventConnectFailed: the handshake did not complete. Err is ErrTimeout
+	// or ErrIncompatible.
+	EventConnectFailed
+	// EventMessage: a message arrived. Sets Channel, Reliable and Data; Data
+	// belongs to the receiver.
+	EventMessage
+	// EventDisconnected: an established connection ended. Err says why:
+	// ErrTimeout, a *PeerClosedError, a *LocalCloseError, a *ProtocolError,
+	// ErrNotAcknowledging or ErrTransportClosed. The handle is dead after it.
+	EventDisconnected
+	// EventMTUChanged: the payload MTU this endpoint sends with changed
+	// (D19). Sets MTU.
+	EventMTUChanged
+	// EventWritable: the send queue, after refusing a Send with ErrQueueFull,
+	// has room again.
+	EventWritable
+)
+
+var eventKindNames = [...]string{
+	EventConnected:     "Connected",
+	EventRefused:       "Refused",
+	EventConnectFailed: "ConnectFailed",
+	EventMessage:       "Message",
+	EventDisconnected:  "Disconnected",
+	EventMTUChanged:    "MTUChanged",
+	EventWritable:      "Writable",
+}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventKindNames) && eventKindNames[k] != "" {
+		return eventKindNames[k]
+	}
+	return "EventKind(?)"
+}
+
+// An Event is something the application must hear about, pulled with
+// Endpoint.PollEvent. It is one flat value so that polling allocates nothing;
+// the comment of each EventKind says which fields it sets.
+type Event struct {
+	Kind     EventKind
+	Conn     Handle
+	Addr     netip.AddrPort // the peer
+	ID       uint32         // EventConnected: the Fastnet connection ID
+	Channel  int            // EventMessage
+	Reliable bool           // EventMessage
+	Data     []byte         // EventMessage: owned by the receiver
+	Err      error          // EventRefused, EventConnectFailed, EventDisconnected
+	MTU      int            // EventMTUChanged: the new payload MTU
+}
+
+// Transmit describes one datagram written by Endpoint.PollTransmit: send the
+// first N bytes of the buffer to To.
+type Transmit struct {
+	To netip.AddrPort
+	N  int
+}

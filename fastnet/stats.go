@@ -1,0 +1,87 @@
+package fastnet
+
+import "time"
+
+// DropReason says why an incoming packet was dropped (D23). Statistics count
+// drops per reason.
+type DropReason uint8
+
+// Reasons for dropping a packet.
+const (
+	DropShort            DropReason = iota // shorter than its format allows
+	DropUnknownChannel                     // a channel id no format is defined for
+	DropBadHeader                          // a malformed channel data header or sequence number (D5)
+	DropBadControl                         // a malformed packet on channels -1..-5
+	DropNotConnected                       // from an address with no connection (server) or before connecting (client)
+	DropStale                              // unreliable, at or before the ignore number (D8)
+	DropDuplicate                          // a reliable packet already received (acked again, D8)
+	DropWindow                             // beyond the receive window (D9)
+	DropMemory                             // no receive memory left (D22)
+	DropMalformedMessage                   // an unreliable message with a bad length or checksum (D11)
+	DropExpired                            // an incomplete unreliable message dropped after the MCI (D11)
+	DropTooLarge                           // a datagram above the payload limits
+	numDropReasons
+)
+
+var dropReasonNames = [...]string{
+	DropShort:            "short",
+	DropUnknownChannel:   "unknown-channel",
+	DropBadHeader:        "bad-header",
+	DropBadControl:       "bad-control",
+	DropNotConnected:     "not-connected",
+	DropStale:            "stale",
+	DropDuplicate:        "duplicate",
+	DropWindow:           "window",
+	DropMemory:           "memory",
+	DropMalformedMessage: "malformed-message",
+	DropExpired:          "expired",
+	DropTooLarge:         "too-large",
+}
+
+func (r DropReason) String() string {
+	if int(r) < len(dropReasonNames) {
+		return dropReasonNames[r]
+	}
+	return "DropReason(?)"
+}
+
+// NumDropReasons is the number of DropReason values, the length of
+// Stats.Dropped.
+const NumDropReasons = int(numDropReasons)
+
+// Stats are the counters and estimates of one connection, read with
+// Endpoint.Stats.
+type Stats struct {
+	// RTT is the smoothed round-trip time (D17), RTTVar its variation and
+	// MinRTT the smallest sample; 200 ms, 100 ms and 0 before any sample.
+	RTT, RTTVar, MinRTT time.Duration
+
+	PacketsSent, PacketsReceived uint64 // datagrams of every channel
+	BytesSent, BytesReceived     uint64 // their sizes
+	PacketsResent                uint64 // reliable packets sent again (D14)
+	BytesResent                  uint64
+	AcksSent, AcksReceived       uint64 // ack entries (D13), not ack packets
+	MessagesSent                 uint64 // messages accepted by Send
+	MessagesDelivered            uint64 // messages delivered to the application
+	// Dropped counts incoming packets dropped, indexed by DropReason.
+	Dropped [NumDropReasons]uint64
+
+	// PayloadMTU is the payload MTU this side sends with; PeerPayloadMTU
+	// the largest payload the peer has been seen to send (D19).
+	PayloadMTU, PeerPayloadMTU int
+
+	SendQueueBytes  int // encoded message bytes waiting to be sent
+	InFlightBytes   int // reliable bytes sent and not acknowledged
+	InFlightPackets int
+	ReceiveBytes    int // bytes held for reassembly
+	OpenChannels    int // channels with state on this connection
+}
+
+// TotalDropped returns the sum of s.Dropped.
+func (s *Stats) TotalDropped() uint64 {
+	var n uint64
+	for _, d := range s.Dropped {
+		n += d
+	}
+	return n
+}

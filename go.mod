@@ -1,0 +1,3 @@
+module github.com/fastnet-engine/fastnet
+
+go 1.26
