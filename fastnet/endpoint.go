@@ -1,18 +1,47 @@
 package fastnet
 
 import (
+	"container/heap"
 	"net/netip"
+	"unicode/utf8"
 
 	"github.com/fastnet-engine/fastnet/clock"
 )
 
 // An Endpoint is one side of Fastnet: a client with its connections to
-// servers, or a server with the connections of its clients. It is a pure
-// state machine; see the package documentation for how to drive it.
+// servers, or a server with the connections of its clients, all over one
+// transport. It is a pure state machine; the package documentation says how
+// to drive it. An Endpoint must not be used by more than one goroutine at a
+// time.
 type Endpoint struct {
 	cfg Config
-	// (internals under construction)
+
+	conns      map[Handle]*conn
+	byAddr     map[netip.AddrPort]*conn
+	ids        map[uint32]*conn // server: IDs in use
+	nextHandle Handle
+	pending    int // client: connections still in their handshake
+
+	timers timerHeap // connections by deadline
+	ready  []*conn   // connections with something to transmit, round robin
+
+	ctl    []ctlOut // channel -1 packets to send, bounded
+	events []Event
+	evHead int
+
+	// Counters of packets dropped before they reach any connection.
+	stray [NumDropReasons]uint64
 }
+
+// ctlOut is a channel -1 packet waiting to be sent.
+type ctlOut struct {
+	to netip.AddrPort
+	c  control
+}
+
+// maxCtlOut bounds the queue of channel -1 packets: a flood of queries gets
+// answers only as fast as the caller drains PollTransmit.
+const maxCtlOut = 1024
 
 // NewEndpoint returns an endpoint configured by cfg, or the error of
 // cfg.Validate.
@@ -21,7 +50,12 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Endpoint{cfg: c}, nil
+	return &Endpoint{
+		cfg:    c,
+		conns:  make(map[Handle]*conn),
+		byAddr: make(map[netip.AddrPort]*conn),
+		ids:    make(map[uint32]*conn),
+	}, nil
 }
 
 // Config returns the endpoint's configuration with defaults filled in.
@@ -29,57 +63,375 @@ func (e *Endpoint) Config() Config { return e.cfg }
 
 // Connect starts a client's handshake with the server at to and returns the
 // handle of the new connection. EventConnected, EventRefused or
-// EventConnectFailed follows.
+// EventConnectFailed follows. It fails with ErrWrongRole on a server,
+// ErrTooManyHandshakes when Config.MaxPendingHandshakes are under way, and
+// ErrClosed if a connection to the same address exists.
 func (e *Endpoint) Connect(now clock.Time, to netip.AddrPort) (Handle, error) {
-	panic("fastnet: internal: under construction")
+	if e.cfg.Role != Client {
+		return 0, ErrWrongRole
+	}
+	if e.pending >= e.cfg.MaxPendingHandshakes {
+		return 0, ErrTooManyHandshakes
+	}
+	if _, dup := e.byAddr[to]; dup {
+		return 0, ErrClosed
+	}
+	c := e.addConn(to)
+	e.pending++
+	c.startHandshake(now)
+	e.touch(c, now)
+	return c.handle, nil
+}
+
+func (e *Endpoint) addConn(addr netip.AddrPort) *conn {
+	e.nextHandle++
+	c := newConn(e, e.nextHandle, addr)
+	e.conns[c.handle] = c
+	e.byAddr[addr] = c
+	return c
+}
+
+// removeConn forgets c entirely.
+func (e *Endpoint) removeConn(c *conn) {
+	delete(e.conns, c.handle)
+	if e.byAddr[c.addr] == c {
+		delete(e.byAddr, c.addr)
+	}
+	if c.id != 0 && e.ids[c.id] == c && e.cfg.Role == Server {
+		delete(e.ids, c.id)
+	}
+	if c.heapIdx >= 0 {
+		heap.Remove(&e.timers, c.heapIdx)
+	}
+	if c.state == stateQuerying || c.state == stateConnecting {
+		e.pending--
+	}
+	c.state = 0
+	c.releaseBuffers()
+}
+
+// disconnect ends an established connection with err, tells the peer when
+// tell is set, and reports EventDisconnected.
+func (e *Endpoint) disconnect(now clock.Time, c *conn, err error, tell bool) {
+	if c.state == 0 {
+		return
+	}
+	if tell {
+		var reason string
+		switch err := err.(type) {
+		case *LocalCloseError:
+			reason = err.Reason
+		default:
+			reason = err.Error()
+		}
+		e.queueCtl(c.addr, control{kind: ctlDisconnect, text: reason})
+	}
+	e.removeConn(c)
+	e.emit(Event{Kind: EventDisconnected, Conn: c.handle, Addr: c.addr, Err: err})
+}
+
+// queueCtl queues a channel -1 packet, or drops it when the queue is full.
+func (e *Endpoint) queueCtl(to netip.AddrPort, c control) {
+	if len(e.ctl) >= maxCtlOut {
+		return
+	}
+	e.ctl = append(e.ctl, ctlOut{to: to, c: c})
+}
+
+func (e *Endpoint) emit(ev Event) {
+	e.events = append(e.events, ev)
+}
+
+// touch recomputes c's deadline and readiness after an input changed it.
+func (e *Endpoint) touch(c *conn, now clock.Time) {
+	if c.state == 0 {
+		return
+	}
+	d := c.nextDeadline()
+	switch {
+	case d == 0 && c.heapIdx >= 0:
+		heap.Remove(&e.timers, c.heapIdx)
+	case d != 0 && c.heapIdx < 0:
+		c.deadline = d
+		heap.Push(&e.timers, c)
+	case d != 0 && d != c.deadline:
+		c.deadline = d
+		heap.Fix(&e.timers, c.heapIdx)
+	}
+	if !c.sendable && c.wantsTransmit(now) {
+		c.sendable = true
+		e.ready = append(e.ready, c)
+	}
 }
 
 // HandleDatagram feeds the endpoint one datagram (on a Stream transport, one
-// deframed packet) that arrived from addr. It does not keep b.
-func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte) {}
+// deframed packet) that arrived from addr at now. It does not keep b. Bad
+// input is dropped and counted, never returned as an error (D23).
+func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte) {
+	ch, payload, err := parsePacket(b)
+	if err != nil {
+		e.drop(nil, DropShort)
+		return
+	}
+	c := e.byAddr[from]
+	if c != nil {
+		c.stats.PacketsReceived++
+		c.stats.BytesReceived += uint64(len(b))
+	}
+	if ch == chControl {
+		e.handleControl(now, from, c, payload)
+		return
+	}
+	if c == nil || !c.established() {
+		// Servers ignore everything but channel -1 from addresses without
+		// a connection; clients ignore everything but the handshake's
+		// replies until connected (D15).
+		e.drop(c, DropNotConnected)
+		return
+	}
+	c.handlePacket(now, ch, payload)
+	e.touch(c, now)
+}
+
+// drop counts a dropped packet against c, or against the endpoint when it
+// belongs to no connection.
+func (e *Endpoint) drop(c *conn, r DropReason) {
+	if c != nil {
+		c.stats.Dropped[r]++
+		return
+	}
+	e.stray[r]++
+}
 
 // HandleTransportClosed tells a Stream endpoint that the transport connection
-// to addr is gone.
-func (e *Endpoint) HandleTransportClosed(now clock.Time, addr netip.AddrPort) {}
+// to addr is gone: its Fastnet connection is broken (spec "Connection
+// Breaking").
+func (e *Endpoint) HandleTransportClosed(now clock.Time, addr netip.AddrPort) {
+	c := e.byAddr[addr]
+	if c == nil {
+		return
+	}
+	if c.established() {
+		e.disconnect(now, c, ErrTransportClosed, false)
+		return
+	}
+	e.failHandshake(c, ErrTransportClosed)
+}
 
 // HandleTimeout tells the endpoint that time has reached now. Calls before
 // NextDeadline do nothing harmful.
-func (e *Endpoint) HandleTimeout(now clock.Time) {}
+func (e *Endpoint) HandleTimeout(now clock.Time) {
+	for len(e.timers) > 0 && e.timers[0].deadline <= now {
+		c := e.timers[0]
+		c.handleTimeout(now)
+		if c.state == 0 {
+			continue
+		}
+		e.touch(c, now)
+		if c.heapIdx >= 0 && c.deadline <= now {
+			// What is due is a transmit (a heartbeat, a resend) that
+			// PollTransmit produces. Park the connection in the ready
+			// ring; PollTransmit re-arms its timer.
+			heap.Remove(&e.timers, c.heapIdx)
+			c.deadline = 0
+			if !c.sendable {
+				c.sendable = true
+				e.ready = append(e.ready, c)
+			}
+		}
+	}
+}
 
 // NextDeadline returns when HandleTimeout should next be called; ok is false
 // when nothing is scheduled.
-func (e *Endpoint) NextDeadline() (deadline clock.Time, ok bool) { return 0, false }
+func (e *Endpoint) NextDeadline() (deadline clock.Time, ok bool) {
+	if len(e.timers) == 0 {
+		return 0, false
+	}
+	return e.timers[0].deadline, true
+}
 
 // PollTransmit writes the next datagram to send into buf and says where it
-// goes; ok is false when there is nothing to send. buf must hold at least
-// Config.MaxPacketSize bytes.
+// goes; ok is false when there is nothing to send. buf must hold
+// Config.MaxPacketSize bytes. Call it until it returns false after every
+// Handle* and Send call.
 func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool) {
+	buf = buf[:0]
+	if len(e.ctl) > 0 {
+		m := e.ctl[0]
+		copy(e.ctl, e.ctl[1:])
+		e.ctl = e.ctl[:len(e.ctl)-1]
+		b := appendControl(appendPacketHeader(buf, chControl), m.c)
+		if c := e.byAddr[m.to]; c != nil {
+			c.countSent(len(b))
+		}
+		return Transmit{To: m.to, N: len(b)}, true
+	}
+	for len(e.ready) > 0 {
+		c := e.ready[0]
+		copy(e.ready, e.ready[1:])
+		e.ready = e.ready[:len(e.ready)-1]
+		c.sendable = false
+		if c.state == 0 {
+			continue
+		}
+		b, ok := c.poll(now, buf)
+		if c.state != 0 {
+			// Round robin: it goes to the back while it has more.
+			e.touch(c, now)
+		}
+		if ok {
+			c.countSent(len(b))
+			return Transmit{To: c.addr, N: len(b)}, true
+		}
+	}
 	return Transmit{}, false
 }
 
 // PollEvent returns the next event; ok is false when there is none.
-func (e *Endpoint) PollEvent() (ev Event, ok bool) { return Event{}, false }
-
-// Send queues msg on channel (0..32767) of connection h, reliably or not. It
-// copies msg.
-func (e *Endpoint) Send(now clock.Time, h Handle, channel int, msg []byte, reliable bool) error {
-	return ErrUnknownConn
+func (e *Endpoint) PollEvent() (ev Event, ok bool) {
+	if e.evHead == len(e.events) {
+		return Event{}, false
+	}
+	ev = e.events[e.evHead]
+	e.events[e.evHead] = Event{} // do not keep the message alive
+	e.evHead++
+	if e.evHead == len(e.events) {
+		e.events, e.evHead = e.events[:0], 0
+	}
+	return ev, true
 }
 
-// Close starts a graceful close of h (D18): its queued and in-flight reliable
-// data is given up to Config.Linger to be acknowledged, then "disconnect"
-// with reason is sent and EventDisconnected reported.
-func (e *Endpoint) Close(now clock.Time, h Handle, reason string) error { return ErrUnknownConn }
+// Send queues msg on channel (0..32767) of connection h, reliably or not.
+// It copies msg. It returns ErrBadChannel, ErrMessageTooLarge,
+// ErrUnknownConn, ErrNotConnected, ErrClosed (closing), or ErrQueueFull,
+// after which an EventWritable says when to try again; the endpoint's state
+// is unchanged by a failed Send.
+func (e *Endpoint) Send(now clock.Time, h Handle, channel int, msg []byte, reliable bool) error {
+	if channel < 0 || channel > MaxChannel {
+		return ErrBadChannel
+	}
+	if len(msg) > e.cfg.MaxMessageSize {
+		return ErrMessageTooLarge
+	}
+	c := e.conns[h]
+	switch {
+	case c == nil:
+		return ErrUnknownConn
+	case c.state == stateClosing:
+		return ErrClosed
+	case !c.established():
+		return ErrNotConnected
+	}
+	if err := c.send(int16(channel), msg, reliable); err != nil {
+		return err
+	}
+	e.touch(c, now)
+	return nil
+}
 
-// Abort closes h at once: "disconnect" with reason is sent, queued data is
-// dropped and EventDisconnected reported.
-func (e *Endpoint) Abort(now clock.Time, h Handle, reason string) error { return ErrUnknownConn }
+// Close starts a graceful close of h (D18): its queued and in-flight
+// reliable data gets up to Config.Linger to be acknowledged, then
+// "disconnect" with reason goes to the peer and EventDisconnected, with a
+// *LocalCloseError, is reported. Closing a connection still in its handshake
+// abandons it at once with EventConnectFailed.
+func (e *Endpoint) Close(now clock.Time, h Handle, reason string) error {
+	c := e.conns[h]
+	if c == nil {
+		return ErrUnknownConn
+	}
+	switch c.state {
+	case stateClosing:
+		return nil
+	case stateQuerying, stateConnecting:
+		e.failHandshake(c, &LocalCloseError{Reason: reason})
+		return nil
+	}
+	c.state = stateClosing
+	c.closeReason = validReason(reason)
+	c.lingerUntil = now.Add(e.cfg.Linger)
+	c.closeIfDrained(now)
+	e.touch(c, now)
+	return nil
+}
+
+// Abort closes h at once: queued data is dropped, "disconnect" with reason
+// goes to the peer and EventDisconnected is reported.
+func (e *Endpoint) Abort(now clock.Time, h Handle, reason string) error {
+	c := e.conns[h]
+	if c == nil {
+		return ErrUnknownConn
+	}
+	if !c.established() {
+		e.failHandshake(c, &LocalCloseError{Reason: reason})
+		return nil
+	}
+	e.disconnect(now, c, &LocalCloseError{Reason: validReason(reason)}, true)
+	return nil
+}
+
+func validReason(s string) string {
+	if utf8.ValidString(s) {
+		return cutReason(s)
+	}
+	return cutReason(string([]rune(s)))
+}
 
 // Stats returns the statistics of connection h.
-func (e *Endpoint) Stats(h Handle) (Stats, bool) { return Stats{}, false }
+func (e *Endpoint) Stats(h Handle) (Stats, bool) {
+	c := e.conns[h]
+	if c == nil {
+		return Stats{}, false
+	}
+	return c.snapshot(), true
+}
+
+// Dropped returns the counts of packets dropped before they reached any
+// connection (from unknown addresses, or too short to name a channel),
+// indexed by DropReason.
+func (e *Endpoint) Dropped() [NumDropReasons]uint64 { return e.stray }
 
 // ConnID returns the Fastnet connection ID of h, known once connected.
-func (e *Endpoint) ConnID(h Handle) (id uint32, ok bool) { return 0, false }
+func (e *Endpoint) ConnID(h Handle) (id uint32, ok bool) {
+	c := e.conns[h]
+	if c == nil || !c.established() {
+		return 0, false
+	}
+	return c.id, true
+}
 
 // RemoteAddr returns the peer address of h.
-func (e *Endpoint) RemoteAddr(h Handle) (netip.AddrPort, bool) { return netip.AddrPort{}, false }
+func (e *Endpoint) RemoteAddr(h Handle) (netip.AddrPort, bool) {
+	c := e.conns[h]
+	if c == nil {
+		return netip.AddrPort{}, false
+	}
+	return c.addr, true
+}
+
+// NumConns returns the number of connections, established or not.
+func (e *Endpoint) NumConns() int { return len(e.conns) }
+
+// timerHeap orders connections by deadline.
+type timerHeap []*conn
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx = i
+	h[j].heapIdx = j
+}
+func (h *timerHeap) Push(x any) {
+	c := x.(*conn)
+	c.heapIdx = len(*h)
+	*h = append(*h, c)
+}
+func (h *timerHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	c.heapIdx = -1
+	return c
+}

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Workload is one of the workloads of BENCHMARKS.md, with its counts. It
+// travels to the server process as JSON, so both roles run the same one.
+type Workload struct {
+	// Name is W1, W2, W3 or W4.
+	Name string
+	// Title says what the workload measures.
+	Title string
+	// Warmup is the number of unmeasured round trips first (W1).
+	Warmup int
+	// Messages is the number of measured messages (W1: round trips).
+	Messages int
+	// Size is the length of each message in bytes.
+	Size int
+	// Silence ends W4: the server stops counting after this long without a
+	// message.
+	Silence time.Duration
+}
+
+// workloads returns the four workloads, with the counts of BENCHMARKS.md or
+// reduced ones for a smoke run.
+func workloads(quick bool) []Workload {
+	w := []Workload{
+		{Name: "W1", Title: "echo latency", Warmup: 1000, Messages: 20000, Size: 64},
+		{Name: "W2", Title: "small reliable throughput", Messages: 200000, Size: 64},
+		{Name: "W3", Title: "1 KiB reliable throughput", Messages: 100000, Size: 1024},
+		{Name: "W4", Title: "unreliable rate", Messages: 1000000, Size: 64, Silence: time.Second},
+	}
+	if quick {
+		w[0].Warmup, w[0].Messages = 100, 2000
+		w[1].Messages = 20000
+		w[2].Messages = 10000
+		w[3].Messages, w[3].Silence = 50000, 200*time.Millisecond
+	}
+	return w
+}
+
+// Metrics are the measurements of one run, by name. Client and server each
+// report theirs, and the harness adds the derived ones and CPU times.
+type Metrics map[string]float64
+
+// The metrics the harness knows. A system reports, for
+//   - W1: P50 and P99 (client);
+//   - W2 and W3: Rate, messages per second from the first send to the last
+//     receipt (either side);
+//   - W4: Sent and SendSeconds (client), Received and ReceiveSeconds (from
+//     the first to the last receipt, server).
+//
+// The harness derives Rate and Loss for W4 and adds CPU times.
+const (
+	P50            = "p50_us"
+	P99            = "p99_us"
+	Rate           = "rate"
+	Sent           = "sent"
+	SendSeconds    = "send_s"
+	Received       = "received"
+	ReceiveSeconds = "recv_s"
+	Loss           = "loss_pct"
+	SendRate       = "send_rate"
+	ClientCPU      = "cpu_client_ms"
+	ServerCPU      = "cpu_server_ms"
+)
+
+// Options are settings of the systems under test, given on the command
+// line and passed to the server process.
+type Options struct {
+	// SocketBuffer, if positive, is the receive and send buffer size asked
+	// for every UDP socket; otherwise the operating system's default stays.
+	SocketBuffer int
+}
+
+// A System is one implementation under test; it gives one row of the
+// table per workload it supports. Its server role runs in a process of its
+// own, started by the harness; its client role runs in the harness's
+// process.
+type System interface {
+	// Name identifies the system on the command line and in the table.
+	Name() string
+	// Supports reports whether the system implements the workload.
+	Supports(w Workload) bool
+	// Server listens on 127.0.0.1, passes its address to ready, serves one
+	// run of w and returns the server's measurements. ctx is done once the
+	// client has finished; a server with nothing left to measure returns
+	// then.
+	Server(ctx context.Context, w Workload, o Options, ready func(addr string)) (Metrics, error)
+	// Client runs one run of w against the server at addr and returns the
+	// client's measurements.
+	Client(ctx context.Context, w Workload, o Options, addr string) (Metrics, error)
+}
+
+// systems returns every system the command knows, in table order.
+func systems() []System {
+	return []System{
+		rawUDP{batch: 1},
+		rawUDP{batch: 64},
+		udpioSystem{batch: 64},
+	}
+}
+
+func findSystem(name string) System {
+	for _, s := range systems() {
+		if s.Name() == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// serverCommand is the hidden first argument that makes the binary play a
+// server; the second argument is a childSpec in JSON.
+const serverCommand = "__fastnet_bench_server"
+
+type childSpec struct {
+	System   string
+	Workload Workload
+	Options  Options
+}
+
+// serveChild is the server process: it runs the server role of the system
+// and workload in spec and reports on stdout, one line each, "ready ADDR"
+// and then "result JSON". Closing its stdin tells it the client finished.
+func serveChild(spec string, stdin io.Reader, stdout io.Writer) error {
+	var cs childSpec
+	if err := json.Unmarshal([]byte(spec), &cs); err != nil {
+		return err
+	}
+	sys := findSystem(cs.System)
+	if sys == nil {
+		return fmt.Errorf("unknown system %q", cs.System)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		io.Copy(io.Discard, stdin)
+		cancel()
+	}()
+	m, err := sys.Server(ctx, cs.Workload, cs.Options, func(addr string) {
+		fmt.Fprintf(stdout, "ready %s\n", addr)
+	})
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "result %s\n", b)
+	return err
+}
+
+// measure runs one run of w on sys: the server in a new process of exe,
+// the client here. It returns the client's and server's metrics merged,
+// with CPU times and derived metrics added.
+func measure(ctx context.Context, exe string, sys System, w Workload, o Options, stderr io.Writer) (Metrics, error) {
+	spec, err := json.Marshal(childSpec{System: sys.Name(), Workload: w, Options: o})
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe, serverCommand, string(spec))
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	waited := false
+	defer func() {
+		if !waited {
+			cmd.Process.Kill()
+			for range lines {
+			}
+			cmd.Wait()
+		}
+	}()
+	next := func(prefix string) (string, error) {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return "", fmt.Errorf("server exited before %q", prefix)
+			}
+			if rest, found := strings.CutPrefix(l, prefix+" "); found {
+				return rest, nil
+			}
+			return "", fmt.Errorf("server said %q, want %q", l, prefix)
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+
+	addr, err := next("ready")
+	if err != nil {
+		return nil, err
+	}
+	cpu0 := processCPU()
+	cm, err := sys.Client(ctx, w, o, addr)
+	cpu1 := processCPU()
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	stdin.Close()
+	res, err := next("result")
+	if err != nil {
+		return nil, err
+	}
+	var sm Metrics
+	if err := json.Unmarshal([]byte(res), &sm); err != nil {
+		return nil, err
+	}
+	for range lines {
+	}
+	waited = true
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+
+	m := Metrics{}
+	for k, v := range sm {
+		m[k] = v
+	}
+	for k, v := range cm {
+		m[k] = v
+	}
+	if cpu0 >= 0 && cpu1 >= 0 {
+		m[ClientCPU] = float64(cpu1-cpu0) / float64(time.Millisecond)
+	}
+	if ps := cmd.ProcessState; ps != nil {
+		m[ServerCPU] = float64(ps.UserTime()+ps.SystemTime()) / float64(time.Millisecond)
+	}
+	derive(w, m)
+	return m, nil
+}
+
+// derive adds the metrics computed from others.
+func derive(w Workload, m Metrics) {
+	if w.Name != "W4" {
+		return
+	}
+	if m[ReceiveSeconds] > 0 {
+		m[Rate] = m[Received] / m[ReceiveSeconds]
+	}
+	if m[SendSeconds] > 0 {
+		m[SendRate] = m[Sent] / m[SendSeconds]
+	}
+	if m[Sent] > 0 {
+		m[Loss] = 100 * (m[Sent] - m[Received]) / m[Sent]
+	}
+}
+
+// result is one row of the table: every run of one system on one workload.
+type result struct {
+	system string
+	w      Workload
+	runs   []Metrics
+}
+
+// spread is the median, minimum and maximum of one metric over the runs.
+type spread struct{ med, lo, hi float64 }
+
+func (r *result) spread(name string) (spread, bool) {
+	var v []float64
+	for _, m := range r.runs {
+		if x, ok := m[name]; ok {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return spread{}, false
+	}
+	slices.Sort(v)
+	med := v[len(v)/2]
+	if len(v)%2 == 0 {
+		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return spread{med, v[0], v[len(v)-1]}, true
+}
+
+// config is what the command was asked to do.
+type config struct {
+	runs      int
+	workloads []Workload
+	systems   []System
+	opts      Options
+	timeout   time.Duration // per run
+	exe       string        // binary that plays the server
+	progress  io.Writer
+}
+
+// benchmark runs every supported pair of system and workload cfg.runs
+// times, interleaving the runs so that a slow spell of the machine spreads
+// over all rows.
+func benchmark(ctx context.Context, cfg config) ([]*result, error) {
+	var results []*result
+	for _, s := range cfg.systems {
+		for _, w := range cfg.workloads {
+			if s.Supports(w) {
+				results = append(results, &result{system: s.Name(), w: w})
+			}
+		}
+	}
+	if len(results) == 0 {
+		return nil, errors.New("no selected system supports a selected workload")
+	}
+	for run := 1; run <= cfg.runs; run++ {
+		for _, r := range results {
+			sys := findSystem(r.system)
+			rctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+			m, err := measure(rctx, cfg.exe, sys, r.w, cfg.opts, cfg.progress)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("run %d of %s %s: %w", run, r.system, r.w.Name, err)
+			}
+			r.runs = append(r.runs, m)
+			fmt.Fprintf(cfg.progress, "run %d/%d %-16s %s %s\n", run, cfg.runs, r.system, r.w.Name, brief(r.w, m))
+		}
+	}
+	return results, nil
+}
+
+// brief is the one-line progress report of a run.
+func brief(w Workload, m Metrics) string {
+	switch w.Name {
+	case "W1":
+		return fmt.Sprintf("p50 %.1f µs, p99 %.1f µs", m[P50], m[P99])
+	case "W4":
+		return fmt.Sprintf("%s received/s, loss %.1f %%, sent %s/s", si(m[Rate]), m[Loss], si(m[SendRate]))
+	}
+	return fmt.Sprintf("%s msg/s", si(m[Rate]))
+}
+
+// printTable writes the results as one Markdown table.
+func printTable(out io.Writer, results []*result, runs int) {
+	fmt.Fprintf(out, "| system | workload | median [min-max] of %d runs | CPU ms client / server |\n", runs)
+	fmt.Fprintln(out, "| --- | --- | --- | --- |")
+	for _, r := range results {
+		fmt.Fprintf(out, "| %s | %s %s | %s | %s |\n", r.system, r.w.Name, r.w.Title, cell(r), cpuCell(r))
+	}
+}
+
+func cell(r *result) string {
+	f := func(metric string, format func(float64) string) string {
+		s, ok := r.spread(metric)
+		if !ok {
+			return "?"
+		}
+		return fmt.Sprintf("%s [%s-%s]", format(s.med), format(s.lo), format(s.hi))
+	}
+	us := func(x float64) string { return fmt.Sprintf("%.0f", x) }
+	pct := func(x float64) string { return fmt.Sprintf("%.1f", x) }
+	switch r.w.Name {
+	case "W1":
+		return "p50 " + f(P50, us) + ", p99 " + f(P99, us) + " µs"
+	case "W3":
+		mbs := func(x float64) string { return fmt.Sprintf("%.0f", x*float64(r.w.Size)/1e6) }
+		return f(Rate, si) + " msg/s, " + f(Rate, mbs) + " MB/s"
+	case "W4":
+		return f(Rate, si) + " received/s, loss " + f(Loss, pct) + " %, sent " + f(SendRate, si) + "/s"
+	}
+	return f(Rate, si) + " msg/s"
+}
+
+func cpuCell(r *result) string {
+	c, okc := r.spread(ClientCPU)
+	s, oks := r.spread(ServerCPU)
+	if !okc || !oks {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f / %.0f", c.med, s.med)
+}
+
+// si formats a rate with a k or M suffix.
+func si(x float64) string {
+	switch {
+	case math.Abs(x) >= 1e6:
+		return fmt.Sprintf("%.2fM", x/1e6)
+	case math.Abs(x) >= 1e3:
+		return fmt.Sprintf("%.0fk", x/1e3)
+	}
+	return fmt.Sprintf("%.0f", x)
+}

@@ -1,0 +1,129 @@
+// Command bench runs the workloads of BENCHMARKS.md (W1 echo latency, W2
+// and W3 reliable throughput, W4 unreliable rate) against several systems
+// over 127.0.0.1, each run with the server in a separate process, and
+// prints one Markdown table of medians with min-max and CPU time.
+//
+// It lives in a module of its own so that the engine's module needs none of
+// its dependencies. From the repository root:
+//
+//	cd bench && go run . [flags]
+//
+// Flags:
+//
+//	-runs N          runs of each workload on each system (default 3)
+//	-workloads LIST  comma-separated, from W1,W2,W3,W4 (default all)
+//	-systems LIST    comma-separated system names (default all; -list shows them)
+//	-quick           reduced counts, for a smoke run of a few seconds
+//	-sockbuf BYTES   socket buffer size for the raw UDP systems (default: OS default)
+//	-timeout D       limit on each run (default 2m)
+//
+// Flags may also be written with two dashes (--quick). A system is a value
+// implementing [System]: its server role runs in a child process (the same
+// binary started with a hidden first argument), its client role in this
+// process. A workload a system does not support is left out of the table.
+//
+// The systems so far are the baselines: raw-udp-plain (one system call per
+// datagram), raw-udp-batch64 (x/net ipv4 WriteBatch and ReadBatch, 64
+// datagrams per call) and udpio-batch64 (the same through the project's
+// socket layer, internal/udpio).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+)
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == serverCommand {
+		if err := serveChild(os.Args[2], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench server:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the command: it parses args, runs the benchmark, prints the table
+// to stdout and progress to stderr, and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	runs := fs.Int("runs", 3, "runs of each workload on each system")
+	wl := fs.String("workloads", "W1,W2,W3,W4", "comma-separated workloads")
+	sl := fs.String("systems", "", "comma-separated systems (default all)")
+	quick := fs.Bool("quick", false, "reduced counts for a smoke run")
+	sockbuf := fs.Int("sockbuf", 0, "socket buffer size in bytes (0: OS default)")
+	timeout := fs.Duration("timeout", 2*time.Minute, "limit on each run")
+	list := fs.Bool("list", false, "list the systems and exit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *list {
+		for _, s := range systems() {
+			fmt.Fprintln(stdout, s.Name())
+		}
+		return 0
+	}
+	cfg, err := parseConfig(*runs, *wl, *sl, *quick)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	cfg.opts = Options{SocketBuffer: *sockbuf}
+	cfg.timeout = *timeout
+	cfg.progress = stderr
+	if cfg.exe, err = os.Executable(); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	results, err := benchmark(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	printTable(stdout, results, cfg.runs)
+	return 0
+}
+
+// parseConfig checks the selection flags.
+func parseConfig(runs int, workloadList, systemList string, quick bool) (config, error) {
+	cfg := config{runs: runs}
+	if runs < 1 {
+		return cfg, fmt.Errorf("-runs %d: need at least 1", runs)
+	}
+	all := workloads(quick)
+	for _, name := range strings.Split(workloadList, ",") {
+		name = strings.ToUpper(strings.TrimSpace(name))
+		found := false
+		for _, w := range all {
+			if w.Name == name {
+				cfg.workloads = append(cfg.workloads, w)
+				found = true
+			}
+		}
+		if !found {
+			return cfg, fmt.Errorf("unknown workload %q (want W1, W2, W3 or W4)", name)
+		}
+	}
+	if systemList == "" {
+		cfg.systems = systems()
+		return cfg, nil
+	}
+	for _, name := range strings.Split(systemList, ",") {
+		s := findSystem(strings.TrimSpace(name))
+		if s == nil {
+			return cfg, fmt.Errorf("unknown system %q (see -list)", name)
+		}
+		cfg.systems = append(cfg.systems, s)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary play the server process, as the command
+// does: the harness starts os.Executable, which here is the test binary.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == serverCommand {
+		if err := serveChild(os.Args[2], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestSmoke runs every system on every workload it supports once, with the
+// reduced counts of -quick, and checks that the figures are plausible and
+// that the table shows them.
+func TestSmoke(t *testing.T) {
+	cfg, err := parseConfig(1, "W1,W2,W3,W4", "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.timeout = time.Minute
+	var progress bytes.Buffer
+	cfg.progress = &progress
+	if cfg.exe, err = os.Executable(); err != nil {
+		t.Fatal(err)
+	}
+	results, err := benchmark(context.Background(), cfg)
+	t.Logf("progress:\n%s", progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, r := range results {
+		m := r.runs[0]
+		rows++
+		if len(r.runs) != 1 {
+			t.Errorf("%s %s: %d runs, want 1", r.system, r.w.Name, len(r.runs))
+		}
+		if m[ServerCPU] <= 0 {
+			t.Errorf("%s %s: server CPU %v ms", r.system, r.w.Name, m[ServerCPU])
+		}
+		switch r.w.Name {
+		case "W1":
+			if m[P50] <= 0 || m[P99] < m[P50] || m[P99] > 1e6 {
+				t.Errorf("%s W1: p50 %v µs, p99 %v µs", r.system, m[P50], m[P99])
+			}
+		case "W2", "W3":
+			if m[Rate] <= 0 {
+				t.Errorf("%s %s: %v msg/s", r.system, r.w.Name, m[Rate])
+			}
+		case "W4":
+			if m[Sent] != float64(r.w.Messages) {
+				t.Errorf("%s W4: sent %v, want %d", r.system, m[Sent], r.w.Messages)
+			}
+			if m[Received] <= 0 || m[Received] > m[Sent] {
+				t.Errorf("%s W4: received %v of %v", r.system, m[Received], m[Sent])
+			}
+			if m[Loss] < 0 || m[Loss] >= 100 {
+				t.Errorf("%s W4: loss %v %%", r.system, m[Loss])
+			}
+		}
+	}
+	want := 0
+	for _, s := range systems() {
+		for _, w := range cfg.workloads {
+			if s.Supports(w) {
+				want++
+			}
+		}
+	}
+	if rows != want || rows < 4 {
+		t.Errorf("%d rows, want %d (and at least the 4 of the UDP baselines)", rows, want)
+	}
+
+	var table bytes.Buffer
+	printTable(&table, results, 1)
+	t.Logf("table:\n%s", table.String())
+	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
+	if len(lines) != 2+rows {
+		t.Errorf("table of %d lines, want %d", len(lines), 2+rows)
+	}
+	for _, r := range results {
+		prefix := fmt.Sprintf("| %s | %s ", r.system, r.w.Name)
+		found := false
+		for _, l := range lines {
+			if strings.HasPrefix(l, prefix) && !strings.Contains(l, "?") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no complete row %q in the table", prefix)
+		}
+	}
+}
+
+func TestFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		out  string // in stdout
+		err  string // in stderr
+	}{
+		{[]string{"-list"}, 0, "raw-udp-batch64", ""},
+		{[]string{"--runs", "0"}, 2, "", "at least 1"},
+		{[]string{"--workloads", "W5"}, 2, "", `unknown workload "W5"`},
+		{[]string{"--systems", "enet"}, 2, "", `unknown system "enet"`},
+		{[]string{"--bogus"}, 2, "", "flag provided but not defined"},
+		{[]string{"--systems", "raw-udp-batch64", "--workloads", "W2"}, 1, "", "no selected system supports"},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tt.args, &stdout, &stderr)
+		if code != tt.code || !strings.Contains(stdout.String(), tt.out) || !strings.Contains(stderr.String(), tt.err) {
+			t.Errorf("run %q = %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, stdout.String(), stderr.String(), tt.code, tt.out, tt.err)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	d := make([]time.Duration, 100)
+	for i := range d {
+		d[i] = time.Duration(i + 1)
+	}
+	tests := []struct {
+		d    []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{d, 50, 50},
+		{d, 99, 99},
+		{d, 100, 100},
+		{d[:1], 99, 1},
+		{d[:3], 50, 2},
+		{nil, 50, 0},
+	}
+	for _, tt := range tests {
+		if got := percentile(tt.d, tt.p); got != tt.want {
+			t.Errorf("percentile(%d values, %v) = %v, want %v", len(tt.d), tt.p, got, tt.want)
+		}
+	}
+}
+
+func TestSpread(t *testing.T) {
+	r := result{runs: []Metrics{{Rate: 3}, {Rate: 1}, {Rate: 10}, {P50: 7}}}
+	if s, ok := r.spread(Rate); !ok || s != (spread{3, 1, 10}) {
+		t.Errorf("odd count: %+v, %v", s, ok)
+	}
+	r.runs = append(r.runs, Metrics{Rate: 4})
+	if s, _ := r.spread(Rate); s != (spread{3.5, 1, 10}) {
+		t.Errorf("even count: %+v", s)
+	}
+	if _, ok := r.spread(Loss); ok {
+		t.Error("spread of a metric no run has")
+	}
+}

@@ -1,0 +1,80 @@
+package channel
+
+import "errors"
+
+// The ack packet (D13), the payload of a Fastnet packet on channel -5:
+//
+//	+--------+--------+--------+--------+--------+-- ...
+//	|    channel      |    sequence number       |  more pairs
+//	+--------+--------+--------+--------+--------+-- ...
+//
+//	channel          16-bit two's complement, big-endian: a message channel
+//	sequence number  24-bit two's complement, big-endian (D5)
+//
+// The payload is one or more such 5-byte pairs; any other length is
+// malformed.
+
+// AckLen is the size of one ack pair.
+const AckLen = 5
+
+// ErrBadAcks reports an ack payload whose length is not a positive multiple
+// of AckLen (D13).
+var ErrBadAcks = errors.New("channel: ack payload is not a positive multiple of 5 bytes")
+
+// Ack acknowledges one reliable packet of one channel (D13).
+type Ack struct {
+	// Channel is the message channel the packet travelled on.
+	Channel int16
+	// Seq is the packet's sequence number.
+	Seq Seq
+}
+
+// AppendAck appends the 5-byte encoding of a to b and returns the extended
+// slice.
+func AppendAck(b []byte, a Ack) []byte {
+	return append(b, byte(a.Channel>>8), byte(a.Channel),
+		byte(a.Seq>>16), byte(a.Seq>>8), byte(a.Seq))
+}
+
+// AckIter iterates over the acks of an ack payload without allocating:
+//
+//	it, err := channel.ParseAcks(payload)
+//	for it.Next() {
+//		a := it.Ack()
+//		...
+//	}
+//
+// It aliases the payload given to ParseAcks.
+type AckIter struct {
+	b []byte
+	a Ack
+}
+
+// ParseAcks checks the length of an ack payload (D13) and returns an
+// iterator over its acks. It returns ErrBadAcks unless len(b) is a positive
+// multiple of AckLen.
+func ParseAcks(b []byte) (AckIter, error) {
+	if len(b) == 0 || len(b)%AckLen != 0 {
+		return AckIter{}, ErrBadAcks
+	}
+	return AckIter{b: b}, nil
+}
+
+// Next advances to the next ack and reports whether there is one. Pairs that
+// cannot acknowledge anything, a negative (non-message) channel or a
+// sequence number below MinSeq, are skipped.
+func (it *AckIter) Next() bool {
+	for len(it.b) >= AckLen {
+		p := it.b[:AckLen]
+		it.b = it.b[AckLen:]
+		a := Ack{Channel: int16(p[0])<<8 | int16(p[1]), Seq: get24(p[2:5])}
+		if a.Channel >= 0 && a.Seq.Valid() {
+			it.a = a
+			return true
+		}
+	}
+	return false
+}
+
+// Ack returns the ack Next moved to.
+func (it *AckIter) Ack() Ack { return it.a }

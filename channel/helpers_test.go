@@ -1,0 +1,63 @@
+package channel
+
+import (
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+)
+
+// tester is what the helpers need of *testing.T and *rapid.T.
+type tester interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// packet is a data packet as it travels: header and chunk.
+type packet struct {
+	h     Header
+	chunk []byte
+}
+
+// parsePacket parses b, a packet appended by a Sender, failing the test if
+// it is malformed.
+func parsePacket(t tester, b []byte) packet {
+	t.Helper()
+	h, err := ParseHeader(b)
+	if err != nil {
+		t.Fatalf("sender produced a bad header: %v", err)
+	}
+	return packet{h: h, chunk: append([]byte(nil), b[HeaderLen:]...)}
+}
+
+// sendNew sends every queued chunk at messageMTU and returns the packets.
+func sendNew(t tester, s *Sender, now clock.Time, messageMTU int) []packet {
+	t.Helper()
+	var out []packet
+	for s.HasNew() {
+		b, sent := s.AppendNew(nil, now, messageMTU)
+		p := parsePacket(t, b)
+		if sent.Seq != p.h.Seq || sent.Rel != p.h.Rel || sent.Reliable != p.h.Reliable ||
+			sent.Start != p.h.Start || sent.Bytes != len(p.chunk) {
+			t.Fatalf("Sent %+v does not describe the packet %+v (%d bytes)", sent, p.h, len(p.chunk))
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// payload returns n bytes that depend on seed.
+func payload(seed, n int) []byte {
+	b := make([]byte, n)
+	x := uint32(seed)*2654435761 + 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+const ms = time.Millisecond
+
+var t0 = clock.Epoch

@@ -1,0 +1,500 @@
+package channel
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/coalesce"
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+)
+
+// naiveReceiver is the model a Receiver is checked against: D7-D11 written
+// as directly as possible, on a map, recomputing the current message group
+// from scratch every time. It has no memory limits; the comparison runs
+// where the real receiver's limits are never reached.
+type naiveReceiver struct {
+	g, l     Seq
+	q        map[Seq]naivePacket
+	window   int
+	maxMsg   int
+	maxBytes int // only for the "can never fit" rule
+	mci      time.Duration
+	err      error
+	out      []Message
+	drops    Drops
+	deadline clock.Time
+}
+
+type naivePacket struct {
+	h    Header
+	data []byte
+	at   clock.Time
+}
+
+func newNaive(cfg ReceiverConfig) *naiveReceiver {
+	return &naiveReceiver{g: -1, q: map[Seq]naivePacket{}, window: cfg.Window, maxMsg: cfg.MaxMessage, maxBytes: cfg.MaxBytes, mci: cfg.MCI}
+}
+
+func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
+	if m.err != nil {
+		return Rejected
+	}
+	if !h.Seq.Valid() || !h.Rel.Valid() {
+		return OutOfWindow
+	}
+	d := Distance(m.g, h.Seq)
+	if d == 0 || d > SeqSpace/2 {
+		if h.Reliable {
+			return Duplicate
+		}
+		return Stale
+	}
+	if d > m.window {
+		return OutOfWindow
+	}
+	if p, ok := m.q[h.Seq]; ok {
+		if !h.Reliable {
+			return Stale
+		}
+		if p.h.Reliable {
+			return Duplicate
+		}
+	}
+	m.q[h.Seq] = naivePacket{h: h, data: slices.Clone(chunk), at: now}
+	m.process(now)
+	return Accepted
+}
+
+func (m *naiveReceiver) process(now clock.Time) {
+	m.deadline = 0
+	for m.err == nil && len(m.q) > 0 {
+		var head Seq
+		dist := -1
+		for s := range m.q {
+			if d := Distance(m.g, s); dist < 0 || d < dist {
+				dist, head = d, s
+			}
+		}
+		h := m.q[head]
+		rel := h.h.Reliable
+		grp := []naivePacket{h}
+		var all []byte
+		all = append(all, h.data...)
+		ended := false
+		for k := 1; ; k++ {
+			hdr, err := coalesce.ParseHeader(all, m.maxMsg)
+			if err == coalesce.ErrTooLarge || err == nil && len(all) >= hdr.EncodedLen() {
+				break
+			}
+			s := head.Add(k)
+			if Distance(m.g, s) > m.window {
+				nd := h.h.Rel
+				if rel {
+					nd = nd.Prev()
+				}
+				if dist > 1 && nd == m.l {
+					// Slide the window up to the unblocked head.
+					m.g = head.Prev()
+					dist = 1
+					k--
+					continue
+				}
+				ended = true
+				break
+			}
+			p, ok := m.q[s]
+			if !ok {
+				break
+			}
+			if p.h.Start || p.h.Reliable != rel || !rel && p.h.Rel != h.h.Rel || rel && Distance(h.h.Rel, p.h.Rel) != k {
+				ended = true
+				break
+			}
+			grp = append(grp, p)
+			all = append(all, p.data...)
+		}
+		hdr, err := coalesce.ParseHeader(all, m.maxMsg)
+		need := hdr.EncodedLen()
+		g := coalesce.Group{Start: h.h.Start, Reliable: rel, Gap: dist > 1}
+		nd := h.h.Rel
+		if rel {
+			nd = nd.Prev()
+		}
+		g.Blocked = nd != m.l
+		g.Unblockable = g.Blocked && Distance(m.l, nd) > dist-1
+		g.Complete = err == nil && len(all) >= need
+		g.Malformed = err == coalesce.ErrTooLarge || err == nil && len(all) > need || ended && !g.Complete ||
+			err == nil && !g.Complete && need+PacketOverhead*(len(grp)+1) > m.maxBytes
+		for _, p := range grp {
+			g.Newest = max(g.Newest, p.at)
+		}
+		act := coalesce.Decide(g, now, m.mci)
+		if act == coalesce.Deliver {
+			msg, err := coalesce.ParseMessage(all, m.maxMsg)
+			if err == nil && msg.Reliable == rel {
+				m.out = append(m.out, Message{Reliable: rel, Data: slices.Clone(msg.Payload)})
+				m.consume(grp, true)
+				continue
+			}
+			g.Malformed = true
+			act = coalesce.Decide(g, now, m.mci)
+		}
+		switch act {
+		case coalesce.Wait:
+			if !g.Blocked && !rel {
+				m.deadline = g.Newest.Add(m.mci)
+			}
+			return
+		case coalesce.Expire:
+			m.drops.Expired++
+		case coalesce.Discard:
+			if g.Start || g.Blocked {
+				m.drops.Malformed++
+			} else {
+				m.drops.Orphaned++
+			}
+		case coalesce.Fail:
+			switch {
+			case g.Blocked:
+				m.err = ErrReliableSeq
+			case !g.Start:
+				m.err = ErrNoStart
+			default:
+				m.err = ErrMalformedReliable
+			}
+			return
+		}
+		m.consume(grp, false)
+	}
+}
+
+func (m *naiveReceiver) consume(grp []naivePacket, delivered bool) {
+	for _, p := range grp {
+		delete(m.q, p.h.Seq)
+	}
+	last := grp[len(grp)-1].h
+	m.g = last.Seq
+	if delivered && last.Reliable {
+		m.l = last.Rel
+	}
+}
+
+// net is the packets in transit in a rapid test.
+type net struct{ pkts []packet }
+
+func (n *net) take(t *rapid.T, keep bool) packet {
+	i := rapid.IntRange(0, len(n.pkts)-1).Draw(t, "packet")
+	p := n.pkts[i]
+	if !keep {
+		n.pkts = slices.Delete(n.pkts, i, i+1)
+	}
+	return p
+}
+
+// TestReceiverMatchesModel drives a Receiver and the naive model with the
+// same packets: the traffic of a real Sender (any order, duplicates, loss,
+// resends, acks) mixed with hostile packets (arbitrary headers and chunks
+// near the window). Results, deliveries, drop counters, errors, deadlines,
+// G and L must agree at every step (D7-D11). Memory limits are set so
+// that they are never reached.
+func TestReceiverMatchesModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := ReceiverConfig{Window: 200, MaxMessage: 100000, MaxBytes: 64 << 10, MCI: 25 * ms}
+		r := NewReceiver(cfg)
+		m := newNaive(cfg)
+		s := NewSender(0)
+		var nw net
+		var got []Message
+		now := t0
+		hostile := rapid.Bool().Draw(t, "hostile")
+		check := func(t *rapid.T) {
+			for {
+				msg, ok := r.Poll(now)
+				if !ok {
+					break
+				}
+				got = append(got, msg)
+			}
+			m.process(now)
+			if diff := cmp.Diff(m.out, got); diff != "" {
+				t.Fatalf("delivered (-model +receiver):\n%s", diff)
+			}
+			if r.Drops() != m.drops || r.Err() != m.err || r.g != m.g || r.l != m.l {
+				t.Fatalf("receiver: drops %+v err %v G %d L %d; model: drops %+v err %v G %d L %d",
+					r.Drops(), r.Err(), r.g, r.l, m.drops, m.err, m.g, m.l)
+			}
+			if r.NextDeadline() != m.deadline {
+				t.Fatalf("NextDeadline %v, model %v", r.NextDeadline(), m.deadline)
+			}
+			if r.Bytes() > cfg.MaxBytes || r.Bytes() < 0 {
+				t.Fatalf("Bytes = %d", r.Bytes())
+			}
+			if len(m.q) == 0 && len(got) == len(m.out) && r.Bytes() != 0 {
+				t.Fatalf("empty queue holds %d bytes", r.Bytes())
+			}
+		}
+		handle := func(t *rapid.T, p packet) {
+			res := r.Handle(now, p.h, p.chunk)
+			if want := m.handle(now, p.h, p.chunk); res != want {
+				t.Fatalf("Handle(%+v, %d bytes) = %v, model %v", p.h, len(p.chunk), res, want)
+			}
+			if p.h.Reliable && res.Ack() {
+				s.HandleAck(p.h.Seq)
+			}
+			check(t)
+		}
+		actions := map[string]func(*rapid.T){
+			"queue": func(t *rapid.T) {
+				s.Queue(payload(rapid.IntRange(0, 1<<20).Draw(t, "seed"), rapid.IntRange(0, 300).Draw(t, "len")),
+					rapid.Bool().Draw(t, "reliable"))
+			},
+			"send": func(t *rapid.T) {
+				if !s.HasNew() {
+					t.Skip()
+				}
+				b, _ := s.AppendNew(nil, now, rapid.IntRange(5, 60).Draw(t, "mtu"))
+				nw.pkts = append(nw.pkts, parsePacket(t, b))
+			},
+			"resend": func(t *rapid.T) {
+				b, ok := s.AppendResend(nil, now, ms, 0)
+				if !ok {
+					t.Skip()
+				}
+				nw.pkts = append(nw.pkts, parsePacket(t, b))
+			},
+			"deliver": func(t *rapid.T) {
+				if len(nw.pkts) == 0 {
+					t.Skip()
+				}
+				handle(t, nw.take(t, rapid.IntRange(0, 9).Draw(t, "dup") == 0))
+			},
+			"lose": func(t *rapid.T) {
+				if len(nw.pkts) == 0 {
+					t.Skip()
+				}
+				nw.take(t, false)
+			},
+			"tick": func(t *rapid.T) {
+				now = now.Add(time.Duration(rapid.IntRange(0, 40).Draw(t, "ms")) * ms)
+				check(t)
+			},
+		}
+		if hostile {
+			actions["hostile"] = func(t *rapid.T) {
+				h := Header{
+					Reliable: rapid.Bool().Draw(t, "rel"),
+					Start:    rapid.Bool().Draw(t, "start"),
+					Seq:      m.g.Add(rapid.IntRange(-3, cfg.Window+3).Draw(t, "dseq")),
+					Rel:      m.l.Add(rapid.IntRange(-2, 4).Draw(t, "drel")),
+				}
+				var chunk []byte
+				switch rapid.IntRange(0, 2).Draw(t, "kind") {
+				case 0:
+					chunk = rapid.SliceOfN(rapid.Byte(), 0, 60).Draw(t, "bytes")
+				case 1:
+					enc := coalesce.AppendMessage(nil, rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "payload"), rapid.Bool().Draw(t, "mrel"))
+					chunk = enc[:rapid.IntRange(0, len(enc)).Draw(t, "cut")]
+				case 2:
+					// A header announcing a large message.
+					chunk = []byte{0xc0 | byte(rapid.IntRange(0, 1).Draw(t, "f")), 0, byte(rapid.IntRange(0, 3).Draw(t, "hi")), 0, 0}
+				}
+				handle(t, packet{h: h, chunk: chunk})
+			}
+		}
+		t.Repeat(actions)
+	})
+}
+
+// TestReceiverProperties runs an honest Sender into a Receiver with tight
+// memory limits over a network that loses, duplicates and reorders, and
+// checks what the protocol promises (D8-D11, D22): reliable messages are
+// delivered exactly once, in order and intact; unreliable ones at most
+// once and intact; delivery follows send order; memory stays within the
+// limits. At the end, once every reliable packet has been delivered and
+// time has passed the MCI, every reliable message is delivered and nothing
+// is left queued (nothing stalls).
+var statMsgs, statDelivered, statRuns, statResends, statEvicted, statExpired int
+func TestReceiverProperties(t *testing.T) {
+	defer func() { t.Logf("runs %d msgs %d delivered-idx %d resends %d evicted %d expired %d", statRuns, statMsgs, statDelivered, statResends, statEvicted, statExpired) }()
+	rapid.Check(t, func(t *rapid.T) {
+		budget := &Budget{Limit: rapid.IntRange(3000, 8000).Draw(t, "budget")}
+		cfg := ReceiverConfig{
+			Window:     rapid.IntRange(64, 400).Draw(t, "window"),
+			MaxMessage: 400,
+			MaxBytes:   rapid.IntRange(3000, 10000).Draw(t, "maxBytes"),
+			Budget:     budget,
+			MCI:        25 * ms,
+		}
+		r := NewReceiver(cfg)
+		s := NewSender(0)
+		mtu := rapid.IntRange(8, 60).Draw(t, "mtu")
+		var nw net
+		var sent [][]byte // message i's payload
+		var reliable []bool
+		next := 0     // index of the next delivered message must be >= next
+		nextRel := 0  // every reliable message before this one was delivered
+		inflight := map[Seq]int{}
+		now := t0
+
+		deliverAll := func(t *rapid.T) {
+			for {
+				msg, ok := r.Poll(now)
+				if !ok {
+					return
+				}
+				if len(msg.Data) < 4 {
+					t.Fatalf("delivered a %d-byte message never sent", len(msg.Data))
+				}
+				id := int(msg.Data[0])<<24 | int(msg.Data[1])<<16 | int(msg.Data[2])<<8 | int(msg.Data[3])
+				if id >= len(sent) || !slices.Equal(msg.Data, sent[id]) || msg.Reliable != reliable[id] {
+					t.Fatalf("delivered message %d corrupted or mislabelled", id)
+				}
+				if id < next {
+					t.Fatalf("message %d delivered after message %d (twice or out of order)", id, next-1)
+				}
+				for j := nextRel; j < id; j++ {
+					if reliable[j] {
+						t.Fatalf("reliable message %d skipped: %d delivered first", j, id)
+					}
+				}
+				next = id + 1
+				nextRel = id + 1
+			}
+		}
+		room := func() bool {
+			// The sender keeps its reliable data in flight within what the
+			// receiver can hold, as fastnet's limits arrange (D22).
+			lo := -1
+			for q := range inflight {
+				if d := Distance(s.seq, q); lo < 0 || SeqSpace-d > lo {
+					lo = SeqSpace - d
+				}
+			}
+			_, bytes := s.InFlight()
+			span := max(lo, 0) + 1
+			return bytes+PacketOverhead*2*span+2*(cfg.MaxMessage+coalesce.MaxOverhead) < min(cfg.MaxBytes, budget.Limit)
+		}
+		send := func(t *rapid.T) bool {
+			if !s.HasNew() || !room() {
+				return false
+			}
+			b, st := s.AppendNew(nil, now, mtu)
+			if st.Reliable {
+				inflight[st.Seq] = st.Bytes
+			}
+			nw.pkts = append(nw.pkts, parsePacket(t, b))
+			return true
+		}
+		handle := func(t *rapid.T, p packet) {
+			res := r.Handle(now, p.h, p.chunk)
+			if p.h.Reliable && res.Ack() {
+				if _, ok := s.HandleAck(p.h.Seq); ok {
+					delete(inflight, p.h.Seq)
+				}
+			}
+			if res == Rejected || r.Err() != nil {
+				t.Fatalf("honest traffic broke the receiver: %v", r.Err())
+			}
+			deliverAll(t)
+		}
+		invariants := func(t *rapid.T) {
+			if r.Bytes() > cfg.MaxBytes || budget.Used > budget.Limit || budget.Used != r.Bytes() || r.Bytes() < 0 {
+				t.Fatalf("memory: Bytes %d (max %d), budget %d/%d", r.Bytes(), cfg.MaxBytes, budget.Used, budget.Limit)
+			}
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"queue": func(t *rapid.T) {
+				id := len(sent)
+				n := rapid.IntRange(4, cfg.MaxMessage).Draw(t, "len")
+				msg := payload(id, n)
+				msg[0], msg[1], msg[2], msg[3] = byte(id>>24), byte(id>>16), byte(id>>8), byte(id)
+				rel := rapid.IntRange(0, 2).Draw(t, "rel") > 0
+				sent = append(sent, msg)
+				reliable = append(reliable, rel)
+				s.Queue(msg, rel)
+			},
+			"send": func(t *rapid.T) {
+				if !send(t) {
+					t.Skip()
+				}
+			},
+			"resend": func(t *rapid.T) {
+				b, ok := s.AppendResend(nil, now, ms, 0)
+				if !ok {
+					t.Skip()
+				}
+				nw.pkts = append(nw.pkts, parsePacket(t, b))
+			},
+			"deliver": func(t *rapid.T) {
+				if len(nw.pkts) == 0 {
+					t.Skip()
+				}
+				handle(t, nw.take(t, rapid.IntRange(0, 7).Draw(t, "dup") == 0))
+			},
+			"lose": func(t *rapid.T) {
+				if len(nw.pkts) == 0 {
+					t.Skip()
+				}
+				nw.take(t, false)
+			},
+			"tick": func(t *rapid.T) {
+				now = now.Add(time.Duration(rapid.IntRange(0, 30).Draw(t, "ms")) * ms)
+				deliverAll(t)
+			},
+			"": invariants,
+		})
+		// Drain: a perfect network from now on, in order.
+		for step := 0; ; step++ {
+			if step > 100000 {
+				t.Fatal("no progress while draining")
+			}
+			for _, p := range nw.pkts {
+				handle(t, p)
+			}
+			nw.pkts = nw.pkts[:0]
+			invariants(t)
+			if send(t) {
+				continue
+			}
+			if s.Idle() {
+				break
+			}
+			if d := s.NextResend(ms, 0); d > now {
+				now = d
+			}
+			for {
+				b, ok := s.AppendResend(nil, now, ms, 0)
+				if !ok {
+					break
+				}
+				nw.pkts = append(nw.pkts, parsePacket(t, b))
+			}
+			if len(nw.pkts) == 0 && !s.HasNew() {
+				// Nothing to send: only the room check can hold the sender,
+				// and it waits on acks that are all in.
+				if !room() && s.HasNew() {
+					t.Fatal("sender stuck")
+				}
+			}
+		}
+		now = now.Add(cfg.MCI)
+		deliverAll(t)
+		statMsgs += len(sent); statDelivered += next; statRuns++
+		statResends += int(s.Resends()); statEvicted += int(r.Drops().Evicted); statExpired += int(r.Drops().Expired)
+		for j := nextRel; j < len(sent); j++ {
+			if reliable[j] {
+				t.Fatalf("reliable message %d of %d never delivered", j, len(sent))
+			}
+		}
+		if r.Bytes() != 0 || r.NextDeadline() != 0 || budget.Used != 0 {
+			t.Fatalf("after draining: Bytes %d, deadline %v, budget %d", r.Bytes(), r.NextDeadline(), budget.Used)
+		}
+		if errors.Is(r.Err(), ErrProtocol) {
+			t.Fatal(r.Err())
+		}
+	})
+}

@@ -1,0 +1,62 @@
+package channel
+
+// bufPool recycles byte buffers in power-of-two size classes, so that
+// steady-state sending and receiving allocate nothing. The bytes it keeps
+// are bounded by limit: a burst that needed many buffers does not pin them
+// forever.
+type bufPool struct {
+	free     [numClasses][][]byte
+	retained int // sum of the capacities in free
+	limit    int // bound on retained
+}
+
+const (
+	minClassShift = 6  // the smallest class holds 64 bytes
+	numClasses    = 25 // 64 B .. 1 GiB
+)
+
+// classOf returns the smallest class whose buffers hold n bytes.
+func classOf(n int) int {
+	c := 0
+	for n > 1<<(minClassShift+c) {
+		c++
+	}
+	return c
+}
+
+// get returns a buffer of length n.
+func (p *bufPool) get(n int) []byte {
+	c := classOf(n)
+	if c >= numClasses {
+		return make([]byte, n)
+	}
+	if f := p.free[c]; len(f) > 0 {
+		b := f[len(f)-1]
+		f[len(f)-1] = nil
+		p.free[c] = f[:len(f)-1]
+		p.retained -= cap(b)
+		return b[:n]
+	}
+	return make([]byte, n, 1<<(minClassShift+c))
+}
+
+// put returns b, which came from get, to the pool. Buffers beyond the limit
+// are left to the garbage collector.
+func (p *bufPool) put(b []byte) {
+	n := cap(b)
+	c := classOf(n)
+	if c >= numClasses || n != 1<<(minClassShift+c) || p.retained+n > p.limit {
+		return
+	}
+	p.free[c] = append(p.free[c], b[:0])
+	p.retained += n
+}
+
+// drain forgets every free buffer.
+func (p *bufPool) drain() {
+	for c := range p.free {
+		clear(p.free[c])
+		p.free[c] = p.free[c][:0]
+	}
+	p.retained = 0
+}

@@ -1,0 +1,601 @@
+package channel
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/coalesce"
+	"github.com/google/go-cmp/cmp"
+)
+
+// pair is a Sender and a Receiver with a hand-driven network between them.
+type pair struct {
+	t   *testing.T
+	s   *Sender
+	r   *Receiver
+	now clock.Time
+	mtu int
+}
+
+func newPair(t *testing.T, cfg ReceiverConfig) *pair {
+	return &pair{t: t, s: NewSender(0), r: NewReceiver(cfg), now: t0, mtu: 25}
+}
+
+// send queues a message and returns its packets.
+func (p *pair) send(msg []byte, reliable bool) []packet {
+	p.t.Helper()
+	p.s.Queue(msg, reliable)
+	return sendNew(p.t, p.s, p.now, p.mtu)
+}
+
+// handle hands packets to the receiver and checks each result.
+func (p *pair) handle(want Result, pkts ...packet) {
+	p.t.Helper()
+	for _, k := range pkts {
+		if got := p.r.Handle(p.now, k.h, k.chunk); got != want {
+			p.t.Fatalf("Handle(seq %d, R %d, rel %v, start %v) = %v, want %v", k.h.Seq, k.h.Rel, k.h.Reliable, k.h.Start, got, want)
+		}
+	}
+}
+
+// poll returns every message the receiver delivers at p.now.
+func (p *pair) poll() []Message {
+	var out []Message
+	for {
+		m, ok := p.r.Poll(p.now)
+		if !ok {
+			return out
+		}
+		out = append(out, m)
+	}
+}
+
+// wantPoll checks what the receiver delivers now.
+func (p *pair) wantPoll(what string, want ...Message) {
+	p.t.Helper()
+	got := p.poll()
+	if diff := cmp.Diff(want, got); diff != "" {
+		p.t.Errorf("%s: delivered (-want +got):\n%s", what, diff)
+	}
+}
+
+func msgOf(reliable bool, data []byte) Message { return Message{Reliable: reliable, Data: data} }
+
+func cat(ps ...[]packet) []packet {
+	var out []packet
+	for _, p := range ps {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// TestInOrderDelivery is the plain case: messages of several sizes, both
+// reliabilities, delivered in order as they complete.
+func TestInOrderDelivery(t *testing.T) {
+	p := newPair(t, ReceiverConfig{})
+	for i, n := range []int{0, 1, 15, 16, 64, 300, 5000} {
+		rel := i%2 == 0
+		msg := payload(i, n)
+		p.handle(Accepted, p.send(msg, rel)...)
+		p.wantPoll("in order", msgOf(rel, msg))
+	}
+	if p.r.Bytes() != 0 || p.r.NextDeadline() != 0 {
+		t.Errorf("idle receiver holds %d bytes, deadline %v", p.r.Bytes(), p.r.NextDeadline())
+	}
+}
+
+// TestOutOfOrderArrival checks D10: packets of a message arriving in any
+// order are queued by sequence number and the message is delivered once
+// the group has no hole.
+func TestOutOfOrderArrival(t *testing.T) {
+	for _, rel := range []bool{false, true} {
+		p := newPair(t, ReceiverConfig{})
+		msg := payload(1, 100) // 5 packets at MTU 25
+		pk := p.send(msg, rel)
+		p.handle(Accepted, pk[4], pk[2], pk[0], pk[3])
+		p.wantPoll("with a hole")
+		p.handle(Accepted, pk[1])
+		p.wantPoll("complete", msgOf(rel, msg))
+	}
+}
+
+// TestIgnoreNumberStartsAtMinusOne checks D8: G starts at -1, so the first
+// packet, seq 0, is accepted, and a packet at -1 or before is not.
+func TestIgnoreNumberStartsAtMinusOne(t *testing.T) {
+	p := newPair(t, ReceiverConfig{})
+	chunk := coalesce.AppendMessage(nil, []byte("x"), false)
+	tests := []struct {
+		h    Header
+		want Result
+	}{
+		{Header{Start: true, Seq: -1}, Stale},
+		{Header{Start: true, Seq: -1, Rel: 1, Reliable: true}, Duplicate},
+		{Header{Start: true, Seq: -500}, Stale},
+		{Header{Start: true, Seq: 0}, Accepted},
+	}
+	for _, tc := range tests {
+		c := chunk
+		if tc.h.Reliable {
+			c = coalesce.AppendMessage(nil, []byte("x"), true)
+		}
+		if got := p.r.Handle(p.now, tc.h, c); got != tc.want {
+			t.Errorf("Handle(%+v) = %v, want %v", tc.h, got, tc.want)
+		}
+	}
+	p.wantPoll("seq 0", msgOf(false, []byte("x")))
+}
+
+// TestDuplicateReliableAckedAgain checks D8: a reliable packet at or before
+// the ignore number, or already queued, is a duplicate, acked again and
+// dropped, so a resent message is not delivered twice; an unreliable
+// duplicate is stale.
+func TestDuplicateReliableAckedAgain(t *testing.T) {
+	p := newPair(t, ReceiverConfig{})
+	a := p.send(payload(1, 60), true) // 4 packets
+	p.handle(Accepted, a[0], a[1])
+	p.handle(Duplicate, a[0], a[1]) // already queued
+	p.handle(Accepted, a[2], a[3])
+	p.wantPoll("first time", msgOf(true, payload(1, 60)))
+	p.handle(Duplicate, a...) // at or before G
+	p.wantPoll("after duplicates")
+	if !Duplicate.Ack() || !Accepted.Ack() || Stale.Ack() || NoMemory.Ack() || OutOfWindow.Ack() || Rejected.Ack() {
+		t.Error("Result.Ack does not follow D13")
+	}
+	u := p.send(payload(2, 60), false)
+	p.handle(Accepted, u[0])
+	p.handle(Stale, u[0])
+	p.handle(Accepted, u[1:]...)
+	p.wantPoll("unreliable", msgOf(false, payload(2, 60)))
+	p.handle(Stale, u...)
+}
+
+// TestReceiveWindow checks D9: a packet more than W after G is dropped and
+// not acked; one exactly W after is queued.
+func TestReceiveWindow(t *testing.T) {
+	p := newPair(t, ReceiverConfig{Window: 100})
+	c := coalesce.AppendMessage(nil, nil, true)
+	if got := p.r.Handle(p.now, Header{Reliable: true, Start: true, Seq: 100, Rel: 1}, c); got != OutOfWindow {
+		t.Errorf("seq 100 with G=-1, W=100: %v, want OutOfWindow", got)
+	}
+	if got := p.r.Handle(p.now, Header{Reliable: true, Start: true, Seq: 99, Rel: 1}, c); got != Accepted {
+		t.Errorf("seq 99 with G=-1, W=100: %v, want Accepted", got)
+	}
+	if got := p.r.Handle(p.now, Header{Start: true, Seq: 4000000, Rel: 1}, c); got != OutOfWindow {
+		t.Errorf("seq 4000000: %v, want OutOfWindow", got)
+	}
+	if got := p.r.Handle(p.now, Header{Seq: MinSeq - 1}, c); got != OutOfWindow {
+		t.Errorf("invalid seq: %v, want OutOfWindow", got)
+	}
+}
+
+// TestBlockedUntilReliable checks D7: an unreliable packet sent after a
+// reliable one waits for it (need(p) = p.R differs from L), whatever the
+// time, and follows it once it is consumed.
+func TestBlockedUntilReliable(t *testing.T) {
+	p := newPair(t, ReceiverConfig{})
+	r1 := p.send(payload(1, 40), true) // 3 packets, R 1..3
+	u := p.send(payload(2, 5), false)  // R 3
+	r2 := p.send(payload(3, 5), true)  // R 4
+	p.handle(Accepted, u...)
+	p.handle(Accepted, r2...)
+	p.now = p.now.Add(time.Hour)
+	p.wantPoll("blocked")
+	if d := p.r.NextDeadline(); d != 0 {
+		t.Errorf("a blocked head has deadline %v; it never expires (D11 rule 1)", d)
+	}
+	p.handle(Accepted, r1[1], r1[2])
+	p.wantPoll("still blocked")
+	p.handle(Accepted, r1[0])
+	p.wantPoll("unblocked", msgOf(true, payload(1, 40)), msgOf(false, payload(2, 5)), msgOf(true, payload(3, 5)))
+}
+
+// TestLostUnreliableDoesNotBlock checks that a lost unreliable message does
+// not hold back what follows (D7, D11): the reliable message after it is
+// unblocked (need = its R - 1 = L) and delivered past the hole.
+func TestLostUnreliableDoesNotBlock(t *testing.T) {
+	p := newPair(t, ReceiverConfig{})
+	u1 := p.send(payload(1, 5), false)
+	r1 := p.send(payload(2, 5), true)
+	u2 := p.send(payload(3, 5), false)
+	_ = u1
+	p.handle(Accepted, u2...)
+	p.handle(Accepted, r1...)
+	p.wantPoll("past the lost message", msgOf(true, payload(2, 5)), msgOf(false, payload(3, 5)))
+	p.handle(Stale, u1...)
+}
+
+// TestUnreliableExpiry checks D11 rule 3: an incomplete unreliable group is
+// dropped once its newest packet is the MCI old, the ignore number moves
+// past it, and what follows is delivered.
+func TestUnreliableExpiry(t *testing.T) {
+	const mci = 25 * ms
+	p := newPair(t, ReceiverConfig{MCI: mci})
+	a := p.send(payload(1, 100), false) // 5 packets
+	b := p.send(payload(2, 5), false)   // 1 packet
+	p.handle(Accepted, a[0], a[1])
+	p.now = p.now.Add(10 * ms)
+	p.handle(Accepted, a[3])
+	p.handle(Accepted, b...)
+	if got, want := p.r.NextDeadline(), t0.Add(mci); got != want {
+		t.Errorf("NextDeadline = %v, want newest arrival of the head group + MCI = %v", got, want)
+	}
+	p.now = t0.Add(mci - 1)
+	p.wantPoll("before the MCI")
+	p.now = t0.Add(mci)
+	// The head group {0,1} expires. The next head, packet 3, does not start
+	// a message, but its start (packet 2) may still arrive: it waits for
+	// the MCI after its own arrival.
+	p.wantPoll("after the MCI")
+	if got, want := p.r.NextDeadline(), t0.Add(10*ms+mci); got != want {
+		t.Errorf("NextDeadline = %v, want %v", got, want)
+	}
+	p.handle(Stale, a[0], a[1])
+	// Packet 2 arrives: the head now directly follows G and does not start
+	// a message, so its start was lost for good: the group {2, 3} is
+	// dropped at once, and b is delivered past the missing packet 4.
+	p.handle(Accepted, a[2])
+	p.wantPoll("orphans dropped", msgOf(false, payload(2, 5)))
+	if d := p.r.Drops(); d.Expired != 1 || d.Orphaned != 1 {
+		t.Errorf("Drops = %+v, want 1 expired, 1 orphaned", d)
+	}
+	p.handle(Stale, a[4])
+	if p.r.Bytes() != 0 || p.r.NextDeadline() != 0 {
+		t.Errorf("receiver holds %d bytes, deadline %v", p.r.Bytes(), p.r.NextDeadline())
+	}
+}
+
+// TestReliableNeverExpires checks that only unreliable groups expire (D11
+// rule 3): an incomplete reliable message waits for its resend.
+func TestReliableNeverExpires(t *testing.T) {
+	p := newPair(t, ReceiverConfig{})
+	a := p.send(payload(1, 100), true)
+	p.handle(Accepted, a[0], a[1], a[3], a[4])
+	p.now = p.now.Add(time.Hour)
+	p.wantPoll("an hour later")
+	if p.r.NextDeadline() != 0 {
+		t.Error("a reliable group has a deadline")
+	}
+	p.handle(Accepted, a[2])
+	p.wantPoll("resent", msgOf(true, payload(1, 100)))
+}
+
+// raw builds a packet by hand.
+func raw(rel, start bool, seq, r Seq, chunk []byte) packet {
+	return packet{h: Header{Reliable: rel, Start: start, Seq: seq, Rel: r}, chunk: chunk}
+}
+
+// TestMalformed checks the last paragraph of D11: a malformed unreliable
+// message is dropped and counted, and what follows is delivered; a
+// malformed reliable one means the peer broke the protocol.
+func TestMalformed(t *testing.T) {
+	good := coalesce.AppendMessage(nil, []byte("hello"), false)
+	badSum := append([]byte(nil), good...)
+	badSum[len(badSum)-1] ^= 1
+	tooLarge := coalesce.AppendMessage(nil, make([]byte, 200), false)
+	trailing := append(append([]byte(nil), good...), 0)
+	relFlag := coalesce.AppendMessage(nil, []byte("hello"), true) // flag says reliable
+	tests := []struct {
+		name  string
+		chunk []byte
+	}{
+		{"bad checksum", badSum},
+		{"header above MaxMessage", tooLarge},
+		{"more bytes than announced", trailing},
+		{"message reliability differs from the packets'", relFlag},
+	}
+	for _, tc := range tests {
+		t.Run("unreliable "+tc.name, func(t *testing.T) {
+			p := newPair(t, ReceiverConfig{MaxMessage: 100})
+			p.handle(Accepted, raw(false, true, 0, 0, tc.chunk))
+			p.handle(Accepted, raw(false, true, 1, 0, good))
+			p.wantPoll("after the malformed one", msgOf(false, []byte("hello")))
+			if d := p.r.Drops(); d.Malformed != 1 {
+				t.Errorf("Drops = %+v, want 1 malformed", d)
+			}
+			if p.r.Err() != nil {
+				t.Errorf("Err = %v for unreliable data", p.r.Err())
+			}
+		})
+		t.Run("reliable "+tc.name, func(t *testing.T) {
+			p := newPair(t, ReceiverConfig{MaxMessage: 100})
+			c := append([]byte(nil), tc.chunk...)
+			c[0] ^= 1 // flip the message's reliability flag to match the packet
+			p.handle(Accepted, raw(true, true, 0, 1, c))
+			p.wantPoll("malformed")
+			if err := p.r.Err(); !errors.Is(err, ErrMalformedReliable) || !errors.Is(err, ErrProtocol) {
+				t.Errorf("Err = %v, want ErrMalformedReliable", err)
+			}
+			p.handle(Rejected, raw(true, true, 1, 2, coalesce.AppendMessage(nil, nil, true)))
+		})
+	}
+}
+
+// TestMalformedAcrossPackets checks malformed groups of several packets:
+// the group ends (another start of message) before it is complete, or its
+// last packet carries more than announced.
+func TestMalformedAcrossPackets(t *testing.T) {
+	enc := coalesce.AppendMessage(nil, payload(1, 40), false) // 58 bytes
+	p := newPair(t, ReceiverConfig{})
+	p.handle(Accepted,
+		raw(false, true, 0, 0, enc[:30]),
+		raw(false, true, 1, 0, enc), // a new start: group 0 can never complete
+	)
+	p.wantPoll("ended early", msgOf(false, payload(1, 40)))
+	over := append(append([]byte(nil), enc[30:]...), 1, 2)
+	p.handle(Accepted, raw(false, true, 2, 0, enc[:30]), raw(false, false, 3, 0, over))
+	p.wantPoll("overlong")
+	if d := p.r.Drops(); d.Malformed != 2 {
+		t.Errorf("Drops = %+v, want 2 malformed", d)
+	}
+	// A header cut between packets is read across them.
+	big := coalesce.AppendMessage(nil, payload(2, 300), false) // 2-byte length
+	p.handle(Accepted, raw(false, true, 4, 0, big[:1]), raw(false, false, 5, 0, big[1:2]), raw(false, false, 6, 0, big[2:]))
+	p.wantPoll("header split over three packets", msgOf(false, payload(2, 300)))
+}
+
+// TestReliableWithoutStart checks D11: an unblocked reliable head that is
+// not a start of message breaks the protocol.
+func TestReliableWithoutStart(t *testing.T) {
+	p := newPair(t, ReceiverConfig{})
+	p.handle(Accepted, raw(true, false, 0, 1, []byte{1, 2, 3}))
+	if err := p.r.Err(); !errors.Is(err, ErrNoStart) {
+		t.Errorf("Err = %v, want ErrNoStart", err)
+	}
+	var pe *ProtocolError
+	if !errors.As(p.r.Err(), &pe) || pe.Reason == "" {
+		t.Errorf("Err is not a *ProtocolError with a reason")
+	}
+}
+
+// TestUnblockableHead checks D23 (nothing stalls forever): a head whose R
+// needs more reliable packets than fit between G and it can never be
+// unblocked; unreliable, it is dropped, reliable, it breaks the protocol.
+func TestUnblockableHead(t *testing.T) {
+	msg := coalesce.AppendMessage(nil, []byte("x"), false)
+	p := newPair(t, ReceiverConfig{})
+	// Seq 3 leaves room for 3 reliable packets (0, 1, 2): R up to 3 is
+	// plausible, R 4 is not.
+	p.handle(Accepted, raw(false, true, 3, 3, msg))
+	p.wantPoll("plausible: waits")
+	p.handle(Accepted, raw(false, true, 4, 9, msg))
+	p.wantPoll("still waiting on seq 3")
+	if p.r.Bytes() == 0 {
+		t.Fatal("nothing queued")
+	}
+	p2 := newPair(t, ReceiverConfig{})
+	p2.handle(Accepted, raw(false, true, 3, 4, msg), raw(false, true, 4, 0, msg))
+	p2.wantPoll("unblockable dropped, the next delivered", msgOf(false, []byte("x")))
+	if d := p2.r.Drops(); d.Malformed != 1 {
+		t.Errorf("Drops = %+v", d)
+	}
+	p3 := newPair(t, ReceiverConfig{})
+	p3.handle(Accepted, raw(true, true, 2, 5, coalesce.AppendMessage(nil, []byte("x"), true)))
+	if !errors.Is(p3.r.Err(), ErrReliableSeq) {
+		t.Errorf("Err = %v, want ErrReliableSeq", p3.r.Err())
+	}
+}
+
+// TestMemoryEviction checks D22: unreliable packets that do not fit are
+// dropped; a reliable packet first evicts queued unreliable packets of the
+// channel, and is refused (not acked, so resent later) if that is not
+// enough.
+func TestMemoryEviction(t *testing.T) {
+	// 10 unreliable one-packet chunks of 25 bytes = 10*(25+32) = 570 bytes.
+	p := newPair(t, ReceiverConfig{MaxBytes: 600})
+	first := p.send(payload(0, 40), true) // 3 packets, held back
+	var us [][]packet
+	for i := range 11 {
+		us = append(us, p.send(payload(i+1, 40), false))
+	}
+	// Queue the unreliable ones' first packets only (so they stay incomplete).
+	for i := range 10 {
+		p.handle(Accepted, us[i][0])
+	}
+	if got := p.r.Bytes(); got != 570 {
+		t.Fatalf("Bytes = %d, want 570", got)
+	}
+	p.handle(NoMemory, us[10][0])
+	// Three reliable packets of 25+25+8 bytes need 154: evicts 3 unreliable.
+	p.handle(Accepted, first[2], first[1])
+	if got, want := p.r.Drops().Evicted, uint64(2); got != want {
+		t.Errorf("evicted %d, want %d", got, want)
+	}
+	p.handle(Accepted, first[0])
+	if p.r.Bytes() > 600 {
+		t.Errorf("Bytes = %d above the limit", p.r.Bytes())
+	}
+	p.wantPoll("reliable", msgOf(true, payload(0, 40)))
+
+	// Memory full of reliable packets: a reliable packet that does not fit
+	// is refused.
+	q := newPair(t, ReceiverConfig{MaxBytes: 200})
+	a := q.send(payload(1, 100), true) // 5 packets: 4*57 + 50 > 200
+	q.handle(Accepted, a[1], a[2], a[3])
+	q.handle(NoMemory, a[4])
+}
+
+// TestMessageLargerThanMemory checks that a message the receive memory can
+// never hold does not stall the channel: it is malformed (D11, D23).
+func TestMessageLargerThanMemory(t *testing.T) {
+	p := newPair(t, ReceiverConfig{MaxBytes: 300, MaxMessage: 1000})
+	big := p.send(payload(1, 500), false)
+	p.handle(Accepted, big[0])
+	small := p.send(payload(2, 3), false)
+	p.handle(Accepted, small...)
+	p.wantPoll("after the impossible message", msgOf(false, payload(2, 3)))
+	if d := p.r.Drops(); d.Malformed != 1 {
+		t.Errorf("Drops = %+v", d)
+	}
+}
+
+// TestSharedBudget checks D22's per-connection limit: receivers sharing a
+// Budget never hold more than its Limit together.
+func TestSharedBudget(t *testing.T) {
+	b := &Budget{Limit: 500}
+	r1 := NewReceiver(ReceiverConfig{Budget: b})
+	r2 := NewReceiver(ReceiverConfig{Budget: b})
+	s1, s2 := NewSender(1), NewSender(2)
+	s1.Queue(payload(1, 300), true)
+	s2.Queue(payload(2, 300), true)
+	p1, p2 := sendNew(t, s1, t0, 100), sendNew(t, s2, t0, 100)
+	r1.Handle(t0, p1[1].h, p1[1].chunk)
+	r1.Handle(t0, p1[2].h, p1[2].chunk)
+	if got := r2.Handle(t0, p2[1].h, p2[1].chunk); got != Accepted {
+		t.Fatalf("r2 first packet: %v", got)
+	}
+	if got := r2.Handle(t0, p2[2].h, p2[2].chunk); got != NoMemory {
+		t.Errorf("r2 second packet: %v, want NoMemory (budget %d/%d)", got, b.Used, b.Limit)
+	}
+	if b.Used != r1.Bytes()+r2.Bytes() || b.Used > b.Limit {
+		t.Errorf("Used = %d, receivers hold %d + %d, limit %d", b.Used, r1.Bytes(), r2.Bytes(), b.Limit)
+	}
+}
+
+// TestSparseRingCharged checks that a packet far ahead, which makes the
+// receive queue's ring large, is charged for the ring (D22, D23).
+func TestSparseRingCharged(t *testing.T) {
+	r := NewReceiver(ReceiverConfig{MaxBytes: 2 << 20})
+	c := coalesce.AppendMessage(nil, make([]byte, 10), false)[:5] // incomplete
+	if got := r.Handle(t0, Header{Start: true, Seq: 60000}, c); got != Accepted {
+		t.Fatal(got)
+	}
+	if got, min := r.Bytes(), PacketOverhead*65536/2; got < min {
+		t.Errorf("Bytes = %d, want at least %d for a 65536-place ring", got, min)
+	}
+	r2 := NewReceiver(ReceiverConfig{MaxBytes: 100000})
+	if got := r2.Handle(t0, Header{Start: true, Seq: 60000}, c); got != NoMemory {
+		t.Errorf("far packet with a small limit: %v, want NoMemory", got)
+	}
+	// Once delivered or expired, the ring shrinks and the charge goes.
+	r.Poll(t0.Add(time.Second))
+	if r.Bytes() != 0 {
+		t.Errorf("Bytes = %d after the queue emptied", r.Bytes())
+	}
+}
+
+// TestSequenceWrap drives a Sender and a Receiver across the wrap of both
+// sequence numbers (8388607 -> -10000, D5) with loss and reordering.
+func TestSequenceWrap(t *testing.T) {
+	p := newPair(t, ReceiverConfig{})
+	// Start both sides just before the wrap, as if 8,388,600 packets had
+	// passed: the sender's next seq and R, the receiver's G and L.
+	p.s.seq, p.s.rel = MaxSeq-5, MaxSeq-3
+	p.r.g, p.r.l = MaxSeq-6, MaxSeq-3
+	var want []Message
+	var held []packet
+	sawWrap := false
+	for i := range 12 {
+		rel := i%3 != 1
+		msg := payload(i, 30) // 2 packets at MTU 25
+		pk := p.send(msg, rel)
+		for _, k := range pk {
+			if k.h.Seq == MinSeq || k.h.Rel == MinSeq {
+				sawWrap = true
+			}
+		}
+		want = append(want, msgOf(rel, msg))
+		// Deliver each message's packets in reverse order, and hold back
+		// message 2 until the end.
+		if i == 2 {
+			held = pk
+			continue
+		}
+		p.handle(Accepted, pk[1], pk[0])
+	}
+	p.handle(Accepted, held...)
+	if !sawWrap {
+		t.Fatal("the test never crossed the wrap")
+	}
+	if diff := cmp.Diff(want, p.poll()); diff != "" {
+		t.Errorf("delivered across the wrap (-want +got):\n%s", diff)
+	}
+	if Distance(MaxSeq, p.r.g) > 100 || p.r.g != p.s.seq.Prev() {
+		t.Errorf("G = %d, want the last sent seq %d", p.r.g, p.s.seq.Prev())
+	}
+	for _, k := range held {
+		if got := p.r.Handle(p.now, k.h, k.chunk); got != Duplicate {
+			t.Errorf("old packet %d after the wrap: %v, want Duplicate", k.h.Seq, got)
+		}
+	}
+}
+
+// TestFastPathAllocs checks that a message arriving whole in one packet
+// costs one allocation (its Data) and nothing per packet; a message in many
+// packets costs no more once the buffers are warm.
+func TestFastPathAllocs(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		n, mtu   int
+		reliable bool
+	}{
+		{"one packet unreliable", 64, 1193, false},
+		{"one packet reliable", 64, 1193, true},
+		{"multi-packet reliable", 2000, 100, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, r := NewSender(0), NewReceiver(ReceiverConfig{})
+			msg := payload(1, tc.n)
+			buf := make([]byte, 0, 2048)
+			var pkts [][]byte
+			now := t0
+			round := func() {
+				s.Queue(msg, tc.reliable)
+				pkts = pkts[:0]
+				for s.HasNew() {
+					var sent Sent
+					buf, sent = s.AppendNew(buf[:0], now, tc.mtu)
+					h, _ := ParseHeader(buf)
+					if res := r.Handle(now, h, buf[HeaderLen:]); res != Accepted {
+						t.Fatal(res)
+					}
+					if sent.Reliable {
+						s.HandleAck(sent.Seq)
+					}
+				}
+				m, ok := r.Poll(now)
+				if !ok || len(m.Data) != tc.n {
+					t.Fatal("not delivered")
+				}
+			}
+			round()
+			if allocs := testing.AllocsPerRun(100, round); allocs != 1 {
+				t.Errorf("%v allocs per message, want 1 (the delivered Data)", allocs)
+			}
+		})
+	}
+}
+
+// TestPollPause checks that delivery pauses when many messages wait for
+// Poll, and resumes on Poll without loss (the bound on undelivered
+// messages).
+func TestPollPause(t *testing.T) {
+	p := newPair(t, ReceiverConfig{})
+	first := p.send([]byte("first"), true)
+	var want []Message
+	want = append(want, msgOf(true, []byte("first")))
+	for i := range 3 * maxReady {
+		msg := payload(i, 3)
+		p.handle(Accepted, p.send(msg, true)...)
+		want = append(want, msgOf(true, msg))
+	}
+	p.handle(Accepted, first...)
+	if diff := cmp.Diff(want, p.poll()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestReliableReplacesUnreliable checks that a reliable packet takes the
+// place of an unreliable one with the same sequence number rather than
+// being taken for a duplicate (which would ack a packet never stored).
+func TestReliableReplacesUnreliable(t *testing.T) {
+	p := newPair(t, ReceiverConfig{})
+	rel := coalesce.AppendMessage(nil, []byte("r"), true)
+	incomplete := coalesce.AppendMessage(nil, []byte("u"), false)[:2]
+	p.handle(Accepted, raw(false, true, 1, 0, incomplete))
+	p.wantPoll("incomplete")
+	p.handle(Stale, raw(false, true, 1, 0, incomplete))
+	p.handle(Accepted, raw(true, true, 1, 1, rel))
+	p.wantPoll("replaced", msgOf(true, []byte("r")))
+}

@@ -1,0 +1,471 @@
+package channel
+
+import (
+	"math"
+	"math/bits"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/coalesce"
+)
+
+// A Sender is the sending half of one message channel (D5, D7, D12, D14).
+// Messages are queued whole and cut into chunks lazily, at the message MTU
+// given when each packet is sent, so an MTU change applies to the packets
+// sent after it. Reliable packets stay in flight until acked and are resent,
+// byte for byte, on a Fibonacci schedule.
+//
+// Create one with NewSender. A Sender is not safe for concurrent use.
+type Sender struct {
+	id  int16
+	seq Seq // the next packet's sequence number (D5)
+	rel Seq // R, the reliable sequence number (D7)
+
+	pending fifo[*message] // messages with chunks not yet sent
+	queued  int            // encoded bytes not yet sent for the first time
+
+	recs     []record // in-flight reliable packets; dead ones are free
+	freeRecs []int32
+	sendNo   int64           // packets sent for the first time so far
+	bySeq    fifo[seqEntry]  // in-flight records in the order they were sent
+	deadSeq  int             // dead entries in bySeq
+	buckets  [numBuckets]fifo[bucketEntry]
+	live     [numBuckets]int // live entries per bucket
+	nonEmpty uint64          // bit b set while buckets[b] has entries
+
+	inFlight      int
+	inFlightBytes int
+	resends       uint64
+	last          clock.Time // the latest time seen, so schedules never go back
+
+	bufs bufPool
+	msgs []*message // free message structs
+}
+
+// message is a queued encoded message and the state of its cutting.
+type message struct {
+	buf      []byte // the encoding, from bufs
+	off      int    // bytes already sent for the first time
+	refs     int    // in-flight packets whose chunks alias buf
+	reliable bool
+}
+
+// record is one in-flight reliable packet.
+type record struct {
+	chunk   []byte   // aliases msg.buf
+	msg     *message // owner of chunk
+	no      int64    // the packet's index among first sends
+	first   clock.Time
+	last    clock.Time // the latest (re)send
+	seq     Seq
+	rel     Seq
+	resends uint32
+	ticket  uint32 // changes whenever the record is rescheduled or freed
+	start   bool
+	live    bool
+}
+
+// seqEntry refers to a record from bySeq; valid while the record is live and
+// still has number no.
+type seqEntry struct {
+	no  int64
+	idx int32
+}
+
+// bucketEntry refers to a record from a resend bucket; valid while the
+// record is live and its ticket unchanged.
+type bucketEntry struct {
+	idx    int32
+	ticket uint32
+}
+
+// The resend schedule (D14): a packet resent n times so far is due
+// RTT*fib(n+2) after its previous send. Packets wait in one FIFO bucket per
+// n (the last bucket collecting every larger n): within a bucket the due
+// times are in send order, so the earliest due resend is at the front of
+// one of the buckets and finding it never scans the packets in flight.
+const numBuckets = 64
+
+// fib[n] is the Fibonacci number with fib(0) = fib(1) = 1 (D14), from a
+// table as the specification asks.
+var fib = func() (t [numBuckets + 2]int64) {
+	t[0], t[1] = 1, 1
+	for i := 2; i < len(t); i++ {
+		t[i] = t[i-1] + t[i-2]
+	}
+	return t
+}()
+
+// Retention bounds of a Sender's free lists.
+const (
+	senderRetain  = 1 << 20 // bytes of free message buffers kept
+	maxFreeMsgs   = 1024    // free message structs kept
+	idleKeepSlots = 4096    // in-flight bookkeeping kept when idle
+)
+
+// NewSender returns the sender of message channel id. Its first packet has
+// sequence number 0 and R starts at 0 (D5, D7).
+func NewSender(id int16) *Sender {
+	return &Sender{id: id, bufs: bufPool{limit: senderRetain}}
+}
+
+// ID returns the channel the sender was created for.
+func (s *Sender) ID() int16 { return s.id }
+
+// ResendInterval returns the time from a reliable packet's previous send to
+// its next resend after n resends so far: rtt*fib(n+2), capped at
+// maxInterval if maxInterval > 0 (D14). An rtt below 1 ns counts as 1 ns.
+func ResendInterval(n int, rtt, maxInterval time.Duration) time.Duration {
+	rtt = max(rtt, 1)
+	f := fib[min(max(n, 0)+2, len(fib)-1)]
+	d := time.Duration(math.MaxInt64)
+	if f <= int64(math.MaxInt64/rtt) {
+		d = rtt * time.Duration(f)
+	}
+	if maxInterval > 0 && d > maxInterval {
+		d = maxInterval
+	}
+	return d
+}
+
+// Queue copies msg, encodes it as one message (coalesce.AppendMessage) and
+// queues it behind the messages already queued. It returns the encoded
+// length, which is added to QueuedBytes. The caller has checked the
+// message against its size limits.
+func (s *Sender) Queue(msg []byte, reliable bool) int {
+	n := coalesce.EncodedLen(len(msg))
+	var m *message
+	if k := len(s.msgs); k > 0 {
+		m = s.msgs[k-1]
+		s.msgs[k-1] = nil
+		s.msgs = s.msgs[:k-1]
+	} else {
+		m = new(message)
+	}
+	m.buf = coalesce.AppendMessage(s.bufs.get(n)[:0], msg, reliable)
+	m.off, m.refs, m.reliable = 0, 0, reliable
+	s.pending.push(m)
+	s.queued += n
+	return n
+}
+
+// QueuedBytes returns the encoded bytes queued and not yet sent for the
+// first time.
+func (s *Sender) QueuedBytes() int { return s.queued }
+
+// HasNew reports whether a packet is waiting to be sent for the first time.
+func (s *Sender) HasNew() bool { return s.pending.len() > 0 }
+
+// NextReliable reports whether the next packet AppendNew would send is
+// reliable (so the caller can hold it back while too many reliable bytes
+// are in flight, D22).
+func (s *Sender) NextReliable() bool {
+	return s.pending.len() > 0 && (*s.pending.at(0)).reliable
+}
+
+// Sent describes a packet appended by AppendNew.
+type Sent struct {
+	// Reliable reports that the packet is reliable and now in flight.
+	Reliable bool
+	// Start reports that the packet starts its message.
+	Start bool
+	// Bytes is the chunk's length: the bytes taken off QueuedBytes and, for
+	// a reliable packet, added to the in-flight bytes.
+	Bytes int
+	// Seq is the packet's sequence number and Rel its reliable sequence
+	// number.
+	Seq, Rel Seq
+}
+
+// AppendNew cuts the next chunk of the oldest queued message, at most
+// messageMTU bytes (D12; a messageMTU below 1 counts as 1), and appends the
+// packet, header and chunk, to b. The packet gets the next sequence number;
+// the first chunk of a message carries the start flag and every chunk the
+// message's reliability. A reliable packet advances R first and carries the
+// new R; an unreliable one carries the current R (D7). A reliable packet
+// stays in flight, sent at now, until HandleAck. If nothing is queued, b is
+// returned unchanged with a zero Sent.
+func (s *Sender) AppendNew(b []byte, now clock.Time, messageMTU int) ([]byte, Sent) {
+	if s.pending.len() == 0 {
+		return b, Sent{}
+	}
+	now = s.tick(now)
+	m := *s.pending.at(0)
+	n := min(max(messageMTU, 1), len(m.buf)-m.off)
+	chunk := m.buf[m.off : m.off+n : m.off+n]
+	h := Header{Reliable: m.reliable, Start: m.off == 0, Seq: s.seq}
+	if m.reliable {
+		s.rel = s.rel.Next()
+	}
+	h.Rel = s.rel
+	b = append(h.Append(b), chunk...)
+	if m.reliable {
+		s.track(m, chunk, h, now)
+	}
+	s.seq = s.seq.Next()
+	s.sendNo++
+	m.off += n
+	s.queued -= n
+	if m.off == len(m.buf) {
+		s.pending.pop()
+		if m.refs == 0 {
+			s.release(m)
+		}
+	}
+	return b, Sent{Reliable: h.Reliable, Start: h.Start, Bytes: n, Seq: h.Seq, Rel: h.Rel}
+}
+
+// tick keeps time from going back: schedules are kept in send order.
+func (s *Sender) tick(now clock.Time) clock.Time {
+	if now < s.last {
+		return s.last
+	}
+	s.last = now
+	return now
+}
+
+// track puts a reliable packet in flight.
+func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
+	var idx int32
+	if k := len(s.freeRecs); k > 0 {
+		idx = s.freeRecs[k-1]
+		s.freeRecs = s.freeRecs[:k-1]
+	} else {
+		s.recs = append(s.recs, record{})
+		idx = int32(len(s.recs) - 1)
+	}
+	r := &s.recs[idx]
+	*r = record{
+		chunk: chunk, msg: m, no: s.sendNo, first: now, last: now,
+		seq: h.Seq, rel: h.Rel, ticket: r.ticket + 1, start: h.Start, live: true,
+	}
+	m.refs++
+	s.bySeq.push(seqEntry{no: s.sendNo, idx: idx})
+	s.schedule(idx)
+	s.inFlight++
+	s.inFlightBytes += len(chunk)
+}
+
+// schedule puts record idx in the bucket of its resend count.
+func (s *Sender) schedule(idx int32) {
+	r := &s.recs[idx]
+	b := min(int(r.resends), numBuckets-1)
+	s.buckets[b].push(bucketEntry{idx: idx, ticket: r.ticket})
+	s.live[b]++
+	s.nonEmpty |= 1 << b
+}
+
+// release returns a fully sent, unreferenced message to the free lists.
+func (s *Sender) release(m *message) {
+	s.bufs.put(m.buf)
+	m.buf = nil
+	if len(s.msgs) < maxFreeMsgs {
+		s.msgs = append(s.msgs, m)
+	}
+}
+
+// front returns the index of the record at the front of bucket b, dropping
+// stale entries, or -1 if the bucket is empty.
+func (s *Sender) front(b int) int32 {
+	q := &s.buckets[b]
+	for q.len() > 0 {
+		e := *q.at(0)
+		if r := &s.recs[e.idx]; r.live && r.ticket == e.ticket {
+			return e.idx
+		}
+		q.pop()
+	}
+	s.nonEmpty &^= 1 << b
+	return -1
+}
+
+// earliest returns the bucket whose front packet is due first and its due
+// time, or -1 if nothing is in flight.
+func (s *Sender) earliest(rtt, maxInterval time.Duration) (int, clock.Time) {
+	best, due := -1, clock.Time(0)
+	for m := s.nonEmpty; m != 0; m &= m - 1 {
+		b := bits.TrailingZeros64(m)
+		idx := s.front(b)
+		if idx < 0 {
+			continue
+		}
+		d := ResendInterval(b, rtt, maxInterval)
+		t := s.recs[idx].last
+		if t > clock.Time(math.MaxInt64-d) {
+			t = clock.Time(math.MaxInt64)
+		} else {
+			t = t.Add(d)
+		}
+		if best < 0 || t < due {
+			best, due = b, t
+		}
+	}
+	return best, due
+}
+
+// NextResend returns when the earliest reliable packet in flight is due to
+// be resent with the given RTT and cap (D14), or 0 if nothing is in flight.
+func (s *Sender) NextResend(rtt, maxInterval time.Duration) clock.Time {
+	_, due := s.earliest(rtt, maxInterval)
+	return due
+}
+
+// AppendResend appends to b the in-flight packet due earliest, if it is due
+// at now, exactly as it was first sent (same header, same chunk), and
+// schedules its next resend (D14). It reports whether it appended a packet.
+func (s *Sender) AppendResend(b []byte, now clock.Time, rtt, maxInterval time.Duration) ([]byte, bool) {
+	bk, due := s.earliest(rtt, maxInterval)
+	if bk < 0 || due > now {
+		return b, false
+	}
+	now = s.tick(now)
+	idx := s.front(bk)
+	s.buckets[bk].pop()
+	s.live[bk]--
+	r := &s.recs[idx]
+	b = Header{Reliable: true, Start: r.start, Seq: r.seq, Rel: r.rel}.Append(b)
+	b = append(b, r.chunk...)
+	r.resends++
+	r.last = now
+	r.ticket++
+	s.schedule(idx)
+	s.resends++
+	return b, true
+}
+
+// HandleAck handles an ack of packet seq (D13). It reports whether the ack
+// freed an in-flight packet, and that packet's chunk length (to take off the
+// caller's in-flight bytes). Acks of unknown, unreliable or already acked
+// packets are ignored.
+func (s *Sender) HandleAck(seq Seq) (bytes int, ok bool) {
+	f := s.oldest()
+	if f < 0 {
+		return 0, false
+	}
+	base := s.recs[f]
+	no := base.no + int64(Distance(base.seq, seq))
+	if no >= s.sendNo {
+		return 0, false
+	}
+	// bySeq is sorted by no: binary search.
+	lo, hi := 0, s.bySeq.len()
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if s.bySeq.at(mid).no < no {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == s.bySeq.len() {
+		return 0, false
+	}
+	e := *s.bySeq.at(lo)
+	r := &s.recs[e.idx]
+	if e.no != no || !r.live || r.no != no {
+		return 0, false
+	}
+	bytes = len(r.chunk)
+	s.free(e.idx)
+	s.deadSeq++
+	s.oldest() // drop dead entries at the front
+	if s.deadSeq > s.bySeq.len()/2+32 {
+		s.bySeq.filter(func(e *seqEntry) bool { r := &s.recs[e.idx]; return r.live && r.no == e.no })
+		s.deadSeq = 0
+	}
+	if s.inFlight == 0 {
+		s.idle()
+	}
+	return bytes, true
+}
+
+// free ends the life of in-flight record idx.
+func (s *Sender) free(idx int32) {
+	r := &s.recs[idx]
+	b := min(int(r.resends), numBuckets-1)
+	s.live[b]--
+	if q := &s.buckets[b]; q.len() > 2*s.live[b]+32 {
+		r.live = false // so that the filter drops it
+		q.filter(func(e *bucketEntry) bool { r := &s.recs[e.idx]; return r.live && r.ticket == e.ticket })
+	}
+	s.inFlight--
+	s.inFlightBytes -= len(r.chunk)
+	m := r.msg
+	m.refs--
+	if m.refs == 0 && m.off == len(m.buf) {
+		s.release(m)
+	}
+	*r = record{ticket: r.ticket + 1}
+	s.freeRecs = append(s.freeRecs, idx)
+}
+
+// oldest returns the record of the oldest in-flight packet, dropping dead
+// entries at the front of bySeq, or -1 if nothing is in flight.
+func (s *Sender) oldest() int32 {
+	for s.bySeq.len() > 0 {
+		e := *s.bySeq.at(0)
+		if r := &s.recs[e.idx]; r.live && r.no == e.no {
+			return e.idx
+		}
+		s.bySeq.pop()
+		s.deadSeq = max(s.deadSeq-1, 0)
+	}
+	return -1
+}
+
+// idle releases in-flight bookkeeping that grew large in a burst, once
+// nothing is in flight.
+func (s *Sender) idle() {
+	for b := range s.buckets {
+		s.buckets[b].reset(idleKeepSlots)
+		s.live[b] = 0
+	}
+	s.nonEmpty = 0
+	s.bySeq.reset(idleKeepSlots)
+	s.deadSeq = 0
+	if cap(s.recs) > idleKeepSlots {
+		s.recs, s.freeRecs = nil, nil
+	}
+}
+
+// InFlight returns the number of reliable packets in flight and the sum of
+// their chunk lengths.
+func (s *Sender) InFlight() (packets, bytes int) { return s.inFlight, s.inFlightBytes }
+
+// OldestUnacked returns when the oldest unacked reliable packet was first
+// sent, or 0 if none is in flight; a packet unacked for the connection
+// timeout means the peer is not acknowledging (D14).
+func (s *Sender) OldestUnacked() clock.Time {
+	if f := s.oldest(); f >= 0 {
+		return s.recs[f].first
+	}
+	return 0
+}
+
+// Resends returns how many packets AppendResend has sent.
+func (s *Sender) Resends() uint64 { return s.resends }
+
+// Idle reports whether nothing is queued and nothing is in flight.
+func (s *Sender) Idle() bool { return s.pending.len() == 0 && s.inFlight == 0 }
+
+// Reset drops everything queued and in flight and releases the memory it
+// held; sequence numbers continue where they were. It is for a connection
+// that is going away.
+func (s *Sender) Reset() {
+	for s.pending.len() > 0 {
+		s.pending.pop()
+	}
+	s.pending.reset(0)
+	s.queued = 0
+	s.recs, s.freeRecs = nil, nil
+	s.bySeq.reset(0)
+	s.deadSeq = 0
+	for b := range s.buckets {
+		s.buckets[b].reset(0)
+		s.live[b] = 0
+	}
+	s.nonEmpty = 0
+	s.inFlight, s.inFlightBytes = 0, 0
+	s.bufs.drain()
+	s.msgs = nil
+}

@@ -1,0 +1,134 @@
+package channel
+
+import "testing"
+
+func TestSeqValid(t *testing.T) {
+	tests := []struct {
+		s    Seq
+		want bool
+	}{
+		{0, true}, {-1, true}, {MinSeq, true}, {MaxSeq, true},
+		{MinSeq - 1, false}, {-8388608, false}, {MaxSeq + 1, false},
+	}
+	for _, tc := range tests {
+		if got := tc.s.Valid(); got != tc.want {
+			t.Errorf("Seq(%d).Valid() = %v, want %v", tc.s, got, tc.want)
+		}
+	}
+}
+
+// TestSeqNext checks the wrap of D5: the value after 8388607 is -10000.
+func TestSeqNext(t *testing.T) {
+	tests := []struct{ s, next Seq }{
+		{0, 1}, {-1, 0}, {MinSeq, MinSeq + 1}, {MaxSeq - 1, MaxSeq}, {MaxSeq, MinSeq},
+	}
+	for _, tc := range tests {
+		if got := tc.s.Next(); got != tc.next {
+			t.Errorf("Seq(%d).Next() = %d, want %d", tc.s, got, tc.next)
+		}
+		if got := tc.next.Prev(); got != tc.s {
+			t.Errorf("Seq(%d).Prev() = %d, want %d", tc.next, got, tc.s)
+		}
+		if got := tc.s.Add(1); got != tc.next {
+			t.Errorf("Seq(%d).Add(1) = %d, want %d", tc.s, got, tc.next)
+		}
+	}
+	if SeqSpace != 8398608 {
+		t.Errorf("SeqSpace = %d, want 8398608 (D5)", SeqSpace)
+	}
+}
+
+func TestSeqAdd(t *testing.T) {
+	tests := []struct {
+		s    Seq
+		n    int
+		want Seq
+	}{
+		{0, 0, 0},
+		{0, 100, 100},
+		{MaxSeq, 2, MinSeq + 1},
+		{MaxSeq - 5, 10, MinSeq + 4},
+		{-5, SeqSpace, -5},
+		{-5, 3*SeqSpace + 7, 2},
+		{MinSeq, -1, MaxSeq},
+		{0, -SeqSpace - 1, -1},
+	}
+	for _, tc := range tests {
+		if got := tc.s.Add(tc.n); got != tc.want {
+			t.Errorf("Seq(%d).Add(%d) = %d, want %d", tc.s, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestDistance(t *testing.T) {
+	tests := []struct {
+		from, to Seq
+		want     int
+	}{
+		{0, 0, 0},
+		{-1, 0, 1},
+		{0, -1, SeqSpace - 1},
+		{MaxSeq, MinSeq, 1},
+		{MaxSeq - 1, MinSeq + 1, 3},
+		{MinSeq, MaxSeq, SeqSpace - 1},
+		{100, 50, SeqSpace - 50},
+	}
+	for _, tc := range tests {
+		if got := Distance(tc.from, tc.to); got != tc.want {
+			t.Errorf("Distance(%d, %d) = %d, want %d", tc.from, tc.to, got, tc.want)
+		}
+	}
+}
+
+// TestSeqBefore checks comes-before (D6): serial number arithmetic on
+// i(s) = s+10000, including across the wrap, and the pair the
+// specification's own formula gets wrong (5 and -3).
+func TestSeqBefore(t *testing.T) {
+	half := SeqSpace / 2
+	tests := []struct {
+		name string
+		a, b Seq
+		want bool
+	}{
+		{"0 before 1", 0, 1, true},
+		{"1 not before 0", 1, 0, false},
+		{"equal", 7, 7, false},
+		{"-1 before 0 (the ignore number before the first packet)", -1, 0, true},
+		{"-3 before 5", -3, 5, true},
+		{"5 not before -3 (D6 fixes the spec's formula)", 5, -3, false},
+		{"MaxSeq before MinSeq across the wrap", MaxSeq, MinSeq, true},
+		{"MinSeq not before MaxSeq", MinSeq, MaxSeq, false},
+		{"8388600 before -9990 across the wrap", 8388600, -9990, true},
+		{"positive before negative near the wrap", 8000000, -5000, true},
+		{"just under half the space ahead", 0, MinSeq.Add(10000 + half - 1), true},
+		{"exactly half: neither", 0, Seq(0).Add(half), false},
+		{"exactly half, other way: neither", Seq(0).Add(half), 0, false},
+		{"just over half ahead is behind", 0, Seq(0).Add(half + 1), false},
+		{"just over half ahead, other way", Seq(0).Add(half + 1), 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.a.Before(tc.b); got != tc.want {
+				t.Errorf("Seq(%d).Before(%d) = %v, want %v", tc.a, tc.b, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSeqBeforeIsOrderNearby checks that Before is a strict order on any
+// window shorter than half the space, wherever it sits (D6).
+func TestSeqBeforeIsOrderNearby(t *testing.T) {
+	for _, start := range []Seq{MinSeq, -5, 0, MaxSeq - 3, 4000000} {
+		w := make([]Seq, 8)
+		for i := range w {
+			w[i] = start.Add(i * 1000)
+		}
+		for i := range w {
+			for j := range w {
+				if got, want := w[i].Before(w[j]), i < j; got != want {
+					t.Errorf("start %d: %d.Before(%d) = %v, want %v", start, w[i], w[j], got, want)
+				}
+			}
+		}
+	}
+}

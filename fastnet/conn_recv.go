@@ -1,0 +1,176 @@
+package fastnet
+
+import (
+	"github.com/fastnet-engine/fastnet/channel"
+	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/coalesce"
+)
+
+// maxPendingAcks bounds the acks waiting to be sent; beyond it a reliable
+// packet goes unacked and its sender resends it (D13, D22).
+const maxPendingAcks = 1 << 16
+
+// handlePacket handles a packet of an established connection on any channel
+// but -1.
+func (c *conn) handlePacket(now clock.Time, ch int16, p []byte) {
+	switch {
+	case ch >= 0:
+		if c.ep.cfg.Transport == Stream {
+			c.handleStreamMessage(ch, p)
+		} else {
+			c.handleData(now, ch, p)
+		}
+	case ch == chHeartbeat:
+		v, err := parseHeartbeat(p)
+		if err != nil {
+			c.stats.Dropped[DropBadControl]++
+			return
+		}
+		c.hb.receive(now, v)
+	case ch == chAck:
+		c.handleAcks(now, p)
+	case ch == chMTUServer || ch == chMTUClient:
+		c.handleMTU(now, ch, p)
+	default:
+		c.stats.Dropped[DropUnknownChannel]++
+	}
+}
+
+// handleData handles a message channel packet on a Datagram transport
+// (D4, D7-D11).
+func (c *conn) handleData(now clock.Time, ch int16, p []byte) {
+	h, err := channel.ParseHeader(p)
+	if err != nil {
+		c.stats.Dropped[DropBadHeader]++
+		return
+	}
+	chunk := p[channel.HeaderLen:]
+	if len(p) > c.stats.PeerPayloadMTU {
+		c.stats.PeerPayloadMTU = len(p)
+	}
+	cs := c.channel(ch, true)
+	switch cs.rcv.Handle(now, h, chunk) {
+	case channel.Accepted:
+		if h.Reliable {
+			c.ack(ch, h.Seq)
+		}
+	case channel.Duplicate:
+		c.stats.Dropped[DropDuplicate]++
+		c.ack(ch, h.Seq) // the first ack may have been lost (D8)
+	case channel.Stale:
+		c.stats.Dropped[DropStale]++
+	case channel.OutOfWindow:
+		c.stats.Dropped[DropWindow]++
+	case channel.NoMemory:
+		c.stats.Dropped[DropMemory]++
+	}
+	c.deliver(now, cs)
+}
+
+// ack queues an acknowledgement of a reliable packet (D13).
+func (c *conn) ack(ch int16, s channel.Seq) {
+	if len(c.acks) < maxPendingAcks {
+		c.acks = append(c.acks, channel.Ack{Channel: ch, Seq: s})
+	}
+}
+
+// deliver hands every message cs can complete to the application, and
+// closes the connection if the peer broke the protocol on it.
+func (c *conn) deliver(now clock.Time, cs *chanState) {
+	for {
+		m, ok := cs.rcv.Poll(now)
+		if !ok {
+			break
+		}
+		c.stats.MessagesDelivered++
+		c.ep.emit(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr,
+			Channel: int(cs.id), Reliable: m.Reliable, Data: m.Data})
+	}
+	d := cs.rcv.Drops()
+	c.stats.Dropped[DropMalformedMessage] += d.Malformed - cs.lastDrop.Malformed
+	c.stats.Dropped[DropExpired] += d.Expired - cs.lastDrop.Expired
+	c.stats.Dropped[DropMemory] += d.Evicted - cs.lastDrop.Evicted
+	cs.lastDrop = d
+	if err := cs.rcv.Err(); err != nil {
+		c.ep.disconnect(now, c, &ProtocolError{Reason: err.Error()}, true)
+		return
+	}
+	if !cs.inRecv && cs.rcv.NextDeadline() != 0 {
+		cs.inRecv = true
+		c.recvChans = append(c.recvChans, cs)
+	}
+}
+
+// expireReceivers applies the MCI rule (D11) to receivers whose deadline
+// passed.
+func (c *conn) expireReceivers(now clock.Time) {
+	kept := c.recvChans[:0]
+	for _, cs := range c.recvChans {
+		if c.state == 0 {
+			return
+		}
+		if t := cs.rcv.NextDeadline(); t != 0 && t <= now {
+			cs.inRecv = true // deliver must not append it again
+			c.deliver(now, cs)
+		}
+		if cs.rcv.NextDeadline() != 0 {
+			kept = append(kept, cs)
+		} else {
+			cs.inRecv = false
+		}
+	}
+	if c.state != 0 {
+		clear(c.recvChans[len(kept):])
+		c.recvChans = kept
+	}
+}
+
+// handleAcks frees the acknowledged reliable packets (D13).
+func (c *conn) handleAcks(now clock.Time, p []byte) {
+	it, err := channel.ParseAcks(p)
+	if err != nil {
+		c.stats.Dropped[DropBadControl]++
+		return
+	}
+	for it.Next() {
+		a := it.Ack()
+		cs := c.channel(a.Channel, false)
+		if cs == nil || cs.snd == nil {
+			continue // acks for unknown packets are ignored (D13)
+		}
+		if n, ok := cs.snd.HandleAck(a.Seq); ok {
+			c.inFlight -= n
+			c.stats.AcksReceived++
+		}
+	}
+	kept := c.sendChans[:0]
+	for _, cs := range c.sendChans {
+		if p, _ := cs.snd.InFlight(); p > 0 {
+			kept = append(kept, cs)
+		} else {
+			cs.inSend = false
+		}
+	}
+	clear(c.sendChans[len(kept):])
+	c.sendChans = kept
+	c.closeIfDrained(now)
+}
+
+// handleStreamMessage handles a message channel packet on a Stream
+// transport: the packet is exactly one encoded message (D4).
+func (c *conn) handleStreamMessage(ch int16, p []byte) {
+	m, err := coalesce.ParseMessage(p, c.ep.cfg.MaxMessageSize)
+	if err != nil {
+		// The transport is reliable: a bad message is the peer's doing.
+		c.ep.disconnect(0, c, &ProtocolError{Reason: err.Error()}, true)
+		return
+	}
+	if len(p) > c.stats.PeerPayloadMTU {
+		c.stats.PeerPayloadMTU = len(p)
+	}
+	data := make([]byte, len(m.Payload))
+	copy(data, m.Payload)
+	c.stats.MessagesDelivered++
+	c.ep.emit(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr,
+		Channel: int(ch), Reliable: m.Reliable, Data: data})
+}

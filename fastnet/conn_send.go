@@ -1,0 +1,182 @@
+package fastnet
+
+import (
+	"github.com/fastnet-engine/fastnet/channel"
+	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/coalesce"
+)
+
+// send queues one message; the caller has checked the channel, size and
+// state.
+func (c *conn) send(ch int16, msg []byte, reliable bool) error {
+	cfg := &c.ep.cfg
+	n := coalesce.EncodedLen(len(msg))
+	if c.queued+c.stream.bytes+n > cfg.SendQueueSize {
+		c.wantWritable = max(c.wantWritable, n)
+		return ErrQueueFull
+	}
+	c.stats.MessagesSent++
+	if cfg.Transport == Stream {
+		c.stream.push(ch, msg, reliable)
+		return nil
+	}
+	cs := c.channel(ch, true)
+	c.queued += cs.snd.Queue(msg, reliable)
+	if !cs.inRing {
+		cs.inRing = true
+		c.ring = append(c.ring, cs)
+	}
+	return nil
+}
+
+// wantsTransmit reports whether poll has a datagram to produce at now.
+func (c *conn) wantsTransmit(now clock.Time) bool {
+	if !c.established() {
+		return false
+	}
+	if len(c.acks) > 0 || c.hb.echoN > 0 || now >= c.hb.nextSend {
+		return true
+	}
+	if c.ep.cfg.Transport == Stream {
+		return !c.stream.empty()
+	}
+	if c.mtuWantsTransmit(now) {
+		return true
+	}
+	if c.newDataAllowed() {
+		return true
+	}
+	rtt, maxI := c.resendRTT(), c.ep.cfg.MaxResendInterval
+	for _, cs := range c.sendChans {
+		if t := cs.snd.NextResend(rtt, maxI); t != 0 && t <= now {
+			return true
+		}
+	}
+	return false
+}
+
+// newDataAllowed reports whether some channel has a first-time packet that
+// may go out now: unreliable ones always, reliable ones while the in-flight
+// bytes are under Config.MaxInFlight (D22).
+func (c *conn) newDataAllowed() bool {
+	if len(c.ring) == 0 {
+		return false
+	}
+	if c.inFlight+c.payloadMTU <= c.ep.cfg.MaxInFlight {
+		return true
+	}
+	for _, cs := range c.ring {
+		if !cs.snd.NextReliable() {
+			return true
+		}
+	}
+	return false
+}
+
+// poll writes the connection's next datagram into buf, in order of
+// priority: heartbeat echoes and due heartbeats, acks, MTU estimation,
+// due resends, then first-time data round robin across channels.
+func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
+	if !c.established() {
+		return buf, false
+	}
+	cfg := &c.ep.cfg
+	if v, ok := c.hb.popEcho(); ok {
+		return appendHeartbeat(appendPacketHeader(buf, chHeartbeat), v), true
+	}
+	if now >= c.hb.nextSend {
+		v := c.hb.originate(now, heartbeatInterval(cfg.Timeout))
+		return appendHeartbeat(appendPacketHeader(buf, chHeartbeat), v), true
+	}
+	if len(c.acks) > 0 {
+		return c.appendAcks(buf), true
+	}
+	if cfg.Transport == Stream {
+		b, ok := c.stream.pop(buf)
+		c.maybeWritable()
+		return b, ok
+	}
+	if b, ok := c.mtuPoll(now, buf); ok {
+		return b, true
+	}
+	rtt := c.resendRTT()
+	for _, cs := range c.sendChans {
+		if t := cs.snd.NextResend(rtt, cfg.MaxResendInterval); t != 0 && t <= now {
+			b, ok := cs.snd.AppendResend(appendPacketHeader(buf, cs.id), now, rtt, cfg.MaxResendInterval)
+			if ok {
+				c.stats.PacketsResent++
+				c.stats.BytesResent += uint64(len(b))
+				return b, true
+			}
+		}
+	}
+	return c.pollNew(now, buf)
+}
+
+// pollNew sends the next first-time packet, serving channels round robin.
+func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
+	cfg := &c.ep.cfg
+	roomReliable := c.inFlight+c.payloadMTU <= cfg.MaxInFlight
+	for tries := len(c.ring); tries > 0; tries-- {
+		if c.ringPos >= len(c.ring) {
+			c.ringPos = 0
+		}
+		cs := c.ring[c.ringPos]
+		if !roomReliable && cs.snd.NextReliable() {
+			c.ringPos++
+			continue
+		}
+		b, sent := cs.snd.AppendNew(appendPacketHeader(buf, cs.id), now, c.payloadMTU-channel.HeaderLen)
+		c.queued -= sent.Bytes
+		if sent.Reliable {
+			c.inFlight += sent.Bytes
+			if !cs.inSend {
+				cs.inSend = true
+				c.sendChans = append(c.sendChans, cs)
+			}
+		}
+		if cs.snd.HasNew() {
+			c.ringPos++
+		} else {
+			cs.inRing = false
+			c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
+		}
+		c.maybeWritable()
+		return b, true
+	}
+	return buf, false
+}
+
+// maybeWritable reports EventWritable once a refused Send would fit.
+func (c *conn) maybeWritable() {
+	if c.wantWritable > 0 && c.queued+c.stream.bytes+c.wantWritable <= c.ep.cfg.SendQueueSize {
+		c.wantWritable = 0
+		c.ep.emit(Event{Kind: EventWritable, Conn: c.handle, Addr: c.addr})
+	}
+}
+
+// appendAcks writes one ack packet (D13) with as many pending acks as the
+// payload MTU allows.
+func (c *conn) appendAcks(buf []byte) []byte {
+	b := appendPacketHeader(buf, chAck)
+	n := min(len(c.acks), max(1, c.payloadMTU/channel.AckLen))
+	for _, a := range c.acks[:n] {
+		b = channel.AppendAck(b, a)
+	}
+	c.stats.AcksSent += uint64(n)
+	rest := copy(c.acks, c.acks[n:])
+	c.acks = c.acks[:rest]
+	return b
+}
+
+func (c *conn) countSent(n int) {
+	c.stats.PacketsSent++
+	c.stats.BytesSent += uint64(n)
+}
+
+// releaseBuffers drops the connection's queues when it is removed.
+func (c *conn) releaseBuffers() {
+	c.chans, c.last, c.ring, c.sendChans, c.recvChans, c.acks = nil, nil, nil, nil, nil, nil
+	c.stream = streamQueue{}
+	c.queued, c.inFlight = 0, 0
+}

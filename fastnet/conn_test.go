@@ -1,0 +1,153 @@
+package fastnet
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// isAck reports whether a datagram is an ack packet (channel -5).
+func isAck(b []byte) bool { ch, _, _ := parsePacket(b); return ch == chAck }
+
+// D14: "A reliable packet still unacked after the connection timeout closes
+// the connection ('peer is not acknowledging')", even while heartbeats keep
+// the connection otherwise alive.
+func TestPeerNeverAcks(t *testing.T) {
+	cfg := Config{Timeout: 3 * time.Second, MTU: MTUConfig{Disabled: true}}
+	p := newPair(t, cfg, cfg)
+	p.drop = func(from Role, b []byte) bool { return from == Server && isAck(b) }
+	p.cli.Send(p.now, p.ch, 0, []byte("never acked"), true)
+	p.flush()
+	p.advance(2900 * time.Millisecond)
+	if len(p.cliEvs) != 0 {
+		t.Fatalf("client events before the timeout: %v", p.cliEvs)
+	}
+	st, _ := p.cli.Stats(p.ch)
+	// The in-memory RTT is 0, so resends run on the 10 ms floor at 2, 3,
+	// 5, 8, 13, ... floors apart (D14): at least a handful went out.
+	if st.PacketsResent < 5 {
+		t.Fatalf("only %d resends in 2.9 s", st.PacketsResent)
+	}
+	p.advance(200 * time.Millisecond)
+	if len(p.cliEvs) != 1 || !errors.Is(p.cliEvs[0].Err, ErrNotAcknowledging) {
+		t.Fatalf("client events %v", p.cliEvs)
+	}
+	// The server heard "disconnect" with the reason.
+	var pe *PeerClosedError
+	if len(p.srvEvs) == 0 || !errors.As(p.srvEvs[len(p.srvEvs)-1].Err, &pe) {
+		t.Fatalf("server events %v", p.srvEvs)
+	}
+	// Exactly one delivery despite the resends (D8).
+	if got := messagesOf(p.srvEvs); len(got) != 1 {
+		t.Fatalf("server delivered %q", got)
+	}
+}
+
+// D18: a graceful close waits for its reliable data to be acknowledged,
+// then sends "disconnect".
+func TestGracefulCloseDrains(t *testing.T) {
+	cfg := Config{MTU: MTUConfig{Disabled: true}}
+	p := newPair(t, cfg, cfg)
+	lossy := true
+	p.drop = func(from Role, b []byte) bool { return lossy && from == Client && !isAck(b) }
+	for i := 0; i < 10; i++ {
+		p.cli.Send(p.now, p.ch, i, []byte("must arrive before the close"), true)
+	}
+	p.flush()
+	p.cli.Close(p.now, p.ch, "done")
+	p.flush()
+	if len(p.cliEvs) != 0 || len(p.srvEvs) != 0 {
+		t.Fatalf("closed before the data was acked: %v %v", p.cliEvs, p.srvEvs)
+	}
+	lossy = false
+	p.advance(time.Second)
+	if got := messagesOf(p.srvEvs); len(got) != 10 {
+		t.Fatalf("server got %d messages", len(got))
+	}
+	last := p.srvEvs[len(p.srvEvs)-1]
+	var pe *PeerClosedError
+	if !errors.As(last.Err, &pe) || pe.Reason != "done" {
+		t.Fatalf("server's last event %+v", last)
+	}
+	if len(p.cliEvs) != 1 || !errors.Is(p.cliEvs[0].Err, ErrClosed) {
+		t.Fatalf("client events %v", p.cliEvs)
+	}
+}
+
+// D18: the linger timeout bounds how long a close waits.
+func TestCloseLingerExpires(t *testing.T) {
+	cfg := Config{Linger: 500 * time.Millisecond, MTU: MTUConfig{Disabled: true}}
+	p := newPair(t, cfg, cfg)
+	p.drop = func(from Role, b []byte) bool { return from == Client && !isAck(b) }
+	p.cli.Send(p.now, p.ch, 0, []byte("lost forever"), true)
+	p.cli.Close(p.now, p.ch, "bye")
+	p.advance(499 * time.Millisecond)
+	if len(p.cliEvs) != 0 {
+		t.Fatalf("closed before the linger: %v", p.cliEvs)
+	}
+	p.advance(time.Millisecond)
+	if len(p.cliEvs) != 1 || !errors.Is(p.cliEvs[0].Err, ErrClosed) {
+		t.Fatalf("client events %v", p.cliEvs)
+	}
+	if err := p.cli.Send(p.now, p.ch, 0, nil, true); !errors.Is(err, ErrUnknownConn) {
+		t.Fatalf("Send after close: %v", err)
+	}
+}
+
+// D22: a send into a full queue is an error the caller can wait on: it
+// fails with ErrQueueFull, changes nothing, and EventWritable follows once
+// the message fits.
+func TestQueueFullAndWritable(t *testing.T) {
+	cfg := Config{MaxMessageSize: 10000, SendQueueSize: 30000, MaxInFlight: 64 << 10, MTU: MTUConfig{Disabled: true}}
+	p := newPair(t, cfg, cfg)
+	msg := make([]byte, 9000)
+	sent := 0
+	var err error
+	for ; sent < 10; sent++ {
+		if err = p.cli.Send(p.now, p.ch, 0, msg, true); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrQueueFull) || sent != 3 {
+		t.Fatalf("after %d sends: %v", sent, err)
+	}
+	st, _ := p.cli.Stats(p.ch)
+	if st.SendQueueBytes > cfg.SendQueueSize {
+		t.Fatalf("queue %d above its limit", st.SendQueueBytes)
+	}
+	p.flush()
+	if len(p.cliEvs) != 1 || p.cliEvs[0].Kind != EventWritable {
+		t.Fatalf("client events %v", p.cliEvs)
+	}
+	if err := p.cli.Send(p.now, p.ch, 0, msg, true); err != nil {
+		t.Fatal(err)
+	}
+	p.flush()
+	if got := len(messagesOf(p.srvEvs)); got != 4 {
+		t.Fatalf("server got %d messages", got)
+	}
+}
+
+// D22: reliable packets wait while Config.MaxInFlight bytes are
+// unacknowledged; unreliable ones still flow.
+func TestInFlightLimit(t *testing.T) {
+	cfg := Config{MaxInFlight: 64 << 10, InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}}
+	p := newPair(t, cfg, cfg)
+	acks := false
+	p.drop = func(from Role, b []byte) bool { return !acks && from == Server && isAck(b) }
+	p.cli.Send(p.now, p.ch, 0, make([]byte, 200<<10), true)
+	p.cli.Send(p.now, p.ch, 1, []byte("fast lane"), false)
+	p.flush()
+	st, _ := p.cli.Stats(p.ch)
+	if st.InFlightBytes > cfg.MaxInFlight || st.InFlightBytes < cfg.MaxInFlight-1200 {
+		t.Fatalf("in flight %d, limit %d", st.InFlightBytes, cfg.MaxInFlight)
+	}
+	if got := messagesOf(p.srvEvs); len(got) != 1 || got[0] != "ch1 false fast lane" {
+		t.Fatalf("unreliable message held up: %q", got)
+	}
+	acks = true
+	p.advance(time.Second)
+	if got := messagesOf(p.srvEvs); len(got) != 2 {
+		t.Fatalf("server got %d messages", len(got))
+	}
+}

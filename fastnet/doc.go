@@ -1,0 +1,58 @@
+// Package fastnet is a sans-IO implementation of the Fastnet 1.0 protocol:
+// connections of 32768 message channels, each carrying messages of any size
+// reliably and in order, or unreliably, over UDP or TCP.
+//
+// An [Endpoint] is a pure state machine. It owns no socket, starts no
+// goroutine, never sleeps, never reads the clock and draws randomness only
+// from Config.Rand. It consumes datagrams and the passing of time and
+// produces datagrams and events, so the same inputs always give the same
+// outputs, and a whole network of endpoints can run in virtual time (see
+// package fastnettest). Packages udpdriver and tcpdriver bind it to real
+// sockets behind a blocking, context-aware API.
+//
+// # Driving an endpoint
+//
+// The caller owns the endpoint and runs this loop, from one goroutine at a
+// time:
+//
+//  1. Read the time once, as a clock.Time, for each input. Time passed to
+//     the endpoint must never go backwards.
+//  2. Feed one input: HandleDatagram for a datagram that arrived,
+//     HandleTimeout when the time from NextDeadline has come, Send, Connect
+//     or Close for the application's requests.
+//  3. Call PollTransmit until it returns false, sending each datagram it
+//     writes to its Transmit.To.
+//  4. Call PollEvent until it returns false, and act on each event.
+//  5. Wait for the next datagram or until NextDeadline, whichever is first,
+//     and go back to 1.
+//
+// Extra HandleTimeout calls are harmless. Inputs never block and never call
+// back into the caller, with one exception: a server's Config.Accept hook
+// runs inside HandleDatagram.
+//
+// # Buffers
+//
+// HandleDatagram does not keep the slice it is given. PollTransmit writes
+// into the caller's buffer, which must hold Config.MaxPacketSize bytes. The
+// Data of an EventMessage is the receiver's to keep. Send copies the message.
+// Steady-state sending, receiving and acknowledging allocate nothing per
+// packet; each delivered message is one allocation.
+//
+// # Errors
+//
+// Misuse by the caller (a bad channel, a message too large, a full queue)
+// is an error returned at once that leaves the endpoint unchanged: test it
+// with errors.Is against ErrBadChannel, ErrMessageTooLarge, ErrQueueFull and
+// the other Err values. Misbehaviour by the peer is never an error of
+// HandleDatagram: a malformed packet is dropped and counted by DropReason in
+// Stats.Dropped, and a violation that makes a connection unusable ends it
+// with an EventDisconnected whose Err is a *ProtocolError.
+//
+// # Protocol
+//
+// The wire format is that of the specification, read with the project's
+// decisions D1-D23, which the comments of this module cite by number:
+// channel -1 carries queries, the handshake and the disconnect extension
+// (D15, D18), -2 heartbeats (D16, D17), -3 and -4 MTU estimation (D19), -5
+// acks (D13), and 0..32767 the application's messages (D4-D12, D14).
+package fastnet

@@ -1,0 +1,144 @@
+package fastnet
+
+import (
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+)
+
+// Heartbeats (channel -2, D16) and round-trip estimation (D17).
+//
+//	+-------+-------+
+//	| value (i16)   |
+//	+-------+-------+
+//
+// The server originates 1..32767 and the client -1..-32768, each cycling.
+// The client echoes positive values and the server negative ones. The time
+// from sending an originated value to receiving its echo is an RTT sample.
+
+// initialRTT is the specification's default round-trip time.
+const initialRTT = 200 * time.Millisecond
+
+// outstanding is how many originated heartbeats are remembered for matching
+// their echoes; older ones are forgotten (their echoes then give no sample).
+const outstanding = 16
+
+type heartbeat struct {
+	server   bool
+	next     int16      // the next value to originate
+	nextSend clock.Time // when to originate it
+	// lastHeard is when the peer's last heartbeat (originated or echo)
+	// arrived; the connection times out Config.Timeout after it.
+	lastHeard clock.Time
+
+	sent   [outstanding]sentBeat
+	sentN  int
+	echoes [outstanding]int16 // values owed back to the peer
+	echoN  int
+
+	srtt, rttvar, minRTT time.Duration
+	sampled              bool
+}
+
+// sentBeat is an originated heartbeat awaiting its echo.
+type sentBeat struct {
+	v  int16
+	at clock.Time // 0 once its echo was counted
+}
+
+func (h *heartbeat) init(r Role) {
+	h.server = r == Server
+	if h.server {
+		h.next = 1
+	} else {
+		h.next = -1
+	}
+	h.srtt, h.rttvar = initialRTT, initialRTT/2
+}
+
+// interval is min(1 s, timeout/20) (D16): at least 20 heartbeats reach the
+// peer before it would time out.
+func heartbeatInterval(timeout time.Duration) time.Duration {
+	return min(time.Second, timeout/20)
+}
+
+// start arms the first heartbeat to go out at once (D16).
+func (h *heartbeat) start(now clock.Time) {
+	h.nextSend = now
+	h.lastHeard = now
+}
+
+// originate returns the value to send now and schedules the next one.
+func (h *heartbeat) originate(now clock.Time, interval time.Duration) int16 {
+	v := h.next
+	if h.server {
+		if h.next == 32767 {
+			h.next = 1
+		} else {
+			h.next++
+		}
+	} else {
+		if h.next == -32768 {
+			h.next = -1
+		} else {
+			h.next--
+		}
+	}
+	h.sent[h.sentN%outstanding] = sentBeat{v, now}
+	h.sentN++
+	h.nextSend = now.Add(interval)
+	return v
+}
+
+// receive handles a heartbeat value from the peer at now.
+func (h *heartbeat) receive(now clock.Time, v int16) {
+	h.lastHeard = now
+	ours := (h.server && v > 0) || (!h.server && v < 0)
+	if !ours {
+		if v != 0 && h.echoN < outstanding {
+			h.echoes[h.echoN] = v
+			h.echoN++
+		}
+		return
+	}
+	// An echo of ours: match it to a remembered send (newest first).
+	n := min(h.sentN, outstanding)
+	for i := 1; i <= n; i++ {
+		s := &h.sent[(h.sentN-i)%outstanding]
+		if s.v == v && s.at != 0 {
+			h.sample(now.Sub(s.at))
+			s.at = 0 // one sample per send
+			return
+		}
+	}
+}
+
+// sample folds one RTT sample into the estimate as RFC 6298 does (D17).
+func (h *heartbeat) sample(r time.Duration) {
+	if r < 0 {
+		return
+	}
+	if !h.sampled {
+		h.sampled = true
+		h.srtt, h.rttvar, h.minRTT = r, r/2, r
+		return
+	}
+	d := h.srtt - r
+	if d < 0 {
+		d = -d
+	}
+	h.rttvar = (3*h.rttvar + d) / 4
+	h.srtt = (7*h.srtt + r) / 8
+	h.minRTT = min(h.minRTT, r)
+}
+
+// popEcho returns a value owed back to the peer.
+func (h *heartbeat) popEcho() (int16, bool) {
+	if h.echoN == 0 {
+		return 0, false
+	}
+	v := h.echoes[0]
+	copy(h.echoes[:], h.echoes[1:h.echoN])
+	h.echoN--
+	return v, true
+}

@@ -1,0 +1,100 @@
+package fastnet
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// D16: the server originates 1..32767 and echoes negative values; the
+// client the reverse; the interval is min(1 s, timeout/20).
+func TestHeartbeatsServer(t *testing.T) {
+	cfg := serverConfig()
+	cfg.Timeout = 10 * time.Second // interval 500 ms
+	tc := newTestEndpoint(t, cfg)
+	tc.connectServer()
+	tc.wantPacket("first heartbeat at once", chHeartbeat, appendHeartbeat(nil, 1))
+	tc.advance(499 * time.Millisecond)
+	tc.wantNoPacket("not before the interval")
+	tc.recv(chHeartbeat, appendHeartbeat(nil, 1)) // the client's echo, ignored as an echo
+	tc.wantNoPacket("our own value is not echoed")
+	tc.recv(chHeartbeat, appendHeartbeat(nil, -77))
+	tc.wantPacket("negative value echoed at once", chHeartbeat, appendHeartbeat(nil, -77))
+	tc.advance(time.Millisecond)
+	tc.wantPacket("second heartbeat at 500 ms", chHeartbeat, appendHeartbeat(nil, 2))
+	tc.recv(chHeartbeat, appendHeartbeat(nil, 0))
+	tc.wantNoPacket("zero is neither side's")
+}
+
+func TestHeartbeatCycles(t *testing.T) {
+	var h heartbeat
+	h.init(Server)
+	h.next = 32767
+	if v := h.originate(1, time.Second); v != 32767 {
+		t.Fatal(v)
+	}
+	if v := h.originate(2, time.Second); v != 1 {
+		t.Fatalf("server after 32767: %d, want 1", v)
+	}
+	h.init(Client)
+	h.next = -32768
+	h.originate(1, time.Second)
+	if v := h.originate(2, time.Second); v != -1 {
+		t.Fatalf("client after -32768: %d, want -1", v)
+	}
+}
+
+// D17: an RTT sample is the time from an originated heartbeat to its echo,
+// smoothed as RFC 6298 does; 200 ms before the first sample; unknown echoes
+// are ignored.
+func TestRTTFromHeartbeats(t *testing.T) {
+	tc := newTestEndpoint(t, clientConfig())
+	h := tc.connectClient(1)
+	st, _ := tc.ep.Stats(h)
+	if st.RTT != 200*time.Millisecond {
+		t.Fatalf("initial RTT %v", st.RTT)
+	}
+	tc.wantPacket("first heartbeat", chHeartbeat, appendHeartbeat(nil, -1))
+	tc.advance(80 * time.Millisecond)
+	tc.recv(chHeartbeat, appendHeartbeat(nil, -1))
+	st, _ = tc.ep.Stats(h)
+	if st.RTT != 80*time.Millisecond || st.MinRTT != 80*time.Millisecond || st.RTTVar != 40*time.Millisecond {
+		t.Fatalf("after one 80 ms sample: rtt %v var %v min %v", st.RTT, st.RTTVar, st.MinRTT)
+	}
+	tc.recv(chHeartbeat, appendHeartbeat(nil, -1)) // a duplicate echo: no second sample
+	tc.recv(chHeartbeat, appendHeartbeat(nil, -999))
+	st2, _ := tc.ep.Stats(h)
+	if st2.RTT != st.RTT {
+		t.Fatalf("a duplicate or unknown echo changed the RTT to %v", st2.RTT)
+	}
+	tc.advance(920 * time.Millisecond)
+	tc.wantPacket("second heartbeat", chHeartbeat, appendHeartbeat(nil, -2))
+	tc.advance(40 * time.Millisecond)
+	tc.recv(chHeartbeat, appendHeartbeat(nil, -2))
+	st, _ = tc.ep.Stats(h)
+	// srtt = 7/8*80 + 1/8*40 = 75; rttvar = 3/4*40 + 1/4*|80-40| = 40.
+	if st.RTT != 75*time.Millisecond || st.RTTVar != 40*time.Millisecond || st.MinRTT != 40*time.Millisecond {
+		t.Fatalf("after a 40 ms sample: rtt %v var %v min %v", st.RTT, st.RTTVar, st.MinRTT)
+	}
+}
+
+// D16: a connection whose peer sends no heartbeat for the timeout breaks;
+// any heartbeat restarts the timeout.
+func TestHeartbeatTimeout(t *testing.T) {
+	cfg := serverConfig()
+	cfg.Timeout = 2 * time.Second
+	tc := newTestEndpoint(t, cfg)
+	h, _ := tc.connectServer()
+	tc.advance(1900 * time.Millisecond)
+	tc.recv(chHeartbeat, appendHeartbeat(nil, -5))
+	tc.advance(1900 * time.Millisecond)
+	tc.wantNoEvent("heartbeat restarted the timeout")
+	tc.advance(100 * time.Millisecond)
+	ev := tc.wantEvent("timeout", EventDisconnected)
+	if ev.Conn != h || !errors.Is(ev.Err, ErrTimeout) {
+		t.Fatalf("event %+v", ev)
+	}
+	if tc.ep.NumConns() != 0 {
+		t.Fatal("timed-out connection still held")
+	}
+}

@@ -1,0 +1,52 @@
+package fastnet
+
+import (
+	"github.com/fastnet-engine/fastnet/coalesce"
+)
+
+// streamQueue holds the messages of a connection over a Stream transport.
+// There each message is one packet, the encoded message after the channel
+// id, with no sequence header, acks or resends (D4).
+type streamQueue struct {
+	q     []streamMsg
+	head  int
+	bytes int      // encoded bytes queued
+	free  [][]byte // recycled message buffers
+}
+
+type streamMsg struct {
+	ch  int16
+	enc []byte
+}
+
+func (s *streamQueue) empty() bool { return s.head == len(s.q) }
+
+// push encodes and queues a message.
+func (s *streamQueue) push(ch int16, msg []byte, reliable bool) {
+	var buf []byte
+	if n := len(s.free); n > 0 {
+		buf, s.free = s.free[n-1][:0], s.free[:n-1]
+	}
+	enc := coalesce.AppendMessage(buf, msg, reliable)
+	s.q = append(s.q, streamMsg{ch: ch, enc: enc})
+	s.bytes += len(enc)
+}
+
+// pop writes the next queued message as one packet.
+func (s *streamQueue) pop(buf []byte) ([]byte, bool) {
+	if s.empty() {
+		return buf, false
+	}
+	m := s.q[s.head]
+	s.q[s.head] = streamMsg{}
+	s.head++
+	if s.head == len(s.q) {
+		s.q, s.head = s.q[:0], 0
+	}
+	b := append(appendPacketHeader(buf, m.ch), m.enc...)
+	s.bytes -= len(m.enc)
+	if cap(m.enc) <= 64<<10 && len(s.free) < 64 {
+		s.free = append(s.free, m.enc)
+	}
+	return b, true
+}

@@ -1,0 +1,259 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+)
+
+// Message is one message received on a connection.
+type Message struct {
+	Channel  int
+	Reliable bool
+	Data     []byte // the receiver's to keep
+}
+
+// Conn is one Fastnet connection. Its methods are safe for concurrent use.
+type Conn struct {
+	e           *Engine
+	h           fastnet.Handle
+	id          uint32
+	remote      netip.AddrPort
+	established bool
+	owner       bool // a dialed connection owns its engine
+
+	// Guarded by e.mu.
+	queue      []Message
+	head       int
+	queueBytes int
+	dropped    uint64        // unreliable messages dropped unread
+	notify     chan struct{} // closed and replaced on any change
+	err        error         // set once the connection has ended
+	done       chan struct{} // closed once the connection has ended
+}
+
+// ID returns the Fastnet connection ID, the same on both sides.
+func (c *Conn) ID() uint32 { return c.id }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() netip.AddrPort { return c.remote }
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// signalLocked wakes every goroutine waiting on the connection.
+func (c *Conn) signalLocked() {
+	close(c.notify)
+	c.notify = make(chan struct{})
+}
+
+// endLocked records the end of the connection.
+func (c *Conn) endLocked(err error, local bool) {
+	if c.err != nil {
+		return
+	}
+	if !errors.Is(err, fastnet.ErrRefused) && !errors.Is(err, fastnet.ErrIncompatible) &&
+		!(errors.Is(err, fastnet.ErrTimeout) && !c.established) {
+		err = &CloseError{Local: local, Err: err}
+	}
+	c.err = err
+	delete(c.e.conns, c.h)
+	if c.e.byAddr[c.remote] == c {
+		delete(c.e.byAddr, c.remote)
+	}
+	close(c.done)
+	c.signalLocked()
+	if en, ok := c.e.tr.(Ender); ok {
+		en.Ended(c.remote)
+	}
+}
+
+func (c *Conn) deliverLocked(ev fastnet.Event) {
+	if c.queueBytes+len(ev.Data) > c.e.opts.ReceiveQueue && len(c.queue) > c.head {
+		if !ev.Reliable {
+			c.dropped++
+			return
+		}
+		c.e.ep.Abort(c.e.clk.Now(), c.h, ErrReceiveOverflow.Error())
+		c.endLocked(ErrReceiveOverflow, true)
+		return
+	}
+	c.queue = append(c.queue, Message{Channel: ev.Channel, Reliable: ev.Reliable, Data: ev.Data})
+	c.queueBytes += len(ev.Data)
+	c.signalLocked()
+}
+
+// Send sends msg on channel (0..32767), reliably or not. It blocks while the
+// connection's send queue is full, until ctx is done. The message is copied
+// before Send returns. Errors: fastnet.ErrBadChannel,
+// fastnet.ErrMessageTooLarge, the *CloseError of a connection that has
+// ended, or ctx.Err().
+func (c *Conn) Send(ctx context.Context, channel int, msg []byte, reliable bool) error {
+	e := c.e
+	for {
+		e.mu.Lock()
+		if c.err != nil {
+			err := c.err
+			e.mu.Unlock()
+			return err
+		}
+		var err error
+		if bp, ok := e.tr.(Backpressure); ok && bp.Blocked(c.remote) {
+			err = fastnet.ErrQueueFull
+		} else {
+			err = e.ep.Send(e.clk.Now(), c.h, channel, msg, reliable)
+		}
+		if err == nil {
+			e.flushLocked()
+			e.mu.Unlock()
+			return nil
+		}
+		if !errors.Is(err, fastnet.ErrQueueFull) {
+			e.mu.Unlock()
+			if errors.Is(err, fastnet.ErrClosed) {
+				return &CloseError{Local: true, Err: err}
+			}
+			return err
+		}
+		wait := c.notify
+		e.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Receive returns the next message, blocking until one arrives, the
+// connection ends (its *CloseError, once every message that arrived before
+// was received), or ctx is done.
+func (c *Conn) Receive(ctx context.Context) (Message, error) {
+	e := c.e
+	for {
+		e.mu.Lock()
+		if c.head < len(c.queue) {
+			m := c.queue[c.head]
+			c.queue[c.head] = Message{}
+			c.head++
+			c.queueBytes -= len(m.Data)
+			if c.head == len(c.queue) {
+				c.queue, c.head = c.queue[:0], 0
+			}
+			e.mu.Unlock()
+			return m, nil
+		}
+		if c.err != nil {
+			err := c.err
+			e.mu.Unlock()
+			return Message{}, err
+		}
+		wait := c.notify
+		e.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return Message{}, ctx.Err()
+		}
+	}
+}
+
+// Stats returns the connection's statistics; after the connection ended,
+// the zero Stats.
+func (c *Conn) Stats() fastnet.Stats {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	s, _ := c.e.ep.Stats(c.h)
+	return s
+}
+
+// DroppedUnread returns how many unreliable messages were dropped because
+// the receive queue was full.
+func (c *Conn) DroppedUnread() uint64 {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return c.dropped
+}
+
+// Close closes the connection gracefully (D18): messages already sent get
+// up to the configured linger to be acknowledged, then the peer is told.
+// It returns when the connection has ended.
+func (c *Conn) Close() error { return c.CloseWithReason("") }
+
+// CloseWithReason is Close with a reason the peer receives.
+func (c *Conn) CloseWithReason(reason string) error {
+	e := c.e
+	e.mu.Lock()
+	if c.err == nil {
+		e.ep.Close(e.clk.Now(), c.h, reason)
+		e.flushLocked()
+	}
+	e.mu.Unlock()
+	<-c.done
+	if c.owner {
+		return e.Close()
+	}
+	return nil
+}
+
+// Abort closes the connection at once, dropping what is unsent, and tells
+// the peer reason.
+func (c *Conn) Abort(reason string) error {
+	e := c.e
+	e.mu.Lock()
+	if c.err == nil {
+		e.ep.Abort(e.clk.Now(), c.h, reason)
+		e.flushLocked()
+	}
+	e.mu.Unlock()
+	<-c.done
+	if c.owner {
+		return e.Close()
+	}
+	return nil
+}
+
+// Err returns why the connection ended, or nil while it is open.
+func (c *Conn) Err() error {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return c.err
+}
+
+// Dial connects the engine, a client, to addr and waits for the handshake.
+// The returned connection owns the engine: closing it closes the engine.
+// On failure the engine is closed.
+func (e *Engine) Dial(ctx context.Context, addr netip.AddrPort) (*Conn, error) {
+	e.mu.Lock()
+	h, err := e.ep.Connect(e.clk.Now(), addr)
+	if err != nil {
+		e.mu.Unlock()
+		e.Close()
+		return nil, err
+	}
+	c := e.newConnLocked(h, addr)
+	c.owner = true
+	e.flushLocked()
+	e.mu.Unlock()
+	for {
+		e.mu.Lock()
+		wait := c.notify
+		est, cerr := c.established, c.err
+		e.mu.Unlock()
+		switch {
+		case est:
+			return c, nil
+		case cerr != nil:
+			e.Close()
+			return nil, cerr
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			e.Close()
+			return nil, ctx.Err()
+		}
+	}
+}

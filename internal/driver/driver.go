@@ -1,0 +1,357 @@
+// Package driver is the part the UDP and TCP drivers share: it runs a
+// fastnet.Endpoint behind a mutex, fires its deadlines from one timer
+// goroutine, writes what it transmits through a Transport, and turns its
+// events into the blocking, context-aware Conn and Listener API.
+//
+// Inputs come from the transport's reader goroutines (Input, InputBatch,
+// TransportClosed) and from API calls; each takes the lock, feeds the
+// endpoint one input with one reading of the clock, drains PollTransmit into
+// the transport and PollEvent into the connections, and re-arms the timer,
+// exactly as the fastnet package documentation asks.
+package driver
+
+import (
+	crand "crypto/rand"
+	"errors"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/udpio"
+)
+
+// A Transport carries the endpoint's datagrams. WriteBatch is called with
+// the engine's lock held, in the order the endpoint produced the datagrams,
+// so it must not block for long; it keeps no reference to msgs.
+type Transport interface {
+	WriteBatch(msgs []udpio.Message)
+	Close() error
+}
+
+// Backpressure is implemented by a transport that queues writes per peer
+// (TCP): Send waits while Blocked, and the transport calls Engine.Wake when
+// the queue drains.
+type Backpressure interface {
+	Blocked(addr netip.AddrPort) bool
+}
+
+// Ender is implemented by a transport with a connection per peer (TCP): it
+// hears when the Fastnet connection to addr is over, to close its own once
+// what is queued is written.
+type Ender interface {
+	Ended(addr netip.AddrPort)
+}
+
+// Options are the driver settings beyond the endpoint's.
+type Options struct {
+	// ReceiveQueue bounds the bytes of delivered messages a connection
+	// holds until Receive takes them. Beyond it unreliable messages are
+	// dropped (counted in DroppedUnread) and a reliable one closes the
+	// connection with ErrReceiveOverflow. Default: 4*MaxMessageSize, at
+	// least 16 MiB.
+	ReceiveQueue int
+	// Batch is how many datagrams one batched write carries. Default 64.
+	Batch int
+}
+
+// ErrReceiveOverflow is the reason a connection is closed when the
+// application does not Receive its reliable messages fast enough.
+var ErrReceiveOverflow = errors.New("fastnet: receive queue overflow: the application is not reading")
+
+// CloseError is the error of a connection that has ended: Local says whether
+// this side closed it, and Err is why (fastnet.ErrTimeout, a
+// *fastnet.PeerClosedError, a *fastnet.ProtocolError, ...). It matches
+// fastnet.ErrClosed with errors.Is, and unwraps to Err.
+type CloseError struct {
+	Local bool
+	Err   error
+}
+
+func (e *CloseError) Error() string {
+	var lc *fastnet.LocalCloseError
+	if errors.As(e.Err, &lc) {
+		return e.Err.Error()
+	}
+	if e.Local {
+		return "fastnet: connection closed: " + e.Err.Error()
+	}
+	return "fastnet: connection lost: " + e.Err.Error()
+}
+
+// Is reports whether target is fastnet.ErrClosed.
+func (e *CloseError) Is(target error) bool { return target == fastnet.ErrClosed }
+
+// Unwrap returns the reason.
+func (e *CloseError) Unwrap() error { return e.Err }
+
+// Engine runs one endpoint for a driver.
+type Engine struct {
+	mu     sync.Mutex
+	ep     *fastnet.Endpoint
+	clk    *clock.Real
+	tr     Transport
+	cfg    fastnet.Config
+	opts   Options
+	conns  map[fastnet.Handle]*Conn
+	byAddr map[netip.AddrPort]*Conn
+
+	scratch []byte
+	out     []udpio.Message
+	bufs    [][]byte
+
+	timer    *time.Timer
+	deadline clock.Time
+	kick     chan struct{}
+	done     chan struct{}
+	wg       sync.WaitGroup
+	closed   bool
+
+	// Server side.
+	listener *Listener
+}
+
+// NewEngine creates the endpoint. The transport is attached with Start.
+func NewEngine(cfg fastnet.Config, opts Options) (*Engine, error) {
+	if cfg.Rand == nil {
+		var seed [32]byte
+		crand.Read(seed[:])
+		cfg.Rand = rand.New(rand.NewChaCha8(seed))
+	}
+	ep, err := fastnet.NewEndpoint(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = ep.Config()
+	if opts.ReceiveQueue == 0 {
+		opts.ReceiveQueue = max(4*cfg.MaxMessageSize, 16<<20)
+	}
+	if opts.Batch <= 0 {
+		opts.Batch = 64
+	}
+	e := &Engine{
+		ep:      ep,
+		clk:     clock.NewReal(),
+		cfg:     cfg,
+		opts:    opts,
+		conns:   make(map[fastnet.Handle]*Conn),
+		byAddr:  make(map[netip.AddrPort]*Conn),
+		scratch: make([]byte, cfg.MaxPacketSize),
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		timer:   time.NewTimer(time.Hour),
+	}
+	e.timer.Stop()
+	return e, nil
+}
+
+// Config returns the endpoint's configuration with defaults filled in.
+func (e *Engine) Config() fastnet.Config { return e.cfg }
+
+// Start attaches the transport and starts the timer goroutine. Reader
+// goroutines are the transport's; register them with Go.
+func (e *Engine) Start(tr Transport) {
+	e.tr = tr
+	e.Go(e.timerLoop)
+}
+
+// Go runs f on a goroutine that Close waits for.
+func (e *Engine) Go(f func()) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+}
+
+// Done is closed when the engine shuts down.
+func (e *Engine) Done() <-chan struct{} { return e.done }
+
+func (e *Engine) timerLoop() {
+	for {
+		select {
+		case <-e.done:
+			return
+		case <-e.kick:
+		case <-e.timer.C:
+			e.mu.Lock()
+			if !e.closed {
+				e.ep.HandleTimeout(e.clk.Now())
+				e.flushLocked()
+			}
+			e.mu.Unlock()
+		}
+	}
+}
+
+// Input feeds one datagram (or deframed packet) from addr.
+func (e *Engine) Input(from netip.AddrPort, b []byte) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	e.ep.HandleDatagram(e.clk.Now(), from, b)
+	e.flushLocked()
+}
+
+// InputBatch feeds datagrams read together, under one lock.
+func (e *Engine) InputBatch(msgs []udpio.Message) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	now := e.clk.Now()
+	for i := range msgs {
+		e.ep.HandleDatagram(now, msgs[i].Addr, msgs[i].Buf[:msgs[i].N])
+	}
+	e.flushLocked()
+}
+
+// TransportClosed reports that the transport connection to addr is gone.
+func (e *Engine) TransportClosed(addr netip.AddrPort) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	e.ep.HandleTransportClosed(e.clk.Now(), addr)
+	e.flushLocked()
+}
+
+// flushLocked drains transmits into the transport and events into the
+// connections, then re-arms the timer.
+func (e *Engine) flushLocked() {
+	now := e.clk.Now()
+	for {
+		t, ok := e.ep.PollTransmit(now, e.scratch)
+		if !ok {
+			break
+		}
+		i := len(e.out)
+		if i == len(e.bufs) {
+			e.bufs = append(e.bufs, nil)
+		}
+		if cap(e.bufs[i]) < t.N {
+			e.bufs[i] = make([]byte, max(t.N, 2048))
+		}
+		b := e.bufs[i][:t.N]
+		copy(b, e.scratch[:t.N])
+		e.out = append(e.out, udpio.Message{Buf: b, N: t.N, Addr: t.To})
+		if len(e.out) == e.opts.Batch {
+			e.tr.WriteBatch(e.out)
+			e.out = e.out[:0]
+		}
+	}
+	if len(e.out) > 0 {
+		e.tr.WriteBatch(e.out)
+		clear(e.out)
+		e.out = e.out[:0]
+	}
+	for {
+		ev, ok := e.ep.PollEvent()
+		if !ok {
+			break
+		}
+		e.dispatchLocked(ev)
+	}
+	if d, ok := e.ep.NextDeadline(); !ok {
+		if e.deadline != 0 {
+			e.timer.Stop()
+			e.deadline = 0
+		}
+	} else if d != e.deadline {
+		e.deadline = d
+		e.timer.Reset(max(d.Sub(e.clk.Now()), 0))
+	}
+}
+
+func (e *Engine) dispatchLocked(ev fastnet.Event) {
+	c := e.conns[ev.Conn]
+	switch ev.Kind {
+	case fastnet.EventConnected:
+		if c == nil { // a server's new connection
+			c = e.newConnLocked(ev.Conn, ev.Addr)
+			c.id = ev.ID
+			c.established = true
+			if e.listener != nil {
+				e.listener.pushLocked(c)
+			}
+			return
+		}
+		c.id = ev.ID
+		c.established = true
+		c.signalLocked()
+	case fastnet.EventRefused, fastnet.EventConnectFailed:
+		if c != nil {
+			c.endLocked(ev.Err, false)
+		}
+	case fastnet.EventDisconnected:
+		if c != nil {
+			var lc *fastnet.LocalCloseError
+			c.endLocked(ev.Err, errors.As(ev.Err, &lc) || errors.Is(ev.Err, fastnet.ErrNotAcknowledging))
+		}
+	case fastnet.EventMessage:
+		if c != nil {
+			c.deliverLocked(ev)
+		}
+	case fastnet.EventWritable:
+		if c != nil {
+			c.signalLocked()
+		}
+	}
+}
+
+func (e *Engine) newConnLocked(h fastnet.Handle, addr netip.AddrPort) *Conn {
+	c := &Conn{e: e, h: h, remote: addr, notify: make(chan struct{}), done: make(chan struct{})}
+	e.conns[h] = c
+	e.byAddr[addr] = c
+	return c
+}
+
+// Established reports whether the Fastnet connection with addr is
+// established.
+func (e *Engine) Established(addr netip.AddrPort) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.byAddr[addr]
+	return c != nil && c.established
+}
+
+// Wake wakes the goroutines waiting on the connection with addr (a
+// transport's write queue drained).
+func (e *Engine) Wake(addr netip.AddrPort) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c := e.byAddr[addr]; c != nil {
+		c.signalLocked()
+	}
+}
+
+// Close shuts the engine down at once: the transport is closed, every
+// connection still open ends with ErrClosed, and every goroutine the engine
+// started has returned when Close returns.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		e.wg.Wait()
+		return nil
+	}
+	e.closed = true
+	for _, c := range e.conns {
+		c.endLocked(&fastnet.LocalCloseError{Reason: "endpoint closed"}, true)
+	}
+	if e.listener != nil {
+		e.listener.closeLocked()
+	}
+	close(e.done)
+	e.timer.Stop()
+	e.mu.Unlock()
+	err := e.tr.Close()
+	e.wg.Wait()
+	return err
+}

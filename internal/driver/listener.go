@@ -1,0 +1,117 @@
+package driver
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+)
+
+// Listener is a server: Accept returns its new connections.
+type Listener struct {
+	e      *Engine
+	addr   net.Addr
+	queue  []*Conn // guarded by e.mu
+	notify chan struct{}
+	closed bool
+}
+
+// NewListener makes the engine, a server, hand its connections to a
+// Listener.
+func (e *Engine) NewListener(addr net.Addr) *Listener {
+	l := &Listener{e: e, addr: addr, notify: make(chan struct{})}
+	e.listener = l
+	return l
+}
+
+func (l *Listener) pushLocked(c *Conn) {
+	l.queue = append(l.queue, c)
+	close(l.notify)
+	l.notify = make(chan struct{})
+}
+
+func (l *Listener) closeLocked() {
+	if !l.closed {
+		l.closed = true
+		close(l.notify)
+		l.notify = make(chan struct{})
+	}
+}
+
+// Accept returns the next established connection, blocking until one
+// arrives, the listener is closed (fastnet.ErrClosed) or ctx is done.
+func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
+	e := l.e
+	for {
+		e.mu.Lock()
+		if len(l.queue) > 0 {
+			c := l.queue[0]
+			l.queue[0] = nil
+			l.queue = l.queue[1:]
+			e.mu.Unlock()
+			return c, nil
+		}
+		if l.closed {
+			e.mu.Unlock()
+			return nil, fastnet.ErrClosed
+		}
+		wait := l.notify
+		e.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Addr returns the address the listener serves on.
+func (l *Listener) Addr() net.Addr { return l.addr }
+
+// Close stops accepting, closes every connection gracefully (each gets the
+// configured linger to deliver what it sent), then closes the socket. Every
+// goroutine of the listener has returned when Close returns.
+func (l *Listener) Close() error { return l.CloseWithReason("server shutting down") }
+
+// CloseWithReason is Close with the reason the clients receive.
+func (l *Listener) CloseWithReason(reason string) error {
+	e := l.e
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return e.Close()
+	}
+	l.closeLocked()
+	now := e.clk.Now()
+	var waits []<-chan struct{}
+	for h, c := range e.conns {
+		e.ep.Close(now, h, reason)
+		waits = append(waits, c.done)
+	}
+	e.flushLocked()
+	e.mu.Unlock()
+	limit := time.After(e.cfg.Linger + time.Second)
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-limit:
+		}
+	}
+	return e.Close()
+}
+
+// NumConns returns the number of connections, established or closing.
+func (l *Listener) NumConns() int {
+	l.e.mu.Lock()
+	defer l.e.mu.Unlock()
+	return len(l.e.conns)
+}
+
+// Endpoint gives f the endpoint under the engine's lock, for tools that
+// need more than the API offers (endpoint-wide drop counters, say).
+func (e *Engine) Endpoint(f func(ep *fastnet.Endpoint)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f(e.ep)
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package udpio
+
+const raceEnabled = false

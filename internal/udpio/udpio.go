@@ -1,0 +1,350 @@
+// Package udpio is the socket layer of the UDP driver: it moves datagrams
+// between a *net.UDPConn and pooled buffers, many per system call where the
+// platform allows.
+//
+// On Linux a [Conn] reads with recvmmsg and writes with sendmmsg (through
+// golang.org/x/net/ipv4 and ipv6 ReadBatch and WriteBatch); elsewhere, when
+// the kernel refuses those calls (ENOSYS), or when [Options].NoBatch is set,
+// it makes one ReadFromUDPAddrPort or WriteToUDPAddrPort call per datagram.
+// Addresses are netip.AddrPort values; IPv4 peers of a dual-stack socket are
+// reported unmapped (1.2.3.4, not ::ffff:1.2.3.4).
+//
+// A Conn serves one reading goroutine and one writing goroutine at the same
+// time (ReadBatch may run concurrently with WriteBatch, but not with another
+// ReadBatch); Close and SetReadDeadline may be called from any goroutine and
+// unblock a pending read.
+package udpio
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+)
+
+// DefaultSocketBuffer is the size a Conn asks for its socket's receive and
+// send buffers unless told otherwise. Kernels cap it (on Linux at
+// net.core.rmem_max and wmem_max, unless the process may override them).
+const DefaultSocketBuffer = 8 << 20
+
+// minSocketBuffer is the smallest size tried when the platform refuses a
+// larger one.
+const minSocketBuffer = 64 << 10
+
+// maxBatch is the most datagrams one recvmmsg or sendmmsg call handles
+// (Linux caps the count at UIO_MAXIOV, 1024). Longer slices take several
+// calls.
+const maxBatch = 1024
+
+// ErrInvalidAddr is returned by WriteBatch for a message whose Addr is not
+// a valid address and port.
+var ErrInvalidAddr = errors.New("udpio: invalid destination address")
+
+// Message is one datagram.
+type Message struct {
+	// Buf is the datagram's storage. ReadBatch reads into Buf from its
+	// start (a datagram longer than len(Buf) is truncated; buffers of
+	// BufferSize bytes hold any datagram). WriteBatch sends all of Buf.
+	Buf []byte
+	// N is the length of the datagram ReadBatch read: Buf[:N].
+	N int
+	// Addr is the sender (ReadBatch) or the destination (WriteBatch).
+	Addr netip.AddrPort
+}
+
+// Options configures a Conn. The zero value is the default.
+type Options struct {
+	// NoBatch makes the Conn use one system call per datagram even where
+	// batched calls are available.
+	NoBatch bool
+	// SocketBuffer is the size asked for the socket's receive and send
+	// buffers: 0 means DefaultSocketBuffer, a negative value keeps the
+	// operating system's defaults. If the platform refuses the size, smaller
+	// ones are tried down to 64 KiB.
+	SocketBuffer int
+}
+
+// batchConn is what *ipv4.PacketConn and *ipv6.PacketConn have in common
+// (ipv6.Message is the same type as ipv4.Message).
+type batchConn interface {
+	ReadBatch(ms []ipv4.Message, flags int) (int, error)
+	WriteBatch(ms []ipv4.Message, flags int) (int, error)
+}
+
+// Conn is a UDP socket that reads and writes batches of datagrams.
+type Conn struct {
+	uc *net.UDPConn
+	bc batchConn // nil when batching was never available
+
+	// readBatched and writeBatched say whether each direction still uses
+	// bc; each drops to plain calls on its own if the kernel refuses.
+	readBatched  atomic.Bool
+	writeBatched atomic.Bool
+
+	// Scratch of ReadBatch, reused so that steady-state calls allocate
+	// nothing of their own.
+	rms  []ipv4.Message
+	rbuf [][]byte
+
+	// Scratch of WriteBatch.
+	wms   []ipv4.Message
+	wbuf  [][]byte
+	waddr []net.UDPAddr
+	wip   [][net.IPv6len]byte
+
+	readBufSize, writeBufSize int
+}
+
+// Listen opens a UDP socket on address ("host:port"; network is "udp",
+// "udp4" or "udp6", as for net.ListenUDP) and wraps it with New.
+func Listen(ctx context.Context, network, address string, o Options) (*Conn, error) {
+	var lc net.ListenConfig
+	pc, err := lc.ListenPacket(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	uc, ok := pc.(*net.UDPConn)
+	if !ok {
+		pc.Close()
+		return nil, &net.OpError{Op: "listen", Net: network, Err: net.UnknownNetworkError(network)}
+	}
+	return New(uc, o), nil
+}
+
+// New wraps uc, which the Conn then owns (Close closes it), and sizes its
+// socket buffers as o says.
+func New(uc *net.UDPConn, o Options) *Conn {
+	c := &Conn{uc: uc}
+	if o.SocketBuffer >= 0 {
+		want := o.SocketBuffer
+		if want == 0 {
+			want = DefaultSocketBuffer
+		}
+		c.readBufSize = sizeBuffer(uc, want, true)
+		c.writeBufSize = sizeBuffer(uc, want, false)
+	} else {
+		c.readBufSize = bufferSize(uc, true)
+		c.writeBufSize = bufferSize(uc, false)
+	}
+	if batchSupported && !o.NoBatch {
+		if la, ok := uc.LocalAddr().(*net.UDPAddr); ok && la.IP.To4() != nil {
+			c.bc = ipv4.NewPacketConn(uc)
+		} else {
+			c.bc = ipv6.NewPacketConn(uc)
+		}
+		c.readBatched.Store(true)
+		c.writeBatched.Store(true)
+	}
+	return c
+}
+
+// LocalAddr returns the address the socket is bound to.
+func (c *Conn) LocalAddr() netip.AddrPort {
+	if la, ok := c.uc.LocalAddr().(*net.UDPAddr); ok {
+		return la.AddrPort()
+	}
+	return netip.AddrPort{}
+}
+
+// Batching reports whether reads and writes currently use batched system
+// calls.
+func (c *Conn) Batching() (read, write bool) {
+	return c.readBatched.Load(), c.writeBatched.Load()
+}
+
+// BufferSizes returns the sizes of the socket's receive and send buffers as
+// the kernel reported them after New set them (Linux reports twice the
+// usable size), or 0 where the platform does not say.
+func (c *Conn) BufferSizes() (read, write int) {
+	return c.readBufSize, c.writeBufSize
+}
+
+// SetReadDeadline sets the deadline of pending and future reads; a read
+// past it fails with an error for which errors.Is(err,
+// os.ErrDeadlineExceeded) holds. A time in the past unblocks a pending read
+// without closing the socket; the zero time removes the deadline.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	return c.uc.SetReadDeadline(t)
+}
+
+// Close closes the socket. A read or write pending on it returns an error
+// for which errors.Is(err, net.ErrClosed) holds, as does every later call.
+func (c *Conn) Close() error {
+	return c.uc.Close()
+}
+
+// ReadBatch blocks until at least one datagram arrives, then reads as many
+// datagrams as are waiting, up to len(msgs), into msgs[i].Buf, setting
+// msgs[i].N and msgs[i].Addr. It returns how many it read. Without batched
+// calls it reads one datagram per call.
+//
+// ReadBatch keeps no reference to msgs or their buffers after it returns.
+// Plain reads allocate nothing; batched reads allocate the two small
+// objects per datagram that x/net makes for the sender's *net.UDPAddr.
+func (c *Conn) ReadBatch(msgs []Message) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	if c.readBatched.Load() {
+		n, err := c.readBatch(msgs)
+		if n > 0 || err == nil || !unsupported(err) {
+			return n, err
+		}
+		c.readBatched.Store(false)
+	}
+	n, ap, err := c.uc.ReadFromUDPAddrPort(msgs[0].Buf)
+	if err != nil {
+		return 0, err
+	}
+	msgs[0].N = n
+	msgs[0].Addr = unmap(ap)
+	return 1, nil
+}
+
+func (c *Conn) readBatch(msgs []Message) (int, error) {
+	if len(msgs) > maxBatch {
+		msgs = msgs[:maxBatch]
+	}
+	k := len(msgs)
+	if k > len(c.rms) {
+		c.rms = make([]ipv4.Message, k)
+		c.rbuf = make([][]byte, k)
+	}
+	ms := c.rms[:k]
+	for i := range ms {
+		c.rbuf[i] = msgs[i].Buf
+		ms[i].Buffers = c.rbuf[i : i+1]
+		ms[i].N = 0
+		ms[i].Addr = nil
+	}
+	n, err := c.bc.ReadBatch(ms, 0)
+	n = max(n, 0) // x/net passes on the -1 of a failed recvmmsg
+	for i := 0; i < n; i++ {
+		msgs[i].N = ms[i].N
+		msgs[i].Addr = addrPort(ms[i].Addr)
+	}
+	for i := range ms {
+		c.rbuf[i] = nil
+		ms[i].Addr = nil
+	}
+	return n, err
+}
+
+// WriteBatch sends each msgs[i].Buf to msgs[i].Addr, in order, and returns
+// how many it sent. If err is not nil, msgs[n] is the message that failed;
+// the caller may drop it and go on with msgs[n+1:] (a UDP send that fails
+// is a lost datagram), unless errors.Is(err, net.ErrClosed).
+//
+// WriteBatch keeps no reference to msgs or their buffers after it returns.
+func (c *Conn) WriteBatch(msgs []Message) (int, error) {
+	if c.writeBatched.Load() {
+		n, err := c.writeBatch(msgs)
+		if n > 0 || err == nil || !unsupported(err) {
+			return n, err
+		}
+		c.writeBatched.Store(false)
+	}
+	for i := range msgs {
+		if !msgs[i].Addr.IsValid() {
+			return i, ErrInvalidAddr
+		}
+		if _, err := c.uc.WriteToUDPAddrPort(msgs[i].Buf, unmap(msgs[i].Addr)); err != nil {
+			return i, err
+		}
+	}
+	return len(msgs), nil
+}
+
+func (c *Conn) writeBatch(msgs []Message) (int, error) {
+	sent := 0
+	for sent < len(msgs) {
+		k := c.packWrite(msgs[sent:])
+		if k == 0 {
+			return sent, ErrInvalidAddr
+		}
+		n, err := c.bc.WriteBatch(c.wms[:k], 0)
+		n = max(n, 0) // x/net passes on the -1 of a failed sendmmsg
+		for i := range k {
+			c.wbuf[i] = nil
+			c.wms[i].Addr = nil
+		}
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+		if n == 0 {
+			// sendmmsg never returns 0 without an error on a blocking
+			// write; refuse to spin if it ever does.
+			return sent, errNoProgress
+		}
+	}
+	return sent, nil
+}
+
+var errNoProgress = errors.New("udpio: sendmmsg sent nothing")
+
+// packWrite fills the write scratch with the longest prefix of msgs (at most
+// maxBatch) whose addresses are valid, and returns its length.
+func (c *Conn) packWrite(msgs []Message) int {
+	if len(msgs) > maxBatch {
+		msgs = msgs[:maxBatch]
+	}
+	if len(msgs) > len(c.wms) {
+		k := len(msgs)
+		c.wms = make([]ipv4.Message, k)
+		c.wbuf = make([][]byte, k)
+		c.waddr = make([]net.UDPAddr, k)
+		c.wip = make([][net.IPv6len]byte, k)
+	}
+	for i := range msgs {
+		ap := msgs[i].Addr
+		if !ap.IsValid() {
+			return i
+		}
+		a := ap.Addr().Unmap()
+		ua := &c.waddr[i]
+		if a.Is4() {
+			ip := a.As4()
+			ua.IP = append(c.wip[i][:0], ip[:]...)
+		} else {
+			ip := a.As16()
+			ua.IP = append(c.wip[i][:0], ip[:]...)
+		}
+		ua.Port = int(ap.Port())
+		ua.Zone = a.Zone()
+		c.wbuf[i] = msgs[i].Buf
+		m := &c.wms[i]
+		m.Buffers = c.wbuf[i : i+1]
+		m.Addr = ua
+	}
+	return len(msgs)
+}
+
+// addrPort converts the address x/net reports for a received datagram.
+func addrPort(a net.Addr) netip.AddrPort {
+	ua, ok := a.(*net.UDPAddr)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	ip, ok := netip.AddrFromSlice(ua.IP)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	if ua.Zone != "" {
+		ip = ip.WithZone(ua.Zone)
+	}
+	return netip.AddrPortFrom(ip.Unmap(), uint16(ua.Port))
+}
+
+// unmap turns ::ffff:1.2.3.4 into 1.2.3.4; other addresses are unchanged.
+func unmap(ap netip.AddrPort) netip.AddrPort {
+	if a := ap.Addr(); a.Is4In6() {
+		return netip.AddrPortFrom(a.Unmap(), ap.Port())
+	}
+	return ap
+}

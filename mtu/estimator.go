@@ -1,0 +1,453 @@
+package mtu
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+)
+
+// defaultRTT stands in for an unknown round-trip time (spec: the default
+// round-trip time is 200 ms; D17).
+const defaultRTT = 200 * time.Millisecond
+
+// Points a size may lose against the first round and against the last
+// passing round and still pass (D19). A count is out of ProbesPerRound
+// (100), so a count is a percentage and a point is one probe.
+const (
+	maxLossVsFirst = 10
+	maxLossVsLast  = 5
+)
+
+// confirmations is how many times a size that fails with some count is
+// measured again before it counts as a failure. The package documentation
+// ("Decisions D19 leaves open", table 2) has the measurement behind it.
+const confirmations = 4
+
+// phase is where an estimator is in its cycle.
+type phase uint8
+
+const (
+	phaseIdle  phase = iota // not started, or waiting for the next period
+	phaseReset              // sending resets until the responder acks one
+	phaseProbe              // sending the round's probes
+	phaseFinal              // waiting for the last replies of the round
+)
+
+// An Estimator measures the payload MTU of one direction of a connection
+// (spec "Determining Payload MTU", as D19 fixes it). It sends on one channel,
+// -3 at the server and -4 at the client, and the peer's [Responder] answers
+// on the same channel.
+//
+// It is a sans-IO state machine in the shape of the endpoint: the endpoint
+// passes every payload that arrives on the estimator's channel to
+// [Estimator.HandlePayload], calls [Estimator.HandleTimeout] when
+// [Estimator.NextDeadline] passes, and after any of these (and after
+// [Estimator.Start]) calls [Estimator.AppendPayload] until it returns false,
+// sending each payload on the channel. [Estimator.MTU] is the payload MTU
+// to send with; [Estimator.Changed] reports a change for the MTUChanged
+// event. Time must not go backwards between calls; extra HandleTimeout calls
+// do nothing. An Estimator is not safe for concurrent use.
+type Estimator struct {
+	cfg   Config
+	retry int // confirmations, lowered by measurements in tests
+
+	mtu      int // the payload MTU to send with
+	reported int // the MTU last returned by Changed
+
+	phase  phase
+	sendAt clock.Time // reset and probe phases: when the next payload is due
+	timer  clock.Time // reset phase after the last try: give up; final: end of the wait; idle: next estimation
+
+	// The estimation.
+	first     bool // the next evaluated round is the estimation's first
+	firstCnt  int  // the first round's count
+	passCnt   int  // the last passing round's count
+	lo        int  // the largest size passed in this estimation, 0 if none
+	hi        int  // the smallest size failed in this estimation, 0 if none
+	lastHi    int  // hi of the last estimation, a hint for the next one
+	hintLo    int  // the MTU in use when the estimation started, to verify first; 0 if none
+	hintHi    int  // the last estimation's first failure, to try next; 0 if none
+	confirmed bool // the MTU in use has been verified or refuted: passes raise it
+	failures  int  // rounds of the current size that failed with a count
+	doubted   int  // the size that failed with a count, to measure again after the refresh
+	refresh   bool // the round measures lo again, to refresh the reference
+
+	// The round.
+	size  int // probe size
+	tries int // resets sent
+	sent  int // probes sent
+	count int // largest valid count received
+	bad   int // counts refused as above sent
+
+	stats EstimatorStats
+}
+
+// EstimatorStats are the counters and state of an [Estimator].
+type EstimatorStats struct {
+	Estimations uint64 // estimations finished, including those given up
+	GaveUp      uint64 // estimations given up because no reset was acknowledged
+	Rounds      uint64 // rounds evaluated
+	Retries     uint64 // rounds run again after a failure with some count
+	ResetsSent  uint64 // single-byte resets sent
+	ProbesSent  uint64 // probes sent
+	ProbeBytes  uint64 // payload bytes of those probes
+	Ignored     uint64 // payloads that were neither a reset ack nor a count, or came when none was expected
+	BadCounts   uint64 // counts above the probes sent so far in the round (stale, duplicated or forged)
+
+	Searching bool // an estimation is under way
+	Size      int  // the size being probed, or last probed
+	LastSize  int  // the size of the last evaluated round
+	LastCount int  // that round's count, out of ProbesPerRound
+	LastPass  bool // whether that round passed
+}
+
+// NewEstimator returns an estimator for cfg, idle until [Estimator.Start].
+// Zero fields of cfg take their defaults; cfg must pass [Config.Validate],
+// and NewEstimator panics if it does not (the endpoint validates its own
+// configuration first).
+func NewEstimator(cfg Config) *Estimator {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	cfg = cfg.withDefaults()
+	return &Estimator{
+		cfg:      cfg,
+		retry:    confirmations,
+		mtu:      cfg.Initial,
+		reported: cfg.Initial,
+	}
+}
+
+// Start begins an estimation at now: the endpoint calls it when the
+// connection is established. Later estimations start by themselves, Period
+// after the end of the previous one. Calling Start during an estimation
+// starts over; the endpoint may do so when it suspects the path shrank.
+//
+// The first estimation searches up from Config.Initial. Later ones run their
+// first round at Initial (the reference the specification's thresholds
+// compare against), then verify the MTU in use and the size that failed last
+// time, and search on only if one of these has changed; the MTU in use stays
+// until a round refutes it.
+func (e *Estimator) Start(now clock.Time) {
+	e.hintLo, e.hintHi = 0, 0
+	if e.mtu > e.cfg.Initial {
+		e.hintLo = e.mtu
+		if e.lastHi > e.mtu {
+			e.hintHi = e.lastHi
+		}
+	}
+	e.confirmed = e.hintLo == 0
+	e.first = true
+	e.refresh = false
+	e.lo, e.hi = 0, 0
+	e.failures = 0
+	e.stats.Searching = true
+	e.newRound(now, e.cfg.Initial)
+}
+
+// newRound starts a round probing size: resets first.
+func (e *Estimator) newRound(now clock.Time, size int) {
+	e.phase = phaseReset
+	e.size = size
+	e.tries = 0
+	e.sent = 0
+	e.count = 0
+	e.bad = 0
+	e.sendAt = now
+	e.timer = 0
+	e.stats.Size = size
+}
+
+// HandlePayload takes a payload the peer's responder sent on the
+// estimator's channel. A single 1 byte acknowledges a reset and starts the
+// round's probes; a 4-byte big-endian count raises the round's count.
+// Everything else is ignored and counted, as are acks and counts that come
+// when none is expected. A count above the number of probes sent so far in
+// the round is impossible for an honest responder and is ignored, so a
+// delayed count of an earlier round, a duplicate or a forgery cannot pass a
+// size. HandlePayload does not keep payload.
+func (e *Estimator) HandlePayload(now clock.Time, payload []byte) {
+	if isAck(payload) {
+		if e.phase != phaseReset || e.tries == 0 {
+			// A late ack of an earlier reset of this round, or of an
+			// earlier round: the round it belongs to has begun, or
+			// this round has sent no reset yet.
+			e.stats.Ignored++
+			return
+		}
+		e.phase = phaseProbe
+		e.sendAt = now
+		e.timer = 0
+		return
+	}
+	c, ok := parseCount(payload)
+	if !ok || (e.phase != phaseProbe && e.phase != phaseFinal) {
+		// Counts before the ack belong to an earlier round: on a path that
+		// keeps order, the ack is sent after every count of the rounds
+		// before it.
+		e.stats.Ignored++
+		return
+	}
+	if c == 0 || c > uint32(e.sent) {
+		e.stats.BadCounts++
+		e.bad++
+		return
+	}
+	if int(c) > e.count {
+		e.count = int(c)
+	}
+	if e.phase == phaseFinal && e.count == ProbesPerRound {
+		// Every probe is accounted for: waiting longer cannot change
+		// the round's result.
+		e.evaluate(now)
+	}
+}
+
+// HandleTimeout moves the estimator on at now if NextDeadline has passed:
+// it ends a round's final wait, gives up after the last unanswered reset, or
+// starts the next estimation. Payloads that have come due are returned by
+// AppendPayload, which the endpoint calls next. Calls before the deadline do
+// nothing.
+func (e *Estimator) HandleTimeout(now clock.Time) {
+	switch e.phase {
+	case phaseIdle:
+		if e.timer != 0 && now >= e.timer {
+			e.Start(now)
+		}
+	case phaseReset:
+		if e.timer != 0 && now >= e.timer {
+			// No ack after the last of ResetTries resets (D19): the MTU
+			// stays where it is until the next period.
+			e.stats.GaveUp++
+			e.finish(now, false)
+		}
+	case phaseFinal:
+		if now >= e.timer {
+			e.evaluate(now)
+		}
+	}
+}
+
+// NextDeadline returns when HandleTimeout or AppendPayload next has
+// something to do, or 0 if nothing is scheduled (before Start).
+func (e *Estimator) NextDeadline() clock.Time {
+	switch e.phase {
+	case phaseReset:
+		if e.timer != 0 {
+			return e.timer
+		}
+		return e.sendAt
+	case phaseProbe:
+		return e.sendAt
+	}
+	return e.timer
+}
+
+// AppendPayload appends to b the next payload to send on the estimator's
+// channel, if one is due at now, and returns the extended buffer and true;
+// otherwise it returns b and false. A payload is a reset (a single 0 byte)
+// or a probe of the round's size filled from Config.Rand. rtt is the
+// connection's smoothed round-trip time (D17), 0 if unknown: resets go three
+// of them apart, and a round's final wait lasts at least two. It returns at
+// most one payload per call and never two probes closer than
+// Config.ProbeInterval.
+func (e *Estimator) AppendPayload(b []byte, now clock.Time, rtt time.Duration) ([]byte, bool) {
+	e.HandleTimeout(now)
+	if rtt <= 0 {
+		rtt = defaultRTT
+	}
+	switch e.phase {
+	case phaseReset:
+		if e.timer != 0 || now < e.sendAt {
+			return b, false
+		}
+		e.tries++
+		e.stats.ResetsSent++
+		if e.tries >= e.cfg.ResetTries {
+			e.timer = now.Add(3 * rtt)
+		} else {
+			e.sendAt = now.Add(3 * rtt)
+		}
+		return append(b, resetByte), true
+	case phaseProbe:
+		if now < e.sendAt {
+			return b, false
+		}
+		b = e.appendProbe(b)
+		e.sent++
+		e.stats.ProbesSent++
+		e.stats.ProbeBytes += uint64(e.size)
+		if e.sent < ProbesPerRound {
+			e.sendAt = now.Add(e.cfg.ProbeInterval)
+		} else {
+			e.phase = phaseFinal
+			e.timer = now.Add(max(e.cfg.FinalTimeout, 2*rtt))
+		}
+		return b, true
+	}
+	return b, false
+}
+
+// appendProbe appends size random bytes. A probe is never mistaken for a
+// reset: sizes are at least MinPayload.
+func (e *Estimator) appendProbe(b []byte) []byte {
+	n := e.size
+	for n >= 8 {
+		b = binary.LittleEndian.AppendUint64(b, e.cfg.Rand.Uint64())
+		n -= 8
+	}
+	if n > 0 {
+		v := e.cfg.Rand.Uint64()
+		for ; n > 0; n-- {
+			b = append(b, byte(v))
+			v >>= 8
+		}
+	}
+	return b
+}
+
+// evaluate ends the round at now and picks what comes next (D19).
+func (e *Estimator) evaluate(now clock.Time) {
+	e.stats.Rounds++
+	e.stats.LastSize = e.size
+	e.stats.LastCount = e.count
+	if e.refresh {
+		e.refresh = false
+		e.stats.LastPass = e.count > 0
+		if e.count == 0 {
+			// A size that passed now gets nothing through: the path
+			// or the peer broke down. Try again next period.
+			e.finish(now, false)
+			return
+		}
+		e.passCnt = e.count
+		e.newRound(now, e.doubted)
+		return
+	}
+	pass := e.count > 0 &&
+		(e.first || (e.firstCnt-e.count <= maxLossVsFirst && e.passCnt-e.count <= maxLossVsLast))
+	e.stats.LastPass = pass
+	switch {
+	case e.first:
+		e.first = false
+		if !pass {
+			// Nothing came back even at the initial size: this says
+			// nothing about the MTU, and no later round could be
+			// judged against it.
+			e.finish(now, false)
+			return
+		}
+		e.firstCnt, e.passCnt = e.count, e.count
+		e.lo = e.size
+	case pass:
+		e.failures = 0
+		e.passCnt = e.count
+		e.lo = e.size
+		if e.size == e.hintLo {
+			e.confirmed = true
+		}
+		if e.confirmed {
+			e.mtu = e.size
+		}
+	case (e.count > 0 || e.bad > 0) && e.failures < e.retry:
+		// Some probes came back: a marginal failure may be loss that
+		// hit this round harder than the reference rounds. Or every
+		// count was too high: the responder's counter did not start
+		// from this round's reset (the reset was lost and a late ack
+		// of an earlier one started the probes). Measure the last
+		// passing size again, then this one.
+		e.failures++
+		e.stats.Retries++
+		e.doubted = e.size
+		e.refresh = true
+		e.newRound(now, e.lo)
+		return
+	default:
+		e.failures = 0
+		e.hi = e.size
+		if e.size == e.hintLo {
+			// The MTU in use no longer gets through: fall back to
+			// the largest size this estimation has seen pass.
+			e.confirmed = true
+			e.mtu = e.lo
+		}
+	}
+	if e.size == e.hintLo {
+		e.hintLo = 0
+	}
+	if e.size == e.hintHi {
+		e.hintHi = 0
+	}
+	next := e.nextSize()
+	if next == 0 {
+		e.finish(now, true)
+		return
+	}
+	e.newRound(now, next)
+}
+
+// nextSize returns the next size to probe, or 0 when the search is done:
+// the hints of a re-estimation first, then doubling while sizes pass, then a
+// binary search between the last pass and the first failure down to within
+// 1 % (D19), never above MaxPayload.
+func (e *Estimator) nextSize() int {
+	inRange := func(s int) bool { return s > e.lo && (e.hi == 0 || s < e.hi) && s <= e.cfg.MaxPayload }
+	if e.hintLo != 0 {
+		if inRange(e.hintLo) {
+			return e.hintLo
+		}
+		e.hintLo = 0
+		e.confirmed = true
+	}
+	if e.hintHi != 0 {
+		if inRange(e.hintHi) {
+			return e.hintHi
+		}
+		e.hintHi = 0
+	}
+	if e.hi == 0 {
+		if e.lo >= e.cfg.MaxPayload {
+			return 0
+		}
+		return min(2*e.lo, e.cfg.MaxPayload)
+	}
+	// The largest payload that fits is in [lo, hi-1]; stop when lo is
+	// within 1 % of anything it could be.
+	if (e.hi-1-e.lo)*100 <= e.lo {
+		return 0
+	}
+	return e.lo + (e.hi-e.lo)/2
+}
+
+// finish ends the estimation at now; the next one starts Period later. A
+// complete estimation leaves its first failure as a hint for the next one;
+// one cut short keeps the older hint unless it found a failure of its own.
+func (e *Estimator) finish(now clock.Time, complete bool) {
+	e.stats.Estimations++
+	e.stats.Searching = false
+	if complete || e.hi != 0 {
+		e.lastHi = e.hi
+	}
+	e.phase = phaseIdle
+	e.sendAt = 0
+	e.timer = now.Add(e.cfg.Period)
+}
+
+// MTU returns the payload MTU to send with: Config.Initial until a size
+// passes, then each size as it passes (D19). It is never above
+// Config.MaxPayload and never below Config.Initial.
+func (e *Estimator) MTU() int { return e.mtu }
+
+// Changed returns MTU and true if it differs from what the last call to
+// Changed returned (at first, Config.Initial), for the MTUChanged event.
+func (e *Estimator) Changed() (int, bool) {
+	if e.mtu == e.reported {
+		return e.mtu, false
+	}
+	e.reported = e.mtu
+	return e.mtu, true
+}
+
+// Stats returns the estimator's counters and state.
+func (e *Estimator) Stats() EstimatorStats { return e.stats }

@@ -1,0 +1,479 @@
+package tcpdriver
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"testing/iotest"
+)
+
+// frame returns the wire form of packet p (D20).
+func frame(p []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(p))), p...)
+}
+
+// pattern returns n bytes that differ from those of other lengths.
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + n)
+	}
+	return b
+}
+
+// TestFrameGolden checks the wire form of D20: each packet is preceded by
+// its length as a u32, big-endian.
+func TestFrameGolden(t *testing.T) {
+	tests := []struct {
+		name    string
+		packets [][]byte
+		hex     string
+	}{
+		{"empty packet", [][]byte{{}}, "00000000"},
+		{"heartbeat", [][]byte{{0xff, 0xfe, 0x00, 0x07}}, "00000004" + "fffe0007"},
+		{"two packets", [][]byte{{0xff, 0xff}, []byte("abc")}, "00000002ffff" + "00000003616263"},
+		{"256 bytes", [][]byte{bytes.Repeat([]byte{0xaa}, 256)}, "00000100" + hex.EncodeToString(bytes.Repeat([]byte{0xaa}, 256))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			fw := newFrameWriter(&out, 1<<20, 0)
+			for _, p := range tt.packets {
+				if err := fw.write(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := fw.flush(); err != nil {
+				t.Fatal(err)
+			}
+			if got := hex.EncodeToString(out.Bytes()); got != tt.hex {
+				t.Errorf("encoded %s\nwant    %s", got, tt.hex)
+			}
+
+			wire, _ := hex.DecodeString(tt.hex)
+			fr := newFrameReader(bytes.NewReader(wire), 1<<20, 0)
+			for i, want := range tt.packets {
+				got, err := fr.next()
+				if err != nil {
+					t.Fatalf("packet %d: %v", i, err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("packet %d: decoded %x, want %x", i, got, want)
+				}
+			}
+			if _, err := fr.next(); err != io.EOF {
+				t.Errorf("after the last packet: %v, want io.EOF", err)
+			}
+		})
+	}
+}
+
+// TestFrameRoundTrip sends packets of lengths around the buffer sizes
+// through stream readers that return data in small and odd pieces.
+func TestFrameRoundTrip(t *testing.T) {
+	const bufSize = 64
+	const maxPacket = 1000
+	lengths := []int{0, 1, 2, 63, 64, 65, 127, 128, 129, 500, 999, 1000, 3, 1000, 0, 64}
+	var wire bytes.Buffer
+	fw := newFrameWriter(&wire, maxPacket, bufSize)
+	for _, n := range lengths {
+		if err := fw.write(pattern(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fw.flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	readers := []struct {
+		name string
+		wrap func(io.Reader) io.Reader
+	}{
+		{"whole", func(r io.Reader) io.Reader { return r }},
+		{"one byte", iotest.OneByteReader},
+		{"half", iotest.HalfReader},
+		{"data with EOF", iotest.DataErrReader},
+	}
+	for _, rd := range readers {
+		t.Run(rd.name, func(t *testing.T) {
+			fr := newFrameReader(rd.wrap(bytes.NewReader(wire.Bytes())), maxPacket, bufSize)
+			for i, n := range lengths {
+				got, err := fr.next()
+				if err != nil {
+					t.Fatalf("packet %d (%d bytes): %v", i, n, err)
+				}
+				if !bytes.Equal(got, pattern(n)) {
+					t.Fatalf("packet %d: got %d bytes %x, want %d bytes", i, len(got), got, n)
+				}
+			}
+			if _, err := fr.next(); err != io.EOF {
+				t.Errorf("at the end: %v, want io.EOF", err)
+			}
+		})
+	}
+}
+
+func TestFrameReaderErrors(t *testing.T) {
+	const maxPacket = 100
+	tests := []struct {
+		name   string
+		stream []byte
+		good   int // packets read before the error
+		want   error
+	}{
+		{"empty stream", nil, 0, io.EOF},
+		{"header cut", []byte{0, 0}, 0, io.ErrUnexpectedEOF},
+		{"body cut", []byte{0, 0, 0, 5, 1, 2}, 0, io.ErrUnexpectedEOF},
+		{"second header cut", append(frame([]byte("ok")), 0), 1, io.ErrUnexpectedEOF},
+		{"length max+1", []byte{0, 0, 0, maxPacket + 1}, 0, ErrFrameTooLarge},
+		{"length 2^32-1", []byte{0xff, 0xff, 0xff, 0xff}, 0, ErrFrameTooLarge},
+		{"length max is fine", frame(pattern(maxPacket)), 1, io.EOF},
+		{"too long after a good one", append(frame([]byte("ok")), 0, 1, 0, 0), 1, ErrFrameTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fr := newFrameReader(bytes.NewReader(tt.stream), maxPacket, 16)
+			for i := range tt.good {
+				if _, err := fr.next(); err != nil {
+					t.Fatalf("packet %d: %v", i, err)
+				}
+			}
+			if _, err := fr.next(); !errors.Is(err, tt.want) {
+				t.Errorf("next = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// errReader fails every read.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+func TestFrameReaderPassesStreamErrors(t *testing.T) {
+	boom := errors.New("connection reset")
+	for _, stream := range [][]byte{nil, {0, 0}, {0, 0, 0, 3, 1}, {0, 0, 0, 200, 1}} {
+		fr := newFrameReader(io.MultiReader(bytes.NewReader(stream), errReader{boom}), 1000, 16)
+		if _, err := fr.next(); !errors.Is(err, boom) {
+			t.Errorf("stream %x then an error: next = %v, want %v", stream, err, boom)
+		}
+	}
+}
+
+// TestFrameReaderRefusesBeforeAllocating checks D20 and D23: a length above
+// the maximum is refused without allocating, and a long length within the
+// maximum gets memory only as its bytes arrive.
+func TestFrameReaderRefusesBeforeAllocating(t *testing.T) {
+	huge := []byte{0x7f, 0xff, 0xff, 0xff, 1, 2, 3}
+	src := bytes.NewReader(nil)
+	fr := newFrameReader(src, 1<<20, 16)
+	allocs := testing.AllocsPerRun(100, func() {
+		src.Reset(huge)
+		fr.br.Reset(src)
+		if _, err := fr.next(); err != ErrFrameTooLarge {
+			t.Fatalf("next = %v", err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("refusing a length of 2^31-1 allocates %v times", allocs)
+	}
+	if cap(fr.long) != 0 {
+		t.Errorf("refusing a length set aside %d bytes", cap(fr.long))
+	}
+
+	// A peer announces 16 MiB (within the maximum) and sends 100 bytes.
+	const claimed = 16 << 20
+	stream := append(binary.BigEndian.AppendUint32(nil, claimed), pattern(100)...)
+	fr = newFrameReader(bytes.NewReader(stream), claimed, 4096)
+	if _, err := fr.next(); err != io.ErrUnexpectedEOF {
+		t.Fatalf("next = %v, want io.ErrUnexpectedEOF", err)
+	}
+	if c := cap(fr.long); c > 2*4096 {
+		t.Errorf("announcing %d bytes and sending 100 set aside %d bytes", claimed, c)
+	}
+}
+
+// TestFrameReaderMemoryTracksInput checks that the memory a long packet
+// takes is at most about twice the bytes received, whatever the length
+// announced.
+func TestFrameReaderMemoryTracksInput(t *testing.T) {
+	const bufSize = 4096
+	for _, sent := range []int{5000, 20000, 100000, 1 << 20} {
+		stream := append(binary.BigEndian.AppendUint32(nil, 8<<20), pattern(sent)...)
+		fr := newFrameReader(bytes.NewReader(stream), 8<<20, bufSize)
+		if _, err := fr.next(); err != io.ErrUnexpectedEOF {
+			t.Fatalf("next = %v", err)
+		}
+		if c := cap(fr.long); c > 2*sent+bufSize {
+			t.Errorf("%d bytes received: %d set aside, want at most %d", sent, c, 2*sent+bufSize)
+		}
+	}
+}
+
+func TestFrameWriter(t *testing.T) {
+	t.Run("too large", func(t *testing.T) {
+		var out bytes.Buffer
+		fw := newFrameWriter(&out, 10, 0)
+		if err := fw.write(make([]byte, 11)); err != ErrFrameTooLarge {
+			t.Errorf("write of 11 bytes with a maximum of 10: %v", err)
+		}
+		if err := fw.write(make([]byte, 10)); err != nil {
+			t.Errorf("write of 10 bytes: %v", err)
+		}
+		fw.flush()
+		if out.Len() != 4+10 {
+			t.Errorf("stream holds %d bytes, want only the 14 of the packet that fits", out.Len())
+		}
+	})
+	t.Run("buffers until flush", func(t *testing.T) {
+		var w countingWriter
+		fw := newFrameWriter(&w, 1000, 4096)
+		for range 50 {
+			if err := fw.write(pattern(64)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if w.writes != 0 {
+			t.Errorf("%d writes to the stream before flush", w.writes)
+		}
+		if got := fw.buffered(); got != 50*68 {
+			t.Errorf("buffered() = %d, want %d", got, 50*68)
+		}
+		if err := fw.flush(); err != nil {
+			t.Fatal(err)
+		}
+		if w.writes != 1 || w.n != 50*68 || fw.buffered() != 0 {
+			t.Errorf("flush: %d writes of %d bytes, %d left", w.writes, w.n, fw.buffered())
+		}
+	})
+	t.Run("stream error sticks", func(t *testing.T) {
+		boom := errors.New("broken pipe")
+		fw := newFrameWriter(failWriter{boom}, 100000, 16)
+		if err := fw.write(pattern(1000)); !errors.Is(err, boom) {
+			t.Errorf("write = %v, want %v", err, boom)
+		}
+		if err := fw.write(pattern(1)); !errors.Is(err, boom) {
+			t.Errorf("write after a failure = %v", err)
+		}
+		if err := fw.flush(); !errors.Is(err, boom) {
+			t.Errorf("flush after a failure = %v", err)
+		}
+	})
+}
+
+type countingWriter struct{ writes, n int }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	w.n += len(p)
+	return len(p), nil
+}
+
+type failWriter struct{ err error }
+
+func (w failWriter) Write([]byte) (int, error) { return 0, w.err }
+
+// TestFrameTCP runs the framing over a real loopback TCP connection, with
+// packet lengths from 0 to past both buffers.
+func TestFrameTCP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const maxPacket = 200000
+	const count = 2000
+	length := func(i int) int { return (i * i * 131) % (maxPacket + 1) / (1 + i%50) }
+
+	errc := make(chan error, 1)
+	go func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer c.Close()
+		fw := newFrameWriter(c, maxPacket, 0)
+		for i := range count {
+			if err := fw.write(pattern(length(i))); err != nil {
+				errc <- err
+				return
+			}
+			if i%7 == 0 {
+				if err := fw.flush(); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}
+		errc <- fw.flush()
+	}()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fr := newFrameReader(c, maxPacket, 0)
+	for i := range count {
+		p, err := fr.next()
+		if err != nil {
+			t.Fatalf("packet %d: %v", i, err)
+		}
+		if !bytes.Equal(p, pattern(length(i))) {
+			t.Fatalf("packet %d: %d bytes, want %d", i, len(p), length(i))
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fr.next(); err != io.EOF {
+		t.Errorf("after the writer closed: %v, want io.EOF", err)
+	}
+}
+
+// TestFrameAllocs checks that writing and reading packets allocates nothing
+// once the buffers exist.
+func TestFrameAllocs(t *testing.T) {
+	for _, n := range []int{64, 1024, 100000} {
+		var wire bytes.Buffer
+		fw := newFrameWriter(&wire, 1<<20, 4096)
+		for range 3 {
+			fw.write(pattern(n))
+		}
+		fw.flush()
+		src := bytes.NewReader(nil)
+		fr := newFrameReader(src, 1<<20, 4096)
+		fw = newFrameWriter(io.Discard, 1<<20, 4096)
+		p := pattern(n)
+		allocs := testing.AllocsPerRun(100, func() {
+			src.Reset(wire.Bytes())
+			fr.br.Reset(src)
+			for range 3 {
+				if _, err := fr.next(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fw.write(p)
+			fw.flush()
+		})
+		if allocs != 0 {
+			t.Errorf("%d-byte packets: %v allocations per 3 reads and 1 write", n, allocs)
+		}
+	}
+}
+
+// FuzzFrameReader feeds arbitrary streams to the reader. Every packet it
+// returns respects the maximum; framing the packets again reproduces the
+// part of the stream they came from; the error, if any, is one the
+// documentation allows; memory stays within twice the input.
+func FuzzFrameReader(f *testing.F) {
+	f.Add([]byte{}, uint16(100))
+	f.Add(frame([]byte("hello")), uint16(100))
+	f.Add(append(frame(pattern(40)), frame(pattern(0))...), uint16(40))
+	f.Add(append(frame(pattern(300)), 0, 0, 1), uint16(1000))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1}, uint16(65535))
+	f.Add(frame(pattern(41)), uint16(40))
+	f.Fuzz(func(t *testing.T, stream []byte, maxPacket uint16) {
+		const bufSize = 32
+		fr := newFrameReader(bytes.NewReader(stream), int(maxPacket), bufSize)
+		var again bytes.Buffer
+		fw := newFrameWriter(&again, int(maxPacket), bufSize)
+		for {
+			p, err := fr.next()
+			if err != nil {
+				switch err {
+				case io.EOF:
+					if again.Len() != len(stream) {
+						t.Fatalf("io.EOF after %d of %d bytes", again.Len(), len(stream))
+					}
+				case io.ErrUnexpectedEOF:
+					if again.Len() == len(stream) {
+						t.Fatal("io.ErrUnexpectedEOF at a packet boundary")
+					}
+				case ErrFrameTooLarge:
+					rest := stream[again.Len():]
+					if len(rest) < 4 || binary.BigEndian.Uint32(rest) <= uint32(maxPacket) {
+						t.Fatalf("ErrFrameTooLarge for %x", rest)
+					}
+				default:
+					t.Fatalf("unexpected error %v", err)
+				}
+				break
+			}
+			if len(p) > int(maxPacket) {
+				t.Fatalf("packet of %d bytes above the maximum %d", len(p), maxPacket)
+			}
+			if err := fw.write(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := fw.flush(); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.HasPrefix(stream, again.Bytes()) {
+				t.Fatalf("packets re-framed to %x, not a prefix of the stream %x", again.Bytes(), stream)
+			}
+		}
+		if c := cap(fr.long); c > 2*len(stream)+bufSize {
+			t.Fatalf("%d bytes of input set aside %d bytes", len(stream), c)
+		}
+	})
+}
+
+func BenchmarkFrameWrite(b *testing.B) {
+	for _, n := range []int{64, 1024} {
+		b.Run(byteSize(n), func(b *testing.B) {
+			fw := newFrameWriter(io.Discard, 1<<20, 0)
+			p := pattern(n)
+			b.ReportAllocs()
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				if err := fw.write(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			fw.flush()
+		})
+	}
+}
+
+func BenchmarkFrameRead(b *testing.B) {
+	for _, n := range []int{64, 1024} {
+		b.Run(byteSize(n), func(b *testing.B) {
+			var wire bytes.Buffer
+			fw := newFrameWriter(&wire, 1<<20, 0)
+			const perPass = 1000
+			for range perPass {
+				fw.write(pattern(n))
+			}
+			fw.flush()
+			src := bytes.NewReader(wire.Bytes())
+			fr := newFrameReader(src, 1<<20, 0)
+			b.ReportAllocs()
+			b.SetBytes(int64(n))
+			i := 0
+			for b.Loop() {
+				if i == perPass {
+					src.Reset(wire.Bytes())
+					fr.br.Reset(src)
+					i = 0
+				}
+				if _, err := fr.next(); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+func byteSize(n int) string {
+	if n >= 1024 {
+		return fmt.Sprintf("%dKiB", n/1024)
+	}
+	return fmt.Sprintf("%dB", n)
+}

@@ -1,0 +1,317 @@
+package tcpdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/driver"
+	"github.com/fastnet-engine/fastnet/internal/udpio"
+)
+
+// Conn is one Fastnet connection over TCP. Its methods are safe for
+// concurrent use.
+type Conn = driver.Conn
+
+// Listener is a Fastnet server accepting TCP connections.
+type Listener = driver.Listener
+
+// Message is a received message.
+type Message = driver.Message
+
+// CloseError is the error of a connection that has ended; it matches
+// fastnet.ErrClosed and unwraps to the reason.
+type CloseError = driver.CloseError
+
+// ErrReceiveOverflow ends a connection whose application does not Receive
+// its reliable messages (see Config.ReceiveQueue).
+var ErrReceiveOverflow = driver.ErrReceiveOverflow
+
+// Config configures a TCP endpoint. The zero value works.
+type Config struct {
+	// Engine is the protocol configuration; Role and Transport are set by
+	// Listen and Dial. Its MaxPacketSize (default: MaxMessageSize plus the
+	// overhead, D20) bounds the frames accepted from the peer.
+	Engine fastnet.Config
+	// ReceiveQueue bounds the bytes of received messages waiting for
+	// Receive, per connection (see udpdriver.Config.ReceiveQueue).
+	ReceiveQueue int
+	// WriteQueue bounds the bytes waiting to be written to one TCP
+	// connection: Send blocks while it is exceeded. Default 4 MiB.
+	WriteQueue int
+}
+
+const defaultWriteQueue = 4 << 20
+
+// Listen starts a Fastnet server on the TCP address addr ("host:port").
+func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
+	cfg.Engine.Role = fastnet.Server
+	e, err := newEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("tcpdriver: listen %s: %w", addr, err)
+	}
+	t := newTransport(e, cfg)
+	t.ln = ln
+	l := e.NewListener(ln.Addr())
+	e.Start(t)
+	e.Go(t.acceptLoop)
+	return l, nil
+}
+
+// Dial connects to the Fastnet server at the TCP address addr and returns
+// the established connection. It fails with an error matching
+// fastnet.ErrRefused (a *fastnet.RefusedError with the server's reason),
+// fastnet.ErrTimeout, fastnet.ErrIncompatible, or a dial error.
+func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
+	cfg.Engine.Role = fastnet.Client
+	e, err := newEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("tcpdriver: dial %s: %w", addr, err)
+	}
+	t := newTransport(e, cfg)
+	e.Start(t)
+	remote := t.add(nc, false)
+	return e.Dial(ctx, remote)
+}
+
+func newEngine(cfg Config) (*driver.Engine, error) {
+	cfg.Engine.Transport = fastnet.Stream
+	return driver.NewEngine(cfg.Engine, driver.Options{ReceiveQueue: cfg.ReceiveQueue})
+}
+
+// transport carries one endpoint's packets over its TCP connections, one
+// per peer address, each with a reader and a writer goroutine.
+type transport struct {
+	e          *driver.Engine
+	ln         net.Listener
+	maxPacket  int
+	writeQueue int
+	connectTO  time.Duration
+
+	mu     sync.Mutex
+	conns  map[netip.AddrPort]*tcpConn
+	closed bool
+}
+
+// tcpConn is one TCP connection.
+type tcpConn struct {
+	nc     net.Conn
+	remote netip.AddrPort
+
+	mu      sync.Mutex
+	pending []byte // packets waiting for the writer, each behind its length
+	ready   chan struct{}
+	ending  bool // close once pending is written
+}
+
+func newTransport(e *driver.Engine, cfg Config) *transport {
+	wq := cfg.WriteQueue
+	if wq <= 0 {
+		wq = defaultWriteQueue
+	}
+	ec := e.Config()
+	return &transport{
+		e:          e,
+		maxPacket:  ec.MaxPacketSize,
+		writeQueue: wq,
+		connectTO:  ec.ConnectTimeout,
+		conns:      make(map[netip.AddrPort]*tcpConn),
+	}
+}
+
+func (t *transport) acceptLoop() {
+	for {
+		nc, err := t.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			select {
+			case <-t.e.Done():
+				return
+			case <-time.After(10 * time.Millisecond): // EMFILE and the like
+			}
+			continue
+		}
+		t.add(nc, true)
+	}
+}
+
+// add starts the reader and writer of a new TCP connection. A server's
+// connection must complete the Fastnet handshake within the connect
+// timeout.
+func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
+	ap := nc.RemoteAddr().(*net.TCPAddr).AddrPort()
+	remote := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c := &tcpConn{nc: nc, remote: remote, ready: make(chan struct{}, 1)}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		nc.Close()
+		return remote
+	}
+	t.conns[remote] = c
+	t.mu.Unlock()
+	if server {
+		nc.SetReadDeadline(time.Now().Add(t.connectTO))
+	}
+	t.e.Go(func() { t.readLoop(c) })
+	t.e.Go(func() { t.writeLoop(c) })
+	return remote
+}
+
+func (t *transport) readLoop(c *tcpConn) {
+	fr := newFrameReader(c.nc, t.maxPacket, 0)
+	established := false
+	for {
+		p, err := fr.next()
+		if err != nil {
+			t.drop(c)
+			t.e.TransportClosed(c.remote)
+			return
+		}
+		t.e.Input(c.remote, p)
+		if !established && t.e.Established(c.remote) {
+			established = true
+			c.nc.SetReadDeadline(time.Time{})
+		}
+	}
+}
+
+func (t *transport) writeLoop(c *tcpConn) {
+	fw := newFrameWriter(c.nc, t.maxPacket, 0)
+	var batch []byte
+	for {
+		select {
+		case <-c.ready:
+		case <-t.e.Done():
+			return
+		}
+		c.mu.Lock()
+		batch, c.pending = c.pending, batch[:0]
+		ending := c.ending
+		c.mu.Unlock()
+		t.e.Wake(c.remote) // Send may go on
+		for len(batch) >= 4 {
+			n := int(uint32(batch[0])<<24 | uint32(batch[1])<<16 | uint32(batch[2])<<8 | uint32(batch[3]))
+			if err := fw.write(batch[4 : 4+n]); err != nil {
+				t.drop(c)
+				return
+			}
+			batch = batch[4+n:]
+		}
+		batch = batch[:0]
+		if err := fw.flush(); err != nil {
+			t.drop(c)
+			return
+		}
+		if ending {
+			c.mu.Lock()
+			done := len(c.pending) == 0
+			c.mu.Unlock()
+			if done {
+				t.drop(c)
+				return
+			}
+		}
+	}
+}
+
+// drop forgets c and closes its socket.
+func (t *transport) drop(c *tcpConn) {
+	t.mu.Lock()
+	if t.conns[c.remote] == c {
+		delete(t.conns, c.remote)
+	}
+	t.mu.Unlock()
+	c.nc.Close()
+}
+
+// WriteBatch queues packets for their connections' writers. It runs under
+// the engine's lock and never blocks on the network.
+func (t *transport) WriteBatch(msgs []udpio.Message) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range msgs {
+		c := t.conns[m.Addr]
+		if c == nil {
+			continue
+		}
+		c.mu.Lock()
+		n := len(m.Buf)
+		c.pending = append(c.pending, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		c.pending = append(c.pending, m.Buf...)
+		c.mu.Unlock()
+		select {
+		case c.ready <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Blocked reports whether the connection to addr has more than the write
+// queue's worth waiting (driver.Backpressure).
+func (t *transport) Blocked(addr netip.AddrPort) bool {
+	t.mu.Lock()
+	c := t.conns[addr]
+	t.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending) > t.writeQueue
+}
+
+// Ended closes the TCP connection to addr once what is queued for it is
+// written (driver.Ender): the Fastnet connection is over.
+func (t *transport) Ended(addr netip.AddrPort) {
+	t.mu.Lock()
+	c := t.conns[addr]
+	t.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.ending = true
+	c.mu.Unlock()
+	select {
+	case c.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Close closes the listener and every connection.
+func (t *transport) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	conns := t.conns
+	t.conns = map[netip.AddrPort]*tcpConn{}
+	t.mu.Unlock()
+	var err error
+	if t.ln != nil {
+		err = t.ln.Close()
+	}
+	for _, c := range conns {
+		c.nc.Close()
+	}
+	return err
+}

@@ -1,0 +1,193 @@
+// Package udpdriver runs Fastnet over UDP: one socket per endpoint, read and
+// written in batches where the platform allows (recvmmsg/sendmmsg through
+// golang.org/x/net), IPv4 and IPv6. A server serves every connection from
+// one socket.
+//
+//	l, err := udpdriver.Listen(ctx, ":7000", udpdriver.Config{})
+//	c, err := l.Accept(ctx)
+//	m, err := c.Receive(ctx)
+//	err = c.Send(ctx, m.Channel, m.Data, m.Reliable)
+//
+//	c, err := udpdriver.Dial(ctx, "server:7000", udpdriver.Config{})
+//
+// Errors wrap the fastnet package's sentinels: errors.Is(err,
+// fastnet.ErrRefused), fastnet.ErrTimeout, fastnet.ErrClosed,
+// fastnet.ErrIncompatible, fastnet.ErrMessageTooLarge.
+package udpdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/driver"
+	"github.com/fastnet-engine/fastnet/internal/udpio"
+)
+
+// Conn is one Fastnet connection over UDP. Its methods are safe for
+// concurrent use.
+type Conn = driver.Conn
+
+// Listener is a Fastnet server on one UDP socket.
+type Listener = driver.Listener
+
+// Message is a received message.
+type Message = driver.Message
+
+// CloseError is the error of a connection that has ended; it matches
+// fastnet.ErrClosed and unwraps to the reason.
+type CloseError = driver.CloseError
+
+// ErrReceiveOverflow ends a connection whose application does not Receive
+// its reliable messages (see Config.ReceiveQueue).
+var ErrReceiveOverflow = driver.ErrReceiveOverflow
+
+// Config configures a UDP endpoint. The zero value works.
+type Config struct {
+	// Engine is the protocol configuration; Role and Transport are set by
+	// Listen and Dial.
+	Engine fastnet.Config
+	// ReceiveQueue bounds the bytes of received messages waiting for
+	// Receive, per connection. Beyond it unreliable messages are dropped
+	// and a reliable one closes the connection with ErrReceiveOverflow.
+	// Default: 4*MaxMessageSize, at least 16 MiB.
+	ReceiveQueue int
+	// SocketBuffer is the size asked for the socket's buffers (default
+	// 8 MiB, halved until the system accepts); negative keeps the system's.
+	SocketBuffer int
+	// NoBatch turns batched system calls off.
+	NoBatch bool
+}
+
+// Listen starts a Fastnet server on the UDP address addr ("host:port").
+func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
+	cfg.Engine.Role = fastnet.Server
+	e, err := newEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	uc, err := udpio.Listen(ctx, "udp", addr, udpio.Options{NoBatch: cfg.NoBatch, SocketBuffer: cfg.SocketBuffer})
+	if err != nil {
+		return nil, fmt.Errorf("udpdriver: listen %s: %w", addr, err)
+	}
+	l := e.NewListener(net.UDPAddrFromAddrPort(uc.LocalAddr()))
+	start(e, uc)
+	return l, nil
+}
+
+// Dial connects to the Fastnet server at addr ("host:port") and returns the
+// established connection. It fails with an error matching
+// fastnet.ErrRefused (a *fastnet.RefusedError with the server's reason),
+// fastnet.ErrTimeout, fastnet.ErrIncompatible, or ctx.Err().
+func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
+	cfg.Engine.Role = fastnet.Client
+	raddr, err := resolve(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	e, err := newEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	network, local := "udp4", "0.0.0.0:0"
+	if raddr.Addr().Is6() {
+		network, local = "udp6", "[::]:0"
+	}
+	uc, err := udpio.Listen(ctx, network, local, udpio.Options{NoBatch: cfg.NoBatch, SocketBuffer: cfg.SocketBuffer})
+	if err != nil {
+		return nil, fmt.Errorf("udpdriver: dial %s: %w", addr, err)
+	}
+	start(e, uc)
+	return e.Dial(ctx, raddr)
+}
+
+func newEngine(cfg Config) (*driver.Engine, error) {
+	cfg.Engine.Transport = fastnet.Datagram
+	return driver.NewEngine(cfg.Engine, driver.Options{ReceiveQueue: cfg.ReceiveQueue})
+}
+
+// resolve turns "host:port" into one address, IPv4 unmapped.
+func resolve(ctx context.Context, addr string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("udpdriver: bad address %q: %w", addr, err)
+	}
+	pn, err := net.DefaultResolver.LookupPort(ctx, "udp", port)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("udpdriver: bad port in %q: %w", addr, err)
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("udpdriver: resolve %q: %w", host, err)
+	}
+	if len(ips) == 0 {
+		return netip.AddrPort{}, fmt.Errorf("udpdriver: resolve %q: no addresses", host)
+	}
+	ip := ips[0]
+	for _, a := range ips { // prefer IPv4, as most game servers listen there
+		if a.Unmap().Is4() {
+			ip = a
+			break
+		}
+	}
+	return netip.AddrPortFrom(ip.Unmap(), uint16(pn)), nil
+}
+
+// transport writes the engine's datagrams to the socket.
+type transport struct {
+	uc *udpio.Conn
+}
+
+func (t *transport) WriteBatch(msgs []udpio.Message) {
+	for len(msgs) > 0 {
+		n, err := t.uc.WriteBatch(msgs)
+		if err == nil || errors.Is(err, net.ErrClosed) {
+			return
+		}
+		// msgs[n] failed: a lost datagram, as UDP allows. Go on.
+		msgs = msgs[n+1:]
+	}
+}
+
+func (t *transport) Close() error { return t.uc.Close() }
+
+// readBatch is how many datagrams one read may take.
+const readBatch = 64
+
+// start attaches the socket and runs its reader.
+func start(e *driver.Engine, uc *udpio.Conn) {
+	e.Start(&transport{uc: uc})
+	e.Go(func() {
+		msgs := make([]udpio.Message, readBatch)
+		for i := range msgs {
+			msgs[i].Buf = udpio.GetBuffer()
+		}
+		defer func() {
+			for i := range msgs {
+				udpio.PutBuffer(msgs[i].Buf)
+			}
+		}()
+		for {
+			n, err := uc.ReadBatch(msgs)
+			if n > 0 {
+				e.InputBatch(msgs[:n])
+			}
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				select {
+				case <-e.Done():
+					return
+				default: // an ICMP error surfaced as a read error: go on
+				}
+			}
+		}
+	})
+}

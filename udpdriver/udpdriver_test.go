@@ -1,0 +1,44 @@
+package udpdriver
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestEcho(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := Listen(ctx, "127.0.0.1:0", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		for {
+			m, err := c.Receive(ctx)
+			if err != nil {
+				return
+			}
+			c.Send(ctx, m.Channel, m.Data, m.Reliable)
+		}
+	}()
+	c, err := Dial(ctx, l.Addr().String(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send(ctx, 3, []byte("hello"), true); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Receive(ctx)
+	if err != nil || string(m.Data) != "hello" || m.Channel != 3 {
+		t.Fatalf("got %+v, %v", m, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
