@@ -21,6 +21,15 @@
 // says when an incomplete unreliable message expires, and Err reports a
 // peer that broke the protocol.
 //
+// Memory (D22, D23). A Receiver never holds more than its MaxBytes, nor its
+// Budget more than its Limit. Unreliable packets give way to reliable
+// ones. Because an acked reliable packet cannot be given back, reliable
+// packets are also refused (and so resent later) when taking them would
+// leave no room for the reliable packets still owed before them, or for
+// the rest of a message whose memory was promised (granted) to the head of
+// some channel's queue: a granted message always completes, so channels
+// sharing a budget cannot deadlock by each holding part of a message.
+//
 // Steady-state sending, receiving and acking allocate nothing per packet:
 // message buffers and packet chunks come from free lists; the only
 // allocation is the payload of each delivered message, which belongs to

@@ -57,7 +57,11 @@ type Budget struct {
 	// Limit bounds Used; 0 or less means no shared limit.
 	Limit int
 
-	pool bufPool
+	// committed is the sum of the receivers' grants: memory promised to
+	// the messages at the heads of their queues, which no other packet may
+	// take.
+	committed int
+	pool      bufPool
 }
 
 // Result says what Receiver.Handle did with a packet and so whether to ack
@@ -77,13 +81,19 @@ const (
 	// already queued. Dropped (D8).
 	Stale
 	// OutOfWindow: more than Window places after the ignore number (D9), or
-	// an invalid sequence number. Dropped and not acked.
+	// an invalid sequence number. Dropped and not acked. (An unblocked
+	// packet beyond the window instead moves the window up to it; see
+	// Receiver.Handle.)
 	OutOfWindow
 	// NoMemory: the packet does not fit the memory limits (D22). Dropped
 	// and not acked: a reliable packet will be resent.
 	NoMemory
 	// Rejected: the receiver has failed (Err is not nil) and takes nothing.
 	Rejected
+	// Corrupt: a reliable packet holding a whole message that fails its
+	// checksum or reliability check (D3, D11). Dropped before it is acked,
+	// so the sender resends an intact copy; counted as Drops.Malformed.
+	Corrupt
 )
 
 func (r Result) String() string {
@@ -100,6 +110,8 @@ func (r Result) String() string {
 		return "NoMemory"
 	case Rejected:
 		return "Rejected"
+	case Corrupt:
+		return "Corrupt"
 	}
 	return "Result(?)"
 }
@@ -111,7 +123,8 @@ func (r Result) Ack() bool { return r == Accepted || r == Duplicate }
 // Drops counts what a Receiver dropped after accepting it, by reason.
 type Drops struct {
 	// Malformed counts unreliable messages dropped for a bad length,
-	// checksum or reliability flag, or inconsistent sequence numbers (D11).
+	// checksum or reliability flag, or inconsistent sequence numbers (D11),
+	// and reliable packets refused as Corrupt.
 	Malformed uint64
 	// Expired counts unreliable message groups dropped because they stayed
 	// incomplete for the MCI (D11 rule 3).
@@ -122,6 +135,10 @@ type Drops struct {
 	// Orphaned counts unreliable message groups dropped because the packet
 	// that started their message was lost.
 	Orphaned uint64
+	// Skipped counts queued unreliable packets dropped because an
+	// unblocked packet beyond the receive window moved the window past
+	// them.
+	Skipped uint64
 }
 
 // ErrProtocol is what every error of Receiver.Err matches with errors.Is:
@@ -183,6 +200,7 @@ type Receiver struct {
 	data      int // chunk bytes in q
 	unrelN    int // unreliable packets in q
 	unrelData int // their chunk bytes
+	maxChunk  int // the longest chunk queued so far
 
 	cmg cmgState
 
@@ -193,6 +211,12 @@ type Receiver struct {
 	deadline clock.Time
 	err      error
 	drops    Drops
+
+	// The grant: memory promised to the rest of the reliable message at
+	// the head of the queue (see updateGrant).
+	grant    int
+	grantSeq Seq // the message's first packet
+	grantRel Seq // and its R
 }
 
 // cmgState caches the current message group (D10) between evaluations, so
@@ -206,8 +230,8 @@ type cmgState struct {
 	newest   clock.Time
 	reliable bool
 	start    bool
-	rel      Seq // the head's R
-	lastRel  Seq // the R of the group's last packet
+	rel      Seq  // the head's R
+	lastRel  Seq  // the R of the group's last packet
 	ended    bool // the group can take no more packets
 	tooLarge bool // the header announces more than MaxMessage
 	hdr      coalesce.Header
@@ -235,14 +259,21 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 	r := &Receiver{cfg: cfg, budget: cfg.Budget, g: -1, l: 0}
 	if r.budget != nil {
 		r.pool = &r.budget.pool
+		r.pool.limit = max(r.pool.limit, r.budget.Limit)
 	} else {
 		r.pool = &bufPool{}
 	}
+	// Free chunk buffers are kept up to the memory the queue may use, so
+	// steady-state reassembly allocates nothing and bursts do not pin
+	// memory beyond the limits.
+	r.pool.limit = max(r.pool.limit, cfg.MaxBytes)
 	return r
 }
 
 // Err returns a *ProtocolError once the peer has broken the protocol on
-// reliable data (D11); the receiver then takes nothing more.
+// reliable data (D11); the receiver then takes nothing more and holds no
+// queued packets (messages delivered before the violation can still be
+// taken with Poll). After Reset, Err returns a non-protocol error.
 func (r *Receiver) Err() error { return r.err }
 
 // Drops returns the cumulative drop counters.
@@ -251,9 +282,10 @@ func (r *Receiver) Drops() Drops { return r.drops }
 // Bytes returns the memory the receiver holds, as counted against MaxBytes
 // and the Budget: the chunk bytes of queued packets plus PacketOverhead per
 // queued packet, plus the payloads of delivered messages not yet taken by
-// Poll. A queue whose packets are spread thin over a ring grown past 64
-// places is charged PacketOverhead per two places of the ring if that is
-// more, so that sparse packets cannot pin large rings for free.
+// Poll. Packets spread thin over more than 64 sequence numbers (from the
+// first queued to the last) are charged PacketOverhead per two places of
+// the ring that covers them if that is more, so that sparse packets cannot
+// pin large rings for free.
 func (r *Receiver) Bytes() int { return r.charge }
 
 // NextDeadline returns when the incomplete unreliable message at the head of
@@ -261,38 +293,93 @@ func (r *Receiver) Bytes() int { return r.charge }
 // caller then calls Poll.
 func (r *Receiver) NextDeadline() clock.Time { return r.deadline }
 
-// chargeFor computes Bytes for a queue of the given shape.
-func (r *Receiver) chargeFor(queued, data, ringCap int) int {
+// chargeFor computes Bytes for a queue of the given shape: queued packets
+// holding data bytes, spread over places places of the ring.
+func (r *Receiver) chargeFor(queued, data, places int) int {
 	units := queued
-	if ringCap > baseRing {
-		units = max(units, ringCap/2)
+	if c := ringCapFor(places); c > baseRing {
+		units = max(units, c/2)
 	}
 	return data + r.readyBytes + PacketOverhead*units
 }
 
-// fits reports whether the receiver may hold c bytes.
-func (r *Receiver) fits(c int) bool {
-	if c > r.cfg.MaxBytes {
+// fits reports whether the receiver may hold c bytes, its grant unchanged.
+func (r *Receiver) fits(c int) bool { return r.fitsWith(c, r.grant) }
+
+// fitsWith reports whether the receiver may hold c bytes with a grant of
+// grant bytes: both within MaxBytes, and within the Budget beside what the
+// other receivers hold and were granted.
+func (r *Receiver) fitsWith(c, grant int) bool {
+	if c+grant > r.cfg.MaxBytes {
 		return false
 	}
 	b := r.budget
-	return b == nil || b.Limit <= 0 || b.Used-r.charge+c <= b.Limit
+	return b == nil || b.Limit <= 0 || b.Used-r.charge+c+b.committed-r.grant+grant <= b.Limit
+}
+
+// setGrant records a new grant and passes the change to the budget.
+func (r *Receiver) setGrant(g int) {
+	if r.budget != nil {
+		r.budget.committed += g - r.grant
+	}
+	r.grant = g
+}
+
+// updateGrant promises memory to the rest of the reliable message at the
+// head of the queue, once its header is known, if the memory is there
+// (D22, D23). Packets of other messages, on this channel or others sharing
+// the Budget, cannot take promised memory, so a message once granted
+// always completes: without grants, channels that each hold part of a
+// message could fill the shared budget between them and none could ever
+// complete. A head whose grant does not fit yet waits for one while its
+// packets are still taken as long as they fit beside the grants of others;
+// it asks again on every Handle and Poll.
+func (r *Receiver) updateGrant() {
+	want := 0
+	var seq, rel Seq
+	if m := &r.cmg; r.err == nil && r.queued > 0 && m.valid && m.start && m.reliable && m.hdrOK {
+		if rem := m.hdr.EncodedLen() - m.bytes; rem > 0 {
+			head := r.q.at(m.head)
+			chunk := max(len(head.data), minMessageMTU)
+			want = rem + PacketOverhead*((rem+chunk-1)/chunk)
+			seq, rel = r.g.Add(m.head+1), head.rel
+		}
+	} else if r.err == nil && r.queued > 0 && r.ready.len() >= maxReady {
+		return // not evaluated: Poll will
+	}
+	switch {
+	case want == 0:
+		r.setGrant(0)
+	case r.grant > 0 && seq == r.grantSeq && (want <= r.grant || !r.fitsWith(r.charge, want)):
+		r.setGrant(min(want, r.grant))
+	case r.fitsWith(r.charge, want):
+		r.setGrant(want)
+		r.grantSeq, r.grantRel = seq, rel
+	default:
+		r.setGrant(0)
+	}
+}
+
+// inGrant reports whether a packet with header h belongs to the granted
+// message: reliable, not a start, and R advancing with the sequence number
+// from the message's first packet (D10).
+func (r *Receiver) inGrant(h Header) bool {
+	if r.grant == 0 || !h.Reliable || h.Start {
+		return false
+	}
+	d := Distance(r.grantSeq, h.Seq)
+	return d > 0 && d < SeqSpace/2 && Distance(r.grantRel, h.Rel) == d
 }
 
 // setCharge records a new Bytes and passes the change to the budget.
 func (r *Receiver) setCharge(c int) {
 	if r.budget != nil {
 		r.budget.Used += c - r.charge
-		if r.budget.pool.limit < r.budget.Limit {
-			r.budget.pool.limit = r.budget.Limit
-		}
-	} else if r.pool.limit < r.cfg.MaxBytes {
-		r.pool.limit = r.cfg.MaxBytes
 	}
 	r.charge = c
 }
 
-func (r *Receiver) recharge() { r.setCharge(r.chargeFor(r.queued, r.data, r.q.cap())) }
+func (r *Receiver) recharge() { r.setCharge(r.chargeFor(r.queued, r.data, r.q.span)) }
 
 // need returns need(p) of D7: the L a packet waits for.
 func need(reliable bool, rel Seq) Seq {
@@ -304,8 +391,25 @@ func need(reliable bool, rel Seq) Seq {
 
 // Handle handles an arriving data packet with header h and chunk, the bytes
 // after the header (D8-D11, D22). It copies what it keeps: chunk may be
-// reused when Handle returns. The result says whether to ack a reliable
-// packet (Result.Ack). Messages the packet completes are taken with Poll.
+// reused when Handle returns. A message that arrives whole in one packet
+// at the head of an empty queue is decoded straight from chunk.
+//
+// A reliable packet is refused (NoMemory) if holding it would leave no room
+// for the reliable packets still owed before it: once acked it could not
+// be given back, and the owed packets could never be stored. An honest
+// sender's packets that are refused are simply resent later.
+//
+// A packet more than Window places after the ignore number is dropped (D9)
+// unless it is unblocked (D7) and only unreliable packets are queued: then
+// no reliable packet before it is owed, and the ignore number moves up to
+// just before it, dropping the queued unreliable packets it passes. This
+// keeps a channel alive after a loss longer than the window (D23).
+//
+// A reliable packet that holds a whole message is verified before it is
+// acked; if it fails, Handle returns Corrupt (N15 of docs/protocol.md).
+//
+// The result says whether to ack a reliable packet (Result.Ack). Messages
+// the packet completes are taken with Poll.
 func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 	if r.err != nil {
 		return Rejected
@@ -314,15 +418,41 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 		return OutOfWindow
 	}
 	d := Distance(r.g, h.Seq)
-	switch {
-	case d == 0 || d > SeqSpace/2:
+	if d == 0 || d > SeqSpace/2 {
 		// At or before the ignore number (D8).
 		if h.Reliable {
 			return Duplicate
 		}
 		return Stale
-	case d > r.cfg.Window:
-		return OutOfWindow // D9
+	}
+	// A message that fits in its packet is verified now (D3): a reliable
+	// one that fails is dropped before it is acked, so the sender's resend
+	// repairs damage the transport let through.
+	var msg coalesce.Message
+	whole := false
+	if h.Start {
+		if hdr, err := coalesce.ParseHeader(chunk, r.cfg.MaxMessage); err == nil && hdr.EncodedLen() <= len(chunk) {
+			m, err := coalesce.ParseMessage(chunk, r.cfg.MaxMessage)
+			switch {
+			case err == nil && m.Reliable == h.Reliable:
+				msg, whole = m, true
+			case h.Reliable:
+				r.drops.Malformed++
+				return Corrupt
+			}
+		}
+	}
+	if d > r.cfg.Window {
+		if need(h.Reliable, h.Rel) != r.l || r.queued != r.unrelN {
+			return OutOfWindow // D9
+		}
+		// The packet is unblocked, so every packet between G and it is
+		// unreliable (no reliable packet before it is still owed, D7,
+		// D10); they were lost, or are too late to matter. Without this
+		// the window would never move again after a loss longer than the
+		// window, and the channel would be dead (D23).
+		r.skip(d - 1)
+		d = 1
 	}
 	i := d - 1
 	if r.q.has(i) {
@@ -338,36 +468,40 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 		r.remove(i)
 		r.recharge()
 	}
-	if r.queued == 0 && r.ready.len() < maxReady && h.Start && need(h.Reliable, h.Rel) == r.l {
-		if res, ok := r.fast(h, chunk); ok {
-			return res
-		}
+	if whole && r.queued == 0 && r.ready.len() < maxReady && need(h.Reliable, h.Rel) == r.l {
+		return r.fast(h, msg)
 	}
 	if !r.store(now, i, h, chunk) {
 		return NoMemory
 	}
 	r.process(now)
+	r.updateGrant()
 	return Accepted
 }
 
 // fast delivers a message that arrives whole in one packet at the head of
 // an empty queue straight from the chunk (D11 rule 2 with a one-packet
-// group). It reports false, leaving everything unchanged, if the packet is
-// not such a message.
-func (r *Receiver) fast(h Header, chunk []byte) (Result, bool) {
-	m, err := coalesce.ParseMessage(chunk, r.cfg.MaxMessage)
-	if err != nil || m.Reliable != h.Reliable {
-		return 0, false
-	}
-	c := r.charge + len(m.Payload)
-	if !r.fits(c) {
-		return NoMemory, true
+// group).
+func (r *Receiver) fast(h Header, m coalesce.Message) Result {
+	if !r.fits(r.charge + len(m.Payload)) {
+		return NoMemory
 	}
 	r.deliver(h.Reliable, append(make([]byte, 0, len(m.Payload)), m.Payload...))
 	r.consumed(Distance(r.g, h.Seq), h.Reliable, h.Rel)
 	r.recharge()
 	r.deadline = 0
-	return Accepted, true
+	return Accepted
+}
+
+// skip moves the ignore number k places forward over packets that are all
+// unreliable, dropping those queued.
+func (r *Receiver) skip(k int) {
+	for j := r.q.first(0); j >= 0 && j < k; j = r.q.first(j + 1) {
+		r.remove(j)
+		r.drops.Skipped++
+	}
+	r.consumed(k, false, 0)
+	r.recharge()
 }
 
 // deliver hands a message to Poll.
@@ -396,18 +530,30 @@ func (r *Receiver) consumed(k int, reliable bool, lastRel Seq) {
 // make room for a reliable one (D22). It reports false if the packet does
 // not fit.
 func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
-	ringCap := max(r.q.cap(), ringCapFor(i))
-	c := r.chargeFor(r.queued+1, r.data+len(chunk), ringCap)
-	if !r.fits(c) {
-		if !h.Reliable || r.unrelN == 0 ||
-			!r.fits(r.chargeFor(r.queued+1-r.unrelN, r.data+len(chunk)-r.unrelData, ringCap)) {
+	if h.Reliable && !r.roomForOwed(i, h, len(chunk)) {
+		return false
+	}
+	grant := r.grant
+	if r.inGrant(h) {
+		grant = max(0, grant-len(chunk)-PacketOverhead)
+	}
+	c := r.chargeFor(r.queued+1, r.data+len(chunk), r.q.extent(i, i))
+	if !r.fitsWith(c, grant) {
+		if !h.Reliable || r.unrelN == 0 {
 			return false
 		}
-		for !r.fits(c) {
-			j := r.q.lastUnreliable()
-			r.remove(j)
+		// Would evicting every queued unreliable packet make room?
+		places := 1
+		if lo := r.q.next(bmRel, 0, true); lo >= 0 {
+			places = max(i, r.q.last(bmRel)) - min(i, lo) + 1
+		}
+		if !r.fitsWith(r.chargeFor(r.queued+1-r.unrelN, r.data+len(chunk)-r.unrelData, places), grant) {
+			return false
+		}
+		for !r.fitsWith(c, grant) {
+			r.remove(r.q.last(bmUnrel))
 			r.drops.Evicted++
-			c = r.chargeFor(r.queued+1, r.data+len(chunk), ringCap)
+			c = r.chargeFor(r.queued+1, r.data+len(chunk), r.q.extent(i, i))
 		}
 	}
 	r.q.ensure(i)
@@ -424,13 +570,46 @@ func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
 		flags |= FlagStart
 	}
 	r.q.set(i, slot{data: buf, arrived: now, rel: h.Rel, flags: flags})
+	r.maxChunk = max(r.maxChunk, len(chunk))
 	r.queued++
 	r.data += len(chunk)
 	r.recharge()
+	r.setGrant(grant)
 	if m := &r.cmg; m.valid && (i < m.head+m.n || i == m.head+m.n && m.ended) {
 		m.valid = false
 	}
 	return true
+}
+
+// minMessageMTU is the smallest message MTU an honest sender cuts with: the
+// smallest payload MTU, 32, less the data packet header (D12).
+const minMessageMTU = 32 - HeaderLen
+
+// roomForOwed reports whether a reliable packet with header h and n chunk
+// bytes at logical index i leaves room for the reliable packets still owed
+// before it. An acked reliable packet cannot be given back, so if reliable
+// packets were let in until memory is full, a reliable packet missing
+// before them could never be stored and the channel would deadlock (D22,
+// D23). The owed packets are counted with R (D7): the reliable packets
+// between the ignore number and h carry R = L+1 .. need(h), so those not
+// queued are still to come. Each is reckoned as long as the longest chunk
+// seen (at least the smallest message MTU) plus PacketOverhead. Queued
+// unreliable packets do not count: they are evicted when needed. Owed
+// packets of an honest sender are then always taken when they arrive.
+func (r *Receiver) roomForOwed(i int, h Header, n int) bool {
+	if r.queued == r.unrelN {
+		return true // nothing reliable queued: nothing acked to give back
+	}
+	owed := Distance(r.l, need(h.Reliable, h.Rel))
+	missing := min(owed, i) - r.q.count(bmRel, 0, i)
+	if missing <= 0 {
+		return true
+	}
+	rem := missing * max(r.maxChunk, n, minMessageMTU)
+	// The owed packets lie somewhere after the ignore number: reckon the
+	// ring from index 0 to the last reliable packet.
+	places := max(i, r.q.last(bmRel)) + 1
+	return r.fits(r.chargeFor(r.queued-r.unrelN+1+missing, r.data-r.unrelData+n+rem, places))
 }
 
 // remove drops the packet at logical index i (the caller recharges).
@@ -446,7 +625,38 @@ func (r *Receiver) remove(i int) {
 	if m := &r.cmg; m.valid && i <= m.head+m.n {
 		m.valid = false
 	}
+	if r.queued == 0 {
+		r.q.shrink()
+	}
 }
+
+// release drops every queued packet.
+func (r *Receiver) release() {
+	for j := r.q.first(0); j >= 0; j = r.q.first(j + 1) {
+		r.remove(j)
+	}
+	r.cmg.valid = false
+	r.recharge()
+	r.setGrant(0)
+}
+
+// Reset drops everything the receiver holds, queued packets and messages
+// not yet taken by Poll, and gives their memory back to the Budget. It is
+// for a channel or connection that is going away; the receiver takes
+// nothing more afterwards (Handle returns Rejected).
+func (r *Receiver) Reset() {
+	r.release()
+	r.ready.reset(0)
+	r.readyBytes = 0
+	if r.err == nil {
+		r.err = errReset
+	}
+	r.recharge()
+	r.deadline = 0
+}
+
+// errReset is Err after Reset: not a protocol violation.
+var errReset = errors.New("channel: receiver reset")
 
 // Poll returns the next delivered message, if any, after applying the
 // coalescing rules at now (so an expired unreliable message at the head no
@@ -454,14 +664,16 @@ func (r *Receiver) remove(i int) {
 func (r *Receiver) Poll(now clock.Time) (Message, bool) {
 	r.process(now)
 	if r.ready.len() == 0 {
+		r.updateGrant()
 		return Message{}, false
 	}
 	m := *r.ready.at(0)
 	r.ready.pop()
 	r.readyBytes -= len(m.Data)
 	r.recharge()
+	r.updateGrant()
 	if r.ready.len() == 0 {
-		r.ready.reset(maxReady)
+		r.ready.reset(2 * maxReady)
 	}
 	return m, true
 }
@@ -507,6 +719,7 @@ func (r *Receiver) process(now clock.Time) {
 			default:
 				r.err = ErrMalformedReliable
 			}
+			r.release()
 			return
 		}
 	}
@@ -599,7 +812,7 @@ func (r *Receiver) extend() {
 		m.bytes += len(s.data)
 		m.newest = max(m.newest, s.arrived)
 		m.lastRel = s.rel
-		if !m.hdrOK {
+		if m.start && !m.hdrOK {
 			m.hdrHave += copy(m.hdrBuf[m.hdrHave:], s.data)
 			switch h, err := coalesce.ParseHeader(m.hdrBuf[:m.hdrHave], r.cfg.MaxMessage); err {
 			case nil:

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -101,6 +102,29 @@ func TestOutOfOrderArrival(t *testing.T) {
 	}
 }
 
+// TestEveryArrivalOrder delivers a 3-packet message in every order, for
+// many payloads: a head that does not start a message waits for its start
+// whatever its bytes look like (D10, D11).
+func TestEveryArrivalOrder(t *testing.T) {
+	orders := [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
+	for seed := range 50 {
+		for _, rel := range []bool{false, true} {
+			for _, o := range orders {
+				p := newPair(t, ReceiverConfig{MaxMessage: 100})
+				msg := payload(seed, 40) // 58 bytes: 3 packets at MTU 25
+				pk := p.send(msg, rel)
+				for _, i := range o {
+					p.handle(Accepted, pk[i])
+				}
+				if got := p.poll(); len(got) != 1 {
+					t.Fatalf("seed %d, reliable %v, order %v: %d messages delivered, drops %+v, err %v",
+						seed, rel, o, len(got), p.r.Drops(), p.r.Err())
+				}
+			}
+		}
+	}
+}
+
 // TestIgnoreNumberStartsAtMinusOne checks D8: G starts at -1, so the first
 // packet, seq 0, is accepted, and a packet at -1 or before is not.
 func TestIgnoreNumberStartsAtMinusOne(t *testing.T) {
@@ -140,7 +164,7 @@ func TestDuplicateReliableAckedAgain(t *testing.T) {
 	p.wantPoll("first time", msgOf(true, payload(1, 60)))
 	p.handle(Duplicate, a...) // at or before G
 	p.wantPoll("after duplicates")
-	if !Duplicate.Ack() || !Accepted.Ack() || Stale.Ack() || NoMemory.Ack() || OutOfWindow.Ack() || Rejected.Ack() {
+	if !Duplicate.Ack() || !Accepted.Ack() || Stale.Ack() || NoMemory.Ack() || OutOfWindow.Ack() || Rejected.Ack() || Corrupt.Ack() {
 		t.Error("Result.Ack does not follow D13")
 	}
 	u := p.send(payload(2, 60), false)
@@ -156,10 +180,12 @@ func TestDuplicateReliableAckedAgain(t *testing.T) {
 func TestReceiveWindow(t *testing.T) {
 	p := newPair(t, ReceiverConfig{Window: 100})
 	c := coalesce.AppendMessage(nil, nil, true)
-	if got := p.r.Handle(p.now, Header{Reliable: true, Start: true, Seq: 100, Rel: 1}, c); got != OutOfWindow {
+	// R 2: blocked (the reliable packet with R 1 is owed), so the window
+	// stays where it is.
+	if got := p.r.Handle(p.now, Header{Reliable: true, Start: true, Seq: 100, Rel: 2}, c); got != OutOfWindow {
 		t.Errorf("seq 100 with G=-1, W=100: %v, want OutOfWindow", got)
 	}
-	if got := p.r.Handle(p.now, Header{Reliable: true, Start: true, Seq: 99, Rel: 1}, c); got != Accepted {
+	if got := p.r.Handle(p.now, Header{Reliable: true, Start: true, Seq: 99, Rel: 2}, c); got != Accepted {
 		t.Errorf("seq 99 with G=-1, W=100: %v, want Accepted", got)
 	}
 	if got := p.r.Handle(p.now, Header{Start: true, Seq: 4000000, Rel: 1}, c); got != OutOfWindow {
@@ -168,6 +194,28 @@ func TestReceiveWindow(t *testing.T) {
 	if got := p.r.Handle(p.now, Header{Seq: MinSeq - 1}, c); got != OutOfWindow {
 		t.Errorf("invalid seq: %v, want OutOfWindow", got)
 	}
+}
+
+// TestWindowMovesPastLongLoss checks that a channel survives a loss longer
+// than the window (D9, D23): an unblocked packet beyond the window proves
+// that only unreliable packets were missed, so the window moves up to it.
+func TestWindowMovesPastLongLoss(t *testing.T) {
+	p := newPair(t, ReceiverConfig{Window: 50, MCI: time.Hour})
+	u := p.send(payload(1, 40), false) // 2 packets, R 0
+	p.handle(Accepted, u[0])           // incomplete: stays queued
+	for i := range 100 {
+		p.send(payload(i, 3), false) // lost
+	}
+	r := p.send(payload(2, 3), true) // seq 102, R 1: unblocked
+	p.handle(Accepted, r...)
+	p.wantPoll("after the loss", msgOf(true, payload(2, 3)))
+	if d := p.r.Drops(); d.Skipped != 1 {
+		t.Errorf("Drops = %+v, want the queued packet skipped", d)
+	}
+	late := p.send(payload(3, 3), false) // seq 103, R 1
+	p.handle(Accepted, late...)
+	p.wantPoll("after", msgOf(false, payload(3, 3)))
+	p.handle(Stale, u[1])
 }
 
 // TestBlockedUntilReliable checks D7: an unreliable packet sent after a
@@ -302,12 +350,26 @@ func TestMalformed(t *testing.T) {
 			p := newPair(t, ReceiverConfig{MaxMessage: 100})
 			c := append([]byte(nil), tc.chunk...)
 			c[0] ^= 1 // flip the message's reliability flag to match the packet
-			p.handle(Accepted, raw(true, true, 0, 1, c))
-			p.wantPoll("malformed")
-			if err := p.r.Err(); !errors.Is(err, ErrMalformedReliable) || !errors.Is(err, ErrProtocol) {
-				t.Errorf("Err = %v, want ErrMalformedReliable", err)
+			if tc.name == "header above MaxMessage" {
+				// Not a whole message in one packet: found malformed only
+				// once queued and acked, which breaks the protocol (D11).
+				p.handle(Accepted, raw(true, true, 0, 1, c))
+				p.wantPoll("malformed")
+				if err := p.r.Err(); !errors.Is(err, ErrMalformedReliable) || !errors.Is(err, ErrProtocol) {
+					t.Errorf("Err = %v, want ErrMalformedReliable", err)
+				}
+				p.handle(Rejected, raw(true, true, 1, 2, coalesce.AppendMessage(nil, nil, true)))
+				return
 			}
-			p.handle(Rejected, raw(true, true, 1, 2, coalesce.AppendMessage(nil, nil, true)))
+			// A whole message in one packet is verified before it is
+			// acked: refused, and the intact resend is delivered (N15).
+			p.handle(Corrupt, raw(true, true, 0, 1, c))
+			if p.r.Err() != nil || p.r.Drops().Malformed != 1 || p.r.Bytes() != 0 {
+				t.Errorf("after a corrupt packet: Err %v, drops %+v, bytes %d", p.r.Err(), p.r.Drops(), p.r.Bytes())
+			}
+			good := coalesce.AppendMessage(nil, []byte("hello"), true)
+			p.handle(Accepted, raw(true, true, 0, 1, good))
+			p.wantPoll("intact resend", msgOf(true, []byte("hello")))
 		})
 	}
 }
@@ -408,12 +470,30 @@ func TestMemoryEviction(t *testing.T) {
 	}
 	p.wantPoll("reliable", msgOf(true, payload(0, 40)))
 
-	// Memory full of reliable packets: a reliable packet that does not fit
-	// is refused.
-	q := newPair(t, ReceiverConfig{MaxBytes: 200})
-	a := q.send(payload(1, 100), true) // 5 packets: 4*57 + 50 > 200
-	q.handle(Accepted, a[1], a[2], a[3])
-	q.handle(NoMemory, a[4])
+}
+
+// TestRoomForMissingPackets checks that reliable packets are refused (not
+// acked, so resent later) while taking them would leave no room for a
+// reliable packet still missing before them: acked packets cannot be given
+// back, and without the room the channel would deadlock (D22, D23).
+func TestRoomForMissingPackets(t *testing.T) {
+	// A and B: 3 packets each, 25+25+8 chunk bytes, charged 57+57+40.
+	p := newPair(t, ReceiverConfig{MaxBytes: 250})
+	a := p.send(payload(1, 40), true)
+	b := p.send(payload(2, 40), true)
+	p.handle(Accepted, a[1], a[2], b[0]) // 154 bytes; a[0] (57) still fits
+	// b[1] alone would fit (211), but then a[0] would not (268).
+	p.handle(NoMemory, b[1])
+	if got := p.r.Bytes(); got != 154 {
+		t.Errorf("Bytes = %d, want 154", got)
+	}
+	p.handle(Accepted, a[0])
+	p.wantPoll("A", msgOf(true, payload(1, 40)))
+	p.handle(Accepted, b[1], b[2]) // resent
+	p.wantPoll("B", msgOf(true, payload(2, 40)))
+	if p.r.Bytes() != 0 {
+		t.Errorf("Bytes = %d after draining", p.r.Bytes())
+	}
 }
 
 // TestMessageLargerThanMemory checks that a message the receive memory can
@@ -453,20 +533,28 @@ func TestSharedBudget(t *testing.T) {
 	}
 }
 
-// TestSparseRingCharged checks that a packet far ahead, which makes the
-// receive queue's ring large, is charged for the ring (D22, D23).
+// TestSparseRingCharged checks that packets spread thin, which make the
+// receive queue's ring large, are charged for the ring (D22, D23), while a
+// single packet after a long run of lost ones is not.
 func TestSparseRingCharged(t *testing.T) {
-	r := NewReceiver(ReceiverConfig{MaxBytes: 2 << 20})
 	c := coalesce.AppendMessage(nil, make([]byte, 10), false)[:5] // incomplete
+	r := NewReceiver(ReceiverConfig{MaxBytes: 2 << 20})
 	if got := r.Handle(t0, Header{Start: true, Seq: 60000}, c); got != Accepted {
+		t.Fatal(got)
+	}
+	if got, want := r.Bytes(), len(c)+PacketOverhead; got != want {
+		t.Errorf("one packet after 60000 lost ones: Bytes = %d, want %d", got, want)
+	}
+	if got := r.Handle(t0, Header{Start: true, Seq: 0}, c); got != Accepted {
 		t.Fatal(got)
 	}
 	if got, min := r.Bytes(), PacketOverhead*65536/2; got < min {
 		t.Errorf("Bytes = %d, want at least %d for a 65536-place ring", got, min)
 	}
 	r2 := NewReceiver(ReceiverConfig{MaxBytes: 100000})
-	if got := r2.Handle(t0, Header{Start: true, Seq: 60000}, c); got != NoMemory {
-		t.Errorf("far packet with a small limit: %v, want NoMemory", got)
+	r2.Handle(t0, Header{Start: true, Seq: 60000}, c)
+	if got := r2.Handle(t0, Header{Start: true, Seq: 0}, c); got != NoMemory {
+		t.Errorf("sparse packet with a small limit: %v, want NoMemory", got)
 	}
 	// Once delivered or expired, the ring shrinks and the charge goes.
 	r.Poll(t0.Add(time.Second))
@@ -598,4 +686,173 @@ func TestReliableReplacesUnreliable(t *testing.T) {
 	p.handle(Stale, raw(false, true, 1, 0, incomplete))
 	p.handle(Accepted, raw(true, true, 1, 1, rel))
 	p.wantPoll("replaced", msgOf(true, []byte("r")))
+}
+
+// TestGroupRules checks where the current message group ends (D10): at a
+// start of message, at a packet of other reliability, at an unreliable
+// packet with another R, and at a reliable packet whose R does not advance
+// with its sequence number.
+func TestGroupRules(t *testing.T) {
+	rel := coalesce.AppendMessage(nil, payload(1, 20), true)    // 38 bytes
+	unrel := coalesce.AppendMessage(nil, payload(1, 20), false) // 38 bytes
+	tests := []struct {
+		name    string
+		pkts    []packet
+		want    []Message
+		err     error
+		dropped uint64
+	}{
+		{"reliable R advancing with seq joins", []packet{
+			raw(true, true, 0, 1, rel[:20]), raw(true, false, 1, 2, rel[20:]),
+		}, []Message{msgOf(true, payload(1, 20))}, nil, 0},
+		{"reliable R not advancing ends the group", []packet{
+			raw(true, true, 0, 1, rel[:20]), raw(true, false, 1, 3, rel[20:]),
+		}, nil, ErrMalformedReliable, 0},
+		{"reliable R standing still ends the group", []packet{
+			raw(true, true, 0, 1, rel[:20]), raw(true, false, 1, 1, rel[20:]),
+		}, nil, ErrMalformedReliable, 0},
+		{"unreliable same R joins", []packet{
+			raw(false, true, 0, 0, unrel[:20]), raw(false, false, 1, 0, unrel[20:]),
+		}, []Message{msgOf(false, payload(1, 20))}, nil, 0},
+		{"unreliable other R ends the group (and then cannot unblock)", []packet{
+			raw(false, true, 0, 0, unrel[:20]), raw(false, false, 1, 1, unrel[20:]),
+		}, nil, nil, 2},
+		{"other reliability ends the group (and then continues no message)", []packet{
+			raw(false, true, 0, 0, unrel[:20]), raw(true, false, 1, 1, unrel[20:]),
+		}, nil, ErrNoStart, 1},
+		{"a start ends the group", []packet{
+			raw(true, true, 0, 1, rel[:20]), raw(true, true, 1, 2, rel[20:]),
+		}, nil, ErrMalformedReliable, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, ReceiverConfig{})
+			for _, k := range tc.pkts {
+				p.r.Handle(p.now, k.h, k.chunk)
+			}
+			p.wantPoll(tc.name, tc.want...)
+			if !errors.Is(p.r.Err(), tc.err) || (tc.err == nil) != (p.r.Err() == nil) {
+				t.Errorf("Err = %v, want %v", p.r.Err(), tc.err)
+			}
+			if d := p.r.Drops(); d.Malformed != tc.dropped {
+				t.Errorf("Drops = %+v, want %d malformed", d, tc.dropped)
+			}
+		})
+	}
+}
+
+// TestResetReleasesMemory checks that a failed or reset receiver gives its
+// memory back to the shared budget.
+func TestResetReleasesMemory(t *testing.T) {
+	b := &Budget{Limit: 1 << 20}
+	p := newPair(t, ReceiverConfig{Budget: b})
+	a := p.send(payload(1, 100), true)
+	p.handle(Accepted, a[1:]...)
+	p.handle(Accepted, raw(true, false, 0, 1, []byte{1})) // breaks the protocol
+	if p.r.Err() == nil || b.Used != 0 || p.r.Bytes() != 0 {
+		t.Errorf("after a violation: Err %v, budget used %d", p.r.Err(), b.Used)
+	}
+	q := NewReceiver(ReceiverConfig{Budget: b})
+	q.Handle(t0, a[1].h, a[1].chunk)
+	if b.Used == 0 {
+		t.Fatal("nothing charged")
+	}
+	q.Reset()
+	if b.Used != 0 || q.Bytes() != 0 {
+		t.Errorf("after Reset: budget used %d", b.Used)
+	}
+	if got := q.Handle(t0, a[0].h, a[0].chunk); got != Rejected || errors.Is(q.Err(), ErrProtocol) {
+		t.Errorf("after Reset: Handle %v, Err %v", got, q.Err())
+	}
+}
+
+// TestRingFollowsOccupiedRange checks that the receive queue's ring covers
+// only the range from its first queued packet to its last: it grows for a
+// far packet and shrinks back (and its charge with it) once that packet
+// is gone.
+func TestRingFollowsOccupiedRange(t *testing.T) {
+	var q seqRing
+	q.ensure(3)
+	q.set(3, slot{data: []byte{1}, flags: FlagReliable})
+	q.ensure(5000)
+	q.set(5000, slot{data: []byte{2}})
+	if got := len(q.slots); got != 8192 {
+		t.Fatalf("capacity %d for places 3..5000, want 8192", got)
+	}
+	if q.first(0) != 3 || q.last(bmUnrel) != 5000 || q.last(bmRel) != 3 || q.count(bmPresent, 0, 6000) != 2 {
+		t.Fatalf("first %d, last unreliable %d, count %d", q.first(0), q.last(bmUnrel), q.count(bmPresent, 0, 6000))
+	}
+	q.take(5000)
+	if len(q.slots) != baseRing || q.span != 1 || !q.has(3) || q.at(3).data[0] != 1 {
+		t.Fatalf("after taking the far packet: capacity %d, span %d", len(q.slots), q.span)
+	}
+	q.ensure(1)
+	q.set(1, slot{data: []byte{3}, flags: FlagStart})
+	if q.off != 1 || q.span != 3 || q.next(bmStart, 0, true) != 1 {
+		t.Fatalf("extending backwards: off %d span %d", q.off, q.span)
+	}
+	q.take(1)
+	if q.off != 3 || q.span != 1 {
+		t.Fatalf("after taking the first packet: off %d span %d", q.off, q.span)
+	}
+}
+
+// TestSharedBudgetNoDeadlock checks that channels sharing a budget that
+// holds fewer messages than they are receiving at once all complete (D22,
+// D23): a message whose header is known gets its memory promised (a
+// grant) while it fits, and the others wait, their packets refused and
+// resent, instead of each taking part of the budget and none completing.
+func TestSharedBudgetNoDeadlock(t *testing.T) {
+	const n, size = 8, 2000 // 2021 bytes encoded: 81 packets, 4613 charged
+	b := &Budget{Limit: 3 * 4700}
+	var rs [n]*Receiver
+	var pkts [n][]packet
+	for c := range n {
+		rs[c] = NewReceiver(ReceiverConfig{Budget: b, MaxMessage: size, MaxBytes: 5000})
+		s := NewSender(int16(c))
+		s.Queue(payload(c, size), true)
+		pkts[c] = sendNew(t, s, t0, 25)
+	}
+	delivered := 0
+	now := t0
+	for round := 0; delivered < n; round++ {
+		if round > 1000 {
+			t.Fatalf("only %d of %d messages delivered: deadlock (budget %d/%d)", delivered, n, b.Used, b.Limit)
+		}
+		// Every channel sends its next unacked packets, round robin; what
+		// is refused is resent in the next round.
+		for i := range 81 {
+			for c := range n {
+				if i >= len(pkts[c]) {
+					continue
+				}
+				p := pkts[c][i]
+				if p.chunk == nil {
+					continue
+				}
+				if res := rs[c].Handle(now, p.h, p.chunk); res.Ack() {
+					pkts[c][i].chunk = nil
+				}
+				if b.Used > b.Limit {
+					t.Fatalf("budget %d above its limit %d", b.Used, b.Limit)
+				}
+			}
+		}
+		for c := range n {
+			for {
+				m, ok := rs[c].Poll(now)
+				if !ok {
+					break
+				}
+				if !slices.Equal(m.Data, payload(c, size)) {
+					t.Fatalf("channel %d delivered a wrong message", c)
+				}
+				delivered++
+			}
+		}
+		now = now.Add(ms)
+	}
+	if b.Used != 0 || b.committed != 0 {
+		t.Errorf("after all deliveries: budget used %d, committed %d", b.Used, b.committed)
+	}
 }

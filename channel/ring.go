@@ -17,171 +17,276 @@ type slot struct {
 func (s *slot) reliable() bool { return s.flags&FlagReliable != 0 }
 func (s *slot) start() bool    { return s.flags&FlagStart != 0 }
 
-// seqRing is the receive queue: a sequence buffer indexed by the distance of
-// a packet's sequence number from the ignore number, so inserting, finding
-// and consuming packets costs no search and no shifting. Logical index i
-// holds sequence number G+1+i. Its capacity is a power of two, at least
-// baseRing, and grows on demand up to the receive window. Two bitmaps, one
-// of occupied slots and one of occupied unreliable slots, find the queue
-// head and the newest unreliable packet without visiting empty slots one
-// by one.
+// seqRing is the receive queue: a sequence buffer indexed by the distance
+// of a packet's sequence number from the ignore number, so inserting,
+// finding and consuming packets costs no search and no shifting. Logical
+// index i holds sequence number G+1+i. The ring covers exactly the logical
+// range from its first occupied place to its last, so places outside it
+// (packets lost before the queue head, or evicted at either end) cost
+// nothing. Its capacity is a power of two, at least baseRing; it grows on
+// demand (up to the receive window) and shrinks when the range it covers
+// falls to a quarter of it. Bitmaps of occupied places, of places holding
+// reliable or unreliable packets and of places holding starts of messages
+// find the queue head, the next message, the newest unreliable packet and
+// counts without visiting places one by one.
 type seqRing struct {
-	slots   []slot
-	present []uint64 // bit per slot: occupied
-	unrel   []uint64 // bit per slot: occupied by an unreliable packet
-	head    int      // physical index of logical 0
-	span    int      // logical slots at and beyond span are empty
+	slots []slot
+	bm    [numBitmaps][]uint64
+	head  int // physical index of ring position 0
+	off   int // logical index of ring position 0, the first occupied place
+	span  int // ring positions [0, span) cover every occupied place; the last is occupied
 
-	base        []slot // the baseRing-sized arrays, kept for reuse
-	basePresent []uint64
-	baseUnrel   []uint64
+	base   []slot // the baseRing-sized arrays, kept for reuse
+	baseBM [numBitmaps][]uint64
 }
 
+// The bitmaps of a seqRing.
+const (
+	bmPresent = iota // occupied
+	bmRel            // occupied by a reliable packet
+	bmUnrel          // occupied by an unreliable packet
+	bmStart          // occupied by a start of message
+	numBitmaps
+)
+
 // baseRing is the capacity a ring starts with and returns to when it
-// empties; beyond it, the ring's slots are charged against the receive
+// empties; beyond it, the ring's places are charged against the receive
 // memory limits.
 const baseRing = 64
 
-func (r *seqRing) cap() int { return len(r.slots) }
+// ringCapFor returns the capacity of a ring covering n places.
+func ringCapFor(n int) int {
+	if n <= baseRing {
+		return baseRing
+	}
+	return 1 << bits.Len(uint(n-1))
+}
 
-func (r *seqRing) phys(i int) int { return (r.head + i) & (len(r.slots) - 1) }
+// extent returns the number of places a ring covering [lo, hi] and the
+// occupied places needs; lo > hi adds nothing.
+func (r *seqRing) extent(lo, hi int) int {
+	if r.span > 0 {
+		if lo > hi {
+			lo, hi = r.off, r.off+r.span-1
+		} else {
+			lo, hi = min(lo, r.off), max(hi, r.off+r.span-1)
+		}
+	}
+	return max(hi-lo+1, 0)
+}
 
-// at returns the slot at logical index i, which must be below cap.
+// phys returns the physical index of logical index i, which must lie
+// within the ring's capacity.
+func (r *seqRing) phys(i int) int { return (r.head + i - r.off) & (len(r.slots) - 1) }
+
+// at returns the slot at logical index i, which must be occupied.
 func (r *seqRing) at(i int) *slot { return &r.slots[r.phys(i)] }
 
 // has reports whether logical index i is occupied.
 func (r *seqRing) has(i int) bool {
-	if i >= r.span {
+	if p := i - r.off; p < 0 || p >= r.span {
 		return false
 	}
 	p := r.phys(i)
-	return r.present[p>>6]&(1<<(p&63)) != 0
+	return r.bm[bmPresent][p>>6]&(1<<(p&63)) != 0
 }
 
-// ensure makes room for logical index i, growing the ring to a power of two
-// above i.
+// ensure makes room for logical index i.
 func (r *seqRing) ensure(i int) {
 	if r.slots == nil {
 		r.base = make([]slot, baseRing)
-		r.basePresent = make([]uint64, baseRing/64)
-		r.baseUnrel = make([]uint64, baseRing/64)
-		r.slots, r.present, r.unrel = r.base, r.basePresent, r.baseUnrel
+		for k := range r.baseBM {
+			r.baseBM[k] = make([]uint64, baseRing/64)
+		}
+		r.slots, r.bm = r.base, r.baseBM
 	}
-	if i < len(r.slots) {
+	if r.span == 0 {
+		r.off = i
 		return
 	}
-	n := ringCapFor(i)
-	slots := make([]slot, n)
-	present := make([]uint64, n/64)
-	unrel := make([]uint64, n/64)
-	for j := range r.span {
-		p := r.phys(j)
-		slots[j] = r.slots[p]
-		if r.present[p>>6]&(1<<(p&63)) != 0 {
-			present[j>>6] |= 1 << (j & 63)
+	lo, hi := min(r.off, i), max(r.off+r.span, i+1)
+	if hi-lo <= len(r.slots) {
+		if i < r.off {
+			// Extend backwards: ring position 0 moves to i.
+			r.head = (r.head - (r.off - i)) & (len(r.slots) - 1)
+			r.span += r.off - i
+			r.off = i
 		}
-		if r.unrel[p>>6]&(1<<(p&63)) != 0 {
-			unrel[j>>6] |= 1 << (j & 63)
+		return
+	}
+	r.relayout(lo, ringCapFor(hi-lo))
+}
+
+// relayout moves the ring into new arrays of capacity n whose position 0
+// is logical index lo, at or before the first occupied place.
+func (r *seqRing) relayout(lo, n int) {
+	var slots []slot
+	var bm [numBitmaps][]uint64
+	if n == baseRing {
+		slots, bm = r.base, r.baseBM
+	} else {
+		slots = make([]slot, n)
+		for k := range bm {
+			bm[k] = make([]uint64, n/64)
+		}
+	}
+	shift := r.off - lo
+	for j := range r.span {
+		p := (r.head + j) & (len(r.slots) - 1)
+		q := j + shift
+		slots[q] = r.slots[p]
+		for k := range bm {
+			if r.bm[k][p>>6]&(1<<(p&63)) != 0 {
+				bm[k][q>>6] |= 1 << (q & 63)
+			}
 		}
 	}
 	if len(r.slots) == baseRing {
 		clear(r.base)
-		clear(r.basePresent)
-		clear(r.baseUnrel)
+		for k := range r.baseBM {
+			clear(r.baseBM[k])
+		}
 	}
-	r.slots, r.present, r.unrel, r.head = slots, present, unrel, 0
-}
-
-// ringCapFor returns the ring capacity that holds logical index i.
-func ringCapFor(i int) int {
-	if i < baseRing {
-		return baseRing
-	}
-	return 1 << bits.Len(uint(i))
+	r.slots, r.bm = slots, bm
+	r.head, r.off, r.span = 0, lo, r.span+shift
 }
 
 // set fills logical index i, which ensure has made room for.
 func (r *seqRing) set(i int, s slot) {
 	p := r.phys(i)
 	r.slots[p] = s
-	r.present[p>>6] |= 1 << (p & 63)
-	if !s.reliable() {
-		r.unrel[p>>6] |= 1 << (p & 63)
+	w, b := p>>6, uint64(1)<<(p&63)
+	r.bm[bmPresent][w] |= b
+	if s.reliable() {
+		r.bm[bmRel][w] |= b
+	} else {
+		r.bm[bmUnrel][w] |= b
 	}
-	r.span = max(r.span, i+1)
+	if s.start() {
+		r.bm[bmStart][w] |= b
+	}
+	r.span = max(r.span, i-r.off+1)
 }
 
-// take empties logical index i and returns what it held.
+// take empties logical index i and returns what it held. The ring then
+// covers only the occupied places left, and shrinks if it covers a quarter
+// of its capacity or less.
 func (r *seqRing) take(i int) slot {
 	p := r.phys(i)
 	s := r.slots[p]
 	r.slots[p] = slot{}
-	r.present[p>>6] &^= 1 << (p & 63)
-	r.unrel[p>>6] &^= 1 << (p & 63)
+	for k := range r.bm {
+		r.bm[k][p>>6] &^= 1 << (p & 63)
+	}
+	switch i - r.off {
+	case 0:
+		r.advance(0)
+	case r.span - 1:
+		if l := r.last(bmPresent); l >= 0 {
+			r.span = l - r.off + 1
+		} else {
+			r.span = 0
+		}
+	}
+	if len(r.slots) > baseRing && r.span > 0 && ringCapFor(r.span) <= len(r.slots)/4 {
+		r.relayout(r.off, ringCapFor(r.span))
+	}
 	return s
 }
 
-// advance moves logical 0 forward by k places (the ignore number moved by
-// k); the slots passed must be empty.
+// advance renumbers the logical indices after the ignore number moved k
+// places forward; the places it passed must be empty. The ring then starts
+// at its first occupied place.
 func (r *seqRing) advance(k int) {
-	if r.slots == nil {
+	r.off -= k
+	if r.span == 0 {
 		return
 	}
-	r.head = r.phys(k)
-	r.span = max(r.span-k, 0)
+	f := r.first(max(r.off, 0))
+	if f < 0 {
+		r.span = 0
+		return
+	}
+	d := f - r.off
+	r.head = (r.head + d) & (len(r.slots) - 1)
+	r.span -= d
+	r.off = f
 }
 
 // shrink returns an empty ring to its base arrays.
 func (r *seqRing) shrink() {
-	r.span = 0
-	r.head = 0
+	r.span, r.head, r.off = 0, 0, 0
 	if len(r.slots) > baseRing {
-		r.slots, r.present, r.unrel = r.base, r.basePresent, r.baseUnrel
+		r.slots, r.bm = r.base, r.baseBM
 	}
 }
 
 // first returns the lowest occupied logical index at or after from, or -1.
-func (r *seqRing) first(from int) int {
-	if from >= r.span {
+func (r *seqRing) first(from int) int { return r.next(bmPresent, from, true) }
+
+// next returns the lowest logical index at or after from whose bit in
+// bitmap k is set (or clear, if set is false), or -1.
+func (r *seqRing) next(k, from int, set bool) int {
+	from = max(from, r.off)
+	if from >= r.off+r.span {
 		return -1
 	}
 	a := r.phys(from)
-	n := r.span - from
+	n := r.off + r.span - from
 	end := min(a+n, len(r.slots))
-	if p := firstSet(r.present, a, end); p >= 0 {
+	if p := firstBit(r.bm[k], a, end, set); p >= 0 {
 		return from + p - a
 	}
 	if a+n > len(r.slots) {
-		if p := firstSet(r.present, 0, a+n-len(r.slots)); p >= 0 {
+		if p := firstBit(r.bm[k], 0, a+n-len(r.slots), set); p >= 0 {
 			return from + len(r.slots) - a + p
 		}
 	}
 	return -1
 }
 
-// lastUnreliable returns the highest logical index holding an unreliable
-// packet, or -1.
-func (r *seqRing) lastUnreliable() int {
+// last returns the highest logical index whose bit in bitmap k is set, or
+// -1.
+func (r *seqRing) last(k int) int {
 	if r.span == 0 {
 		return -1
 	}
-	a := r.head
-	n := r.span
+	a, n := r.head, r.span
 	if a+n > len(r.slots) {
-		if p := lastSet(r.unrel, 0, a+n-len(r.slots)); p >= 0 {
-			return len(r.slots) - a + p
+		if p := lastSet(r.bm[k], 0, a+n-len(r.slots)); p >= 0 {
+			return r.off + len(r.slots) - a + p
 		}
 	}
-	if p := lastSet(r.unrel, a, min(a+n, len(r.slots))); p >= 0 {
-		return p - a
+	if p := lastSet(r.bm[k], a, min(a+n, len(r.slots))); p >= 0 {
+		return r.off + p - a
 	}
 	return -1
 }
 
-// firstSet returns the lowest set bit of bm in [a, b), or -1.
-func firstSet(bm []uint64, a, b int) int {
+// count returns the number of logical indices in [from, to) whose bit in
+// bitmap k is set.
+func (r *seqRing) count(k, from, to int) int {
+	from, to = max(from, r.off), min(to, r.off+r.span)
+	if from >= to {
+		return 0
+	}
+	a := r.phys(from)
+	n := to - from
+	c := countBits(r.bm[k], a, min(a+n, len(r.slots)))
+	if a+n > len(r.slots) {
+		c += countBits(r.bm[k], 0, a+n-len(r.slots))
+	}
+	return c
+}
+
+// firstBit returns the lowest bit of bm in [a, b) that is set (or clear,
+// if set is false), or -1.
+func firstBit(bm []uint64, a, b int, set bool) int {
 	for w := a >> 6; w<<6 < b; w++ {
 		x := bm[w]
+		if !set {
+			x = ^x
+		}
 		if w == a>>6 {
 			x &= ^uint64(0) << (a & 63)
 		}
@@ -194,6 +299,22 @@ func firstSet(bm []uint64, a, b int) int {
 		}
 	}
 	return -1
+}
+
+// countBits returns the number of set bits of bm in [a, b).
+func countBits(bm []uint64, a, b int) int {
+	c := 0
+	for w := a >> 6; w<<6 < b; w++ {
+		x := bm[w]
+		if w == a>>6 {
+			x &= ^uint64(0) << (a & 63)
+		}
+		if w == (b-1)>>6 && b&63 != 0 {
+			x &= 1<<(b&63) - 1
+		}
+		c += bits.OnesCount64(x)
+	}
+	return c
 }
 
 // lastSet returns the highest set bit of bm in [a, b), or -1.

@@ -26,9 +26,10 @@ type Sender struct {
 
 	recs     []record // in-flight reliable packets; dead ones are free
 	freeRecs []int32
-	sendNo   int64           // packets sent for the first time so far
-	bySeq    fifo[seqEntry]  // in-flight records in the order they were sent
-	deadSeq  int             // dead entries in bySeq
+	sendNo   int64          // packets sent for the first time so far
+	sentSum  int64          // chunk bytes sent for the first time so far
+	bySeq    fifo[seqEntry] // in-flight records in the order they were sent
+	deadSeq  int            // dead entries in bySeq
 	buckets  [numBuckets]fifo[bucketEntry]
 	live     [numBuckets]int // live entries per bucket
 	nonEmpty uint64          // bit b set while buckets[b] has entries
@@ -55,6 +56,7 @@ type record struct {
 	chunk   []byte   // aliases msg.buf
 	msg     *message // owner of chunk
 	no      int64    // the packet's index among first sends
+	sum     int64    // sentSum before the packet
 	first   clock.Time
 	last    clock.Time // the latest (re)send
 	seq     Seq
@@ -204,6 +206,7 @@ func (s *Sender) AppendNew(b []byte, now clock.Time, messageMTU int) ([]byte, Se
 	}
 	s.seq = s.seq.Next()
 	s.sendNo++
+	s.sentSum += int64(n)
 	m.off += n
 	s.queued -= n
 	if m.off == len(m.buf) {
@@ -236,7 +239,7 @@ func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 	}
 	r := &s.recs[idx]
 	*r = record{
-		chunk: chunk, msg: m, no: s.sendNo, first: now, last: now,
+		chunk: chunk, msg: m, no: s.sendNo, sum: s.sentSum, first: now, last: now,
 		seq: h.Seq, rel: h.Rel, ticket: r.ticket + 1, start: h.Start, live: true,
 	}
 	m.refs++
@@ -431,6 +434,23 @@ func (s *Sender) idle() {
 // InFlight returns the number of reliable packets in flight and the sum of
 // their chunk lengths.
 func (s *Sender) InFlight() (packets, bytes int) { return s.inFlight, s.inFlightBytes }
+
+// Outstanding returns the packets, and the sum of their chunk lengths, sent
+// since the oldest unacked reliable packet, that packet included: what the
+// peer's receiver may have to hold at once, since it cannot deliver past a
+// missing reliable packet. A caller can bound it to keep a sender from
+// running far ahead of a receiver's memory; a Receiver of this package
+// refuses (and so gets resent) what it could not hold beside the packets it
+// still waits for, so exceeding it costs resends, not a deadlock (D22). It
+// is 0, 0 when nothing is in flight.
+func (s *Sender) Outstanding() (packets, bytes int) {
+	f := s.oldest()
+	if f < 0 {
+		return 0, 0
+	}
+	r := &s.recs[f]
+	return int(s.sendNo - r.no), int(s.sentSum - r.sum)
+}
 
 // OldestUnacked returns when the oldest unacked reliable packet was first
 // sent, or 0 if none is in flight; a packet unacked for the connection

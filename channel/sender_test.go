@@ -229,9 +229,9 @@ func TestResendOrderAndRTTChange(t *testing.T) {
 // acks of unknown, unreliable or already acked packets are ignored.
 func TestHandleAck(t *testing.T) {
 	s := NewSender(0)
-	s.Queue(payload(1, 40), true)  // 58 bytes: packets 0,1,2 at MTU 25 (25,25,8)
-	s.Queue(payload(2, 3), false)  // packet 3
-	s.Queue(payload(3, 10), true)  // 22 bytes: packet 4
+	s.Queue(payload(1, 40), true) // 58 bytes: packets 0,1,2 at MTU 25 (25,25,8)
+	s.Queue(payload(2, 3), false) // packet 3
+	s.Queue(payload(3, 10), true) // 22 bytes: packet 4
 	sendNew(t, s, t0, 25)
 	if p, b := s.InFlight(); p != 4 || b != 25+25+8+22 {
 		t.Fatalf("InFlight() = %d, %d; want 4, 80", p, b)

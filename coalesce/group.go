@@ -99,23 +99,39 @@ func Decide(g Group, now clock.Time, mci time.Duration) Action {
 	case g.Blocked && !g.Unblockable:
 		// Rule 1: reliable packets are still on their way.
 		return Wait
-	case g.Blocked, g.Malformed, !g.Start && (g.Reliable || !g.Gap):
-		// Never a valid message: an unblockable head, a malformed group, or
-		// a head that does not start a message and whose start can no
-		// longer arrive (it would be at or before the ignore number; a
-		// reliable start would have been consumed already, so a reliable
-		// head never waits for one).
-		if g.Reliable {
-			return Fail
+	case g.Blocked:
+		// Unblockable: never a valid message.
+		return failOrDiscard(g)
+	case !g.Start:
+		// A head that does not start a message. A reliable one can never
+		// be completed (its start would have been consumed already); an
+		// unreliable one can only if its start may still arrive, in the gap
+		// before it, and then waits for it no longer than the MCI. Its
+		// other facts (Complete, Malformed) mean nothing.
+		if g.Reliable || !g.Gap {
+			return failOrDiscard(g)
 		}
-		return Discard
-	case g.Complete && g.Start:
+		if now.Sub(g.Newest) >= mci {
+			return Expire
+		}
+		return Wait
+	case g.Malformed:
+		return failOrDiscard(g)
+	case g.Complete:
 		// Rule 2.
 		return Deliver
 	case !g.Reliable && now.Sub(g.Newest) >= mci:
-		// Rule 3: includes an unreliable head that does not start a
-		// message but may still be preceded by its start.
+		// Rule 3.
 		return Expire
 	}
 	return Wait
+}
+
+// failOrDiscard is the outcome for a group that can never be a valid
+// message.
+func failOrDiscard(g Group) Action {
+	if g.Reliable {
+		return Fail
+	}
+	return Discard
 }

@@ -40,6 +40,7 @@ func TestDecide(t *testing.T) {
 		{"unreliable head without start after a gap waits, even if complete", Group{Gap: true, Complete: true, Newest: t0}, t0, Wait},
 		{"unreliable head without start after a gap expires", Group{Gap: true, Newest: t0}, t0.Add(mci), Expire},
 		{"reliable head without start fails even after a gap", Group{Gap: true, Reliable: true}, t0, Fail},
+		{"unreliable head without start after a gap: Malformed means nothing", Group{Gap: true, Malformed: true, Newest: t0}, t0, Wait},
 		{"D11.2 complete after a gap delivers", Group{Gap: true, Start: true, Complete: true}, t0, Deliver},
 		// D23: nothing stalls forever.
 		{"unblockable unreliable head is discarded", Group{Blocked: true, Unblockable: true, Start: true}, t0, Discard},
