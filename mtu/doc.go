@@ -65,14 +65,14 @@
 //     on a path losing p of its packets has a standard deviation of
 //     10·sqrt(p(1-p)) points: 4 points at 20 % loss, so the difference of two
 //     rounds has one of 5.7, and the 5-point rule fails a good size in about
-//     one round of four (the last passing count is, besides, the luckiest of
-//     the rounds before it). So a size that fails with some count is not
-//     believed at once: the estimator measures the last passing size again
-//     (its new count replaces the 5-point reference, and the 10-point rule
-//     still holds against the first round), then the doubted size, up to 4
-//     times before the size fails. A size with no count at all, which is
-//     what a size above the path's MTU gets, fails at once. Table 2 below
-//     measures the number 4.
+//     one round of five, more often still because the last passing count is
+//     the luckiest of the rounds before it. So a size that fails with some
+//     count is not believed at once: the estimator measures the last passing
+//     size again (its new count replaces the 5-point reference, and the
+//     10-point rule still holds against the first round), then the doubted
+//     size, up to 4 times before the size fails. A size with no count at
+//     all, which is what a size above the path's MTU gets, fails at once.
+//     Table 2 below measures the number 4.
 //   - The probes start as soon as the reset ack arrives; the 3 round-trip
 //     times are only the wait before another reset. The final wait ends
 //     early once the count reaches 100, since nothing can raise it further,
@@ -118,9 +118,9 @@
 //
 // The specification says final_timeout "should be on the order of 1 second".
 // The default is 250 ms, and never less than two round-trip times: with a
-// one-second final wait, the 14 rounds it takes to find 1498 bytes from 32
-// take 6.7 s on a clean 1500-byte path at 50 ms RTT, where the project's
-// target is full-size packets within 5 s (table 1). 250 ms is the longest
+// one-second final wait, the 13 rounds it takes to get from 32 bytes to
+// within 1 % of 1498 take 6.7 s on a clean 1500-byte path at 50 ms RTT,
+// where the project's target is full-size packets within 5 s (table 1). 250 ms is the longest
 // final wait that keeps that target at 2 ms between probes, and it is five
 // round-trip times on such a path. (The specification's other "should"s of
 // the section, delegating to a transport that can tell its MTU and leaving
@@ -138,8 +138,10 @@
 // Table 1: probe interval and final timeout on a 1500-byte path (largest
 // payload 1498), 50 ms RTT, loss on each link. Each cell is the median
 // time from Start until the MTU is within 1 % (1483 bytes or more), then
-// how many estimations ended within 1 % and never above 1498. With jitter
-// the estimator is told the mean RTT; the bottlenecks hold 50 ms of queue.
+// how many estimations ended within 1 % and never above 1498. The jitter
+// column delays each packet by a further 0-100 ms (uniform), which reorders
+// them, and tells the estimator the mean RTT, 150 ms; the bottlenecks hold
+// 50 ms of queue.
 //
 //	interval final | loss 0%     | loss 5%      | loss 20%     | 5%, jitter 100ms | 5 Mbit/s    | 2 Mbit/s
 //	1ms      100ms | 2.74s 100%  |  3.54s 100%  |  5.73s 100%  |  8.03s 100%      | never    0% | never    0%

@@ -93,7 +93,7 @@ type EstimatorStats struct {
 	ProbesSent  uint64 // probes sent
 	ProbeBytes  uint64 // payload bytes of those probes
 	Ignored     uint64 // payloads that were neither a reset ack nor a count, or came when none was expected
-	BadCounts   uint64 // counts above the probes sent so far in the round (stale, duplicated or forged)
+	BadCounts   uint64 // counts of 0 or above the probes sent so far in the round (stale, duplicated or forged)
 
 	Searching bool // an estimation is under way
 	Size      int  // the size being probed, or last probed
