@@ -11,7 +11,11 @@ import (
 // transmitted, received, delivered and (if reliable) acknowledged. Compare
 // with BenchmarkMD5Only, the checksum work the protocol itself requires for
 // the same messages (run both with -bench . -benchmem; see README).
-func benchPair(b *testing.B, size int, reliable bool) {
+func benchPair(b *testing.B, size int, reliable bool) { benchPairBurst(b, size, reliable, 1) }
+
+// benchPairBurst sends burst messages between flushes, as an application
+// that sends several messages per tick does; acks then batch (D13).
+func benchPairBurst(b *testing.B, size int, reliable bool, burst int) {
 	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}, MaxMessageSize: 1 << 20}
 	p := newPair(b, cfg, cfg)
 	p.keep = false
@@ -32,8 +36,11 @@ func benchPair(b *testing.B, size int, reliable bool) {
 		if err := p.cli.Send(p.now, p.ch, 1, msg, reliable); err != nil {
 			b.Fatal(err)
 		}
-		p.flush()
+		if i%burst == burst-1 {
+			p.flush()
+		}
 	}
+	p.flush()
 	b.StopTimer()
 	if got := p.srvMsgs - start; got != b.N {
 		b.Fatalf("delivered %d of %d messages", got, b.N)
@@ -43,6 +50,9 @@ func benchPair(b *testing.B, size int, reliable bool) {
 func BenchmarkEngine64Unreliable(b *testing.B) { benchPair(b, 64, false) }
 func BenchmarkEngine64Reliable(b *testing.B)   { benchPair(b, 64, true) }
 func BenchmarkEngine64KReliable(b *testing.B)  { benchPair(b, 64<<10, true) }
+
+func BenchmarkEngine64UnreliableBurst32(b *testing.B) { benchPairBurst(b, 64, false, 32) }
+func BenchmarkEngine64ReliableBurst32(b *testing.B)   { benchPairBurst(b, 64, true, 32) }
 
 // benchMD5 is the floor the engine is measured against: encode the message
 // (flags, length, payload, MD5) and decode and verify it, nothing else.

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"time"
+
+	"github.com/fastnet-engine/fastnet/mtu"
 )
 
 // Role says whether an endpoint is a client or a server. The specification
@@ -74,11 +76,13 @@ type Config struct {
 	// as the "abort" reason. Nil accepts everything.
 	Accept func(addr netip.AddrPort) error
 
-	// MaxPacketSize is the largest packet, channel id included, the
-	// transport carries (the specification's "maximum packet size"). For
-	// Datagram the default is 65507 (D21); for Stream it is
-	// MaxMessageSize plus the message and packet overhead (D20). At least
-	// 4096.
+	// MaxPacketSize is the largest packet, channel id included, this
+	// endpoint sends (the specification's "maximum packet size", advertised
+	// as Config().MaxPacketSize) and so the ceiling of MTU estimation. For
+	// Datagram the default is 9216, enough for jumbo frames, and at most
+	// 65507 (D21); endpoints accept datagrams of any size up to 65507
+	// whatever it is. For Stream it is MaxMessageSize plus the message and
+	// packet overhead (D20). At least 4096.
 	MaxPacketSize int
 	// InitialPayloadMTU is the payload MTU (bytes after the channel id) a
 	// Datagram connection starts with, before MTU estimation. Default 32,
@@ -89,10 +93,12 @@ type Config struct {
 	MaxMessageSize int
 
 	// ReceiveWindow is W of D9: packets more than W after a channel's ignore
-	// number are dropped unacked. Default 65536; below 8,398,608/2.
+	// number are dropped unacked. Default 65536, or more if a message of
+	// MaxMessageSize cut at payload MTU 32 needs more; below 8,398,608/2.
 	ReceiveWindow int
 	// ChannelReceiveMemory bounds the bytes one channel holds for
-	// reassembly. Default 3*MaxMessageSize + 64 KiB.
+	// reassembly. Default 3*MaxMessageSize + 64 KiB, or more if a message
+	// of MaxMessageSize cut at payload MTU 32 needs more.
 	ChannelReceiveMemory int
 	// ConnReceiveMemory bounds the bytes all channels of one connection hold
 	// for reassembly. Default 4*ChannelReceiveMemory.
@@ -146,18 +152,23 @@ type MTUConfig struct {
 	// Disabled turns estimation off: the payload MTU stays at
 	// InitialPayloadMTU. The responder still answers the peer's probes.
 	Disabled bool
-	// ProbeInterval is the wait between probes of one round.
+	// ProbeInterval is the wait between probes of one round (default
+	// 2 ms).
 	ProbeInterval time.Duration
-	// FinalTimeout is the wait after a round's last probe.
+	// FinalTimeout is the wait after a round's last probe (default
+	// 250 ms).
 	FinalTimeout time.Duration
 	// Period is the time between the end of one estimation and the start of
-	// the next.
+	// the next (default 10 min). A connection whose large reliable packets
+	// stop being acknowledged re-estimates at once (see docs/protocol.md,
+	// N16).
 	Period time.Duration
 }
 
 // Defaults of the fields of Config.
 const (
-	DefaultMaxDatagram       = 65507
+	DefaultMaxDatagram       = 65507 // the largest UDP payload (D21)
+	DefaultMaxPacketSize     = 9216  // the Datagram default of MaxPacketSize
 	DefaultPayloadMTU        = 32
 	DefaultMaxMessageSize    = 1 << 20
 	DefaultReceiveWindow     = 65536
@@ -172,9 +183,11 @@ const (
 	DefaultMinResendRTT      = 10 * time.Millisecond
 	DefaultMaxResendInterval = 5 * time.Second
 	DefaultLinger            = 2 * time.Second
-	DefaultMTUProbeInterval  = 2 * time.Millisecond
-	DefaultMTUFinalTimeout   = 250 * time.Millisecond
-	DefaultMTUPeriod         = 60 * time.Second
+	// The MTU estimation defaults are the mtu package's, chosen by
+	// measurement (see its documentation).
+	DefaultMTUProbeInterval = mtu.DefaultProbeInterval
+	DefaultMTUFinalTimeout  = mtu.DefaultFinalTimeout
+	DefaultMTUPeriod        = mtu.DefaultPeriod
 
 	// seqSpace is M of D5.
 	seqSpace = 8398608
@@ -197,17 +210,21 @@ func (c Config) withDefaults() Config {
 		if c.Transport == Stream {
 			c.MaxPacketSize = c.MaxMessageSize + maxMessageOverhead + 2
 		} else {
-			c.MaxPacketSize = DefaultMaxDatagram
+			c.MaxPacketSize = DefaultMaxPacketSize
 		}
 	}
 	if c.InitialPayloadMTU == 0 {
 		c.InitialPayloadMTU = DefaultPayloadMTU
 	}
+	// A message of MaxMessageSize cut at the peer's smallest payload MTU
+	// (32) must fit the receive window and memory (D9, D22).
+	packets := (c.MaxMessageSize + maxMessageOverhead + DefaultPayloadMTU - 8) / (DefaultPayloadMTU - 7)
 	if c.ReceiveWindow == 0 {
-		c.ReceiveWindow = DefaultReceiveWindow
+		c.ReceiveWindow = min(max(DefaultReceiveWindow, packets+packets/8), seqSpace/2-1)
 	}
 	if c.ChannelReceiveMemory == 0 {
 		c.ChannelReceiveMemory = 3*c.MaxMessageSize + 64<<10
+		c.ChannelReceiveMemory = max(c.ChannelReceiveMemory, c.MaxMessageSize+maxMessageOverhead+packets*PacketMemoryOverhead+64<<10)
 	}
 	if c.ConnReceiveMemory == 0 {
 		c.ConnReceiveMemory = 4 * c.ChannelReceiveMemory
@@ -309,6 +326,11 @@ func (c Config) resolve() (Config, error) {
 	case c.MTU.ProbeInterval <= 0 || c.MTU.FinalTimeout <= 0 || c.MTU.Period <= 0:
 		return bad("MTU intervals must be positive")
 	}
+	if c.Transport == Datagram {
+		if err := c.mtuConfig().Validate(); err != nil {
+			return bad("MTU: %v", err)
+		}
+	}
 	if c.Transport == Stream {
 		if need := c.MaxMessageSize + maxMessageOverhead + 2; c.MaxPacketSize < need {
 			return bad("MaxPacketSize %d cannot carry a message of MaxMessageSize %d as one packet (D20)", c.MaxPacketSize, c.MaxMessageSize)
@@ -317,15 +339,16 @@ func (c Config) resolve() (Config, error) {
 	}
 	// Datagram: a reliable message is delivered only once all of its packets
 	// are queued, so the largest one must fit the receive window and memory
-	// at the smallest message MTU it may be cut with (D9, D22).
+	// when the peer cuts it at the smallest payload MTU it may use, 32: a
+	// receiver cannot know the peer's MTU in advance (D9, D12, D22).
 	encoded := c.MaxMessageSize + maxMessageOverhead
-	chunk := c.InitialPayloadMTU - 7
+	chunk := DefaultPayloadMTU - 7
 	packets := (encoded + chunk - 1) / chunk
 	if packets > c.ReceiveWindow {
-		return bad("a message of MaxMessageSize %d is %d packets at payload MTU %d, above ReceiveWindow %d", c.MaxMessageSize, packets, c.InitialPayloadMTU, c.ReceiveWindow)
+		return bad("a message of MaxMessageSize %d is %d packets when the peer cuts it at payload MTU 32, above ReceiveWindow %d", c.MaxMessageSize, packets, c.ReceiveWindow)
 	}
 	if need := encoded + packets*PacketMemoryOverhead; need > c.ChannelReceiveMemory {
-		return bad("a message of MaxMessageSize %d needs %d bytes of receive memory, above ChannelReceiveMemory %d", c.MaxMessageSize, need, c.ChannelReceiveMemory)
+		return bad("a message of MaxMessageSize %d needs %d bytes of receive memory at payload MTU 32, above ChannelReceiveMemory %d", c.MaxMessageSize, need, c.ChannelReceiveMemory)
 	}
 	return c, nil
 }

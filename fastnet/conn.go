@@ -63,6 +63,11 @@ type conn struct {
 	payloadMTU int
 	estimator  *mtu.Estimator // nil on Stream transports and when disabled
 	responder  *mtu.Responder // nil on Stream transports
+	// maxMTUInFlight is the largest payload MTU reliable packets now in
+	// flight were cut with; blackHoleSeen the oldest-unacked instant a
+	// black hole was last checked for (N16).
+	maxMTUInFlight int
+	blackHoleSeen  clock.Time
 
 	// Closing (D18).
 	closeReason string
@@ -178,11 +183,13 @@ func (c *conn) handleTimeout(now clock.Time) {
 		c.ep.disconnect(now, c, ErrTimeout, false)
 		return
 	}
-	for _, cs := range c.sendChans {
-		if t := cs.snd.OldestUnacked(); t != 0 && now >= t.Add(cfg.Timeout) {
-			c.ep.disconnect(now, c, ErrNotAcknowledging, true)
-			return
+	if t := c.oldestUnacked(); t != 0 && now >= t.Add(cfg.Timeout) {
+		err := ErrNotAcknowledging
+		if c.maxMTUInFlight > c.payloadMTU {
+			err = ErrPathMTU
 		}
+		c.ep.disconnect(now, c, err, true)
+		return
 	}
 	if c.state == stateClosing && now >= c.lingerUntil {
 		c.finishClose(now)

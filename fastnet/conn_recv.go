@@ -153,6 +153,9 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 	}
 	clear(c.sendChans[len(kept):])
 	c.sendChans = kept
+	if c.inFlight == 0 {
+		c.maxMTUInFlight = 0
+	}
 	c.closeIfDrained(now)
 }
 

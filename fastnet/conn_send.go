@@ -130,6 +130,7 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 		c.queued -= sent.Bytes
 		if sent.Reliable {
 			c.inFlight += sent.Bytes
+			c.maxMTUInFlight = max(c.maxMTUInFlight, c.payloadMTU)
 			if !cs.inSend {
 				cs.inSend = true
 				c.sendChans = append(c.sendChans, cs)

@@ -65,7 +65,7 @@ func (e *Endpoint) Config() Config { return e.cfg }
 // handle of the new connection. EventConnected, EventRefused or
 // EventConnectFailed follows. It fails with ErrWrongRole on a server,
 // ErrTooManyHandshakes when Config.MaxPendingHandshakes are under way, and
-// ErrClosed if a connection to the same address exists.
+// ErrAlreadyConnected if a connection to the same address exists.
 func (e *Endpoint) Connect(now clock.Time, to netip.AddrPort) (Handle, error) {
 	if e.cfg.Role != Client {
 		return 0, ErrWrongRole
@@ -74,7 +74,7 @@ func (e *Endpoint) Connect(now clock.Time, to netip.AddrPort) (Handle, error) {
 		return 0, ErrTooManyHandshakes
 	}
 	if _, dup := e.byAddr[to]; dup {
-		return 0, ErrClosed
+		return 0, ErrAlreadyConnected
 	}
 	c := e.addConn(to)
 	e.pending++

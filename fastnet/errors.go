@@ -26,6 +26,9 @@ var (
 	// ErrWrongRole is returned when a client-only or server-only method is
 	// called on an endpoint of the other role.
 	ErrWrongRole = errors.New("fastnet: wrong endpoint role")
+	// ErrAlreadyConnected is returned by Connect for an address this
+	// endpoint already has a connection with.
+	ErrAlreadyConnected = errors.New("fastnet: already connected to that address")
 	// ErrTooManyHandshakes is returned by Connect when
 	// Config.MaxPendingHandshakes connections are still connecting.
 	ErrTooManyHandshakes = errors.New("fastnet: too many pending handshakes")
@@ -51,6 +54,10 @@ var (
 	// ErrNotAcknowledging: a reliable packet stayed unacknowledged for
 	// Config.Timeout (D14).
 	ErrNotAcknowledging = errors.New("fastnet: peer is not acknowledging")
+	// ErrPathMTU: reliable packets cut larger than the path now carries
+	// stayed unacknowledged for Config.Timeout. They cannot be cut again
+	// without new sequence numbers (D12), so the connection ends (N16).
+	ErrPathMTU = errors.New("fastnet: path MTU shrank below reliable packets in flight")
 	// ErrTransportClosed: a connection-based transport reported the
 	// connection dropped.
 	ErrTransportClosed = errors.New("fastnet: transport connection lost")

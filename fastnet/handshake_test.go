@@ -260,6 +260,9 @@ func TestSendErrors(t *testing.T) {
 			t.Errorf("Send(ch %d, %d bytes) = %v, want %v", tt.ch, tt.size, err, tt.want)
 		}
 	}
+	if _, err := tc.ep.Connect(tc.now, serverAddr); !errors.Is(err, ErrAlreadyConnected) {
+		t.Errorf("second Connect to the same server = %v", err)
+	}
 	srv := newTestEndpoint(t, serverConfig())
 	if _, err := srv.ep.Connect(srv.now, serverAddr); !errors.Is(err, ErrWrongRole) {
 		t.Errorf("Connect on a server = %v", err)
@@ -279,8 +282,9 @@ func TestConfigValidate(t *testing.T) {
 		{"huge datagram", Config{Role: Client, MaxPacketSize: 70000}, false},
 		{"mtu below 32", Config{Role: Client, InitialPayloadMTU: 31}, false},
 		{"window too big", Config{Role: Client, ReceiveWindow: 4199304}, false},
-		{"message beyond window (D9, D22)", Config{Role: Client, MaxMessageSize: 4 << 20}, false},
-		{"message fits a bigger MTU", Config{Role: Client, MaxMessageSize: 4 << 20, InitialPayloadMTU: 1200}, true},
+		{"message beyond window at the peer's MTU 32 (D9, D22)", Config{Role: Client, MaxMessageSize: 4 << 20, ReceiveWindow: 65536}, false},
+		{"a bigger local MTU does not help: the peer may cut at 32", Config{Role: Client, MaxMessageSize: 4 << 20, ReceiveWindow: 65536, InitialPayloadMTU: 1200}, false},
+		{"defaults grow with MaxMessageSize", Config{Role: Client, MaxMessageSize: 16 << 20}, true},
 		{"message beyond channel memory", Config{Role: Client, ChannelReceiveMemory: 1 << 20}, false},
 		{"queue smaller than a message", Config{Role: Client, SendQueueSize: 1000}, false},
 		{"conn memory below channel", Config{Role: Client, ConnReceiveMemory: 1}, false},

@@ -1,6 +1,8 @@
 package fastnet
 
 import (
+	"time"
+
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/mtu"
 )
@@ -28,15 +30,20 @@ func (c *conn) startMTU(now clock.Time) {
 	if cfg.MTU.Disabled {
 		return
 	}
-	c.estimator = mtu.NewEstimator(mtu.Config{
-		MaxPayload:    cfg.MaxPacketSize - 2,
-		Initial:       cfg.InitialPayloadMTU,
-		ProbeInterval: cfg.MTU.ProbeInterval,
-		FinalTimeout:  cfg.MTU.FinalTimeout,
-		Period:        cfg.MTU.Period,
-		Rand:          cfg.Rand,
-	})
+	c.estimator = mtu.NewEstimator(cfg.mtuConfig())
 	c.estimator.Start(now)
+}
+
+// mtuConfig is the estimator's configuration.
+func (c *Config) mtuConfig() mtu.Config {
+	return mtu.Config{
+		MaxPayload:    c.MaxPacketSize - 2,
+		Initial:       c.InitialPayloadMTU,
+		ProbeInterval: c.MTU.ProbeInterval,
+		FinalTimeout:  c.MTU.FinalTimeout,
+		Period:        c.MTU.Period,
+		Rand:          c.Rand,
+	}
 }
 
 // handleMTU routes a channel -3 or -4 payload to the estimator (answers to
@@ -72,13 +79,14 @@ func (c *conn) mtuDeadline() clock.Time {
 	if c.estimator == nil {
 		return 0
 	}
-	return c.estimator.NextDeadline()
+	return clock.Earliest(c.estimator.NextDeadline(), c.blackHoleDeadline())
 }
 
 func (c *conn) mtuTimeout(now clock.Time) {
 	if c.estimator == nil {
 		return
 	}
+	c.checkBlackHole(now)
 	if t := c.estimator.NextDeadline(); t != 0 && t <= now {
 		c.estimator.HandleTimeout(now)
 		c.applyMTU()
@@ -105,4 +113,60 @@ func (c *conn) mtuPoll(now clock.Time, buf []byte) ([]byte, bool) {
 		}
 	}
 	return buf, false
+}
+
+// Black holes (N16). When the path MTU shrinks, packets cut at the old size
+// vanish while small ones (heartbeats) still pass. A reliable packet that
+// stays unacknowledged for blackHoleRTTs round trips (about three resends,
+// D14) while heartbeats keep arriving starts a new estimation at once,
+// rather than at the next period, so that packets sent afterwards are cut
+// at a size that passes. The packets already in flight keep their sequence
+// numbers and so their size; if they never get through, the connection
+// closes when they have gone unacknowledged for the timeout, with
+// ErrPathMTU rather than ErrNotAcknowledging when packets cut larger than
+// the current payload MTU were in flight.
+const blackHoleRTTs = 10
+
+// blackHoleDelay is how long a reliable packet may stay unacknowledged
+// before a black hole is suspected.
+func (c *conn) blackHoleDelay() time.Duration {
+	return max(blackHoleRTTs*c.resendRTT(), time.Second)
+}
+
+// oldestUnacked is the first-send time of the oldest unacknowledged
+// reliable packet of any channel, 0 if none.
+func (c *conn) oldestUnacked() clock.Time {
+	var t clock.Time
+	for _, cs := range c.sendChans {
+		if o := cs.snd.OldestUnacked(); o != 0 && (t == 0 || o < t) {
+			t = o
+		}
+	}
+	return t
+}
+
+// blackHoleDeadline is when the black hole check next has something to do.
+func (c *conn) blackHoleDeadline() clock.Time {
+	if c.estimator == nil || c.maxMTUInFlight <= c.ep.cfg.InitialPayloadMTU {
+		return 0
+	}
+	o := c.oldestUnacked()
+	if o == 0 || o == c.blackHoleSeen {
+		return 0
+	}
+	return o.Add(c.blackHoleDelay())
+}
+
+// checkBlackHole restarts estimation if a black hole is suspected.
+func (c *conn) checkBlackHole(now clock.Time) {
+	d := c.blackHoleDeadline()
+	if d == 0 || now < d {
+		return
+	}
+	c.blackHoleSeen = c.oldestUnacked()
+	alive := now.Sub(c.hb.lastHeard) <= 2*heartbeatInterval(c.ep.cfg.Timeout)
+	if alive && !c.estimator.Stats().Searching {
+		c.stats.MTURestarts++
+		c.estimator.Start(now)
+	}
 }

@@ -69,6 +69,9 @@ type Stats struct {
 	// PayloadMTU is the payload MTU this side sends with; PeerPayloadMTU
 	// the largest payload the peer has been seen to send (D19).
 	PayloadMTU, PeerPayloadMTU int
+	// MTURestarts counts estimations started early because large reliable
+	// packets went unacknowledged while heartbeats arrived (N16).
+	MTURestarts uint64
 
 	SendQueueBytes  int // encoded message bytes waiting to be sent
 	InFlightBytes   int // reliable bytes sent and not acknowledged

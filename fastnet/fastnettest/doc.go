@@ -22,24 +22,34 @@
 // starts no goroutines and never sleeps; a Network and its nodes belong to
 // one goroutine.
 //
-// Two endpoints exchanging a message:
+// A test of two endpoints, in outline (the package Example runs it in
+// full):
 //
 //	net := fastnettest.NewNetwork(1)
-//	srvAddr := netip.MustParseAddrPort("10.0.0.1:7000")
-//	cliAddr := netip.MustParseAddrPort("10.0.0.2:7000")
-//	srv, _ := fastnet.NewEndpoint(fastnet.Config{Role: fastnet.Server})
-//	cli, _ := fastnet.NewEndpoint(fastnet.Config{Role: fastnet.Client})
+//	srv, _ := fastnet.NewEndpoint(fastnet.Config{Role: fastnet.Server, Rand: net.Rand()})
+//	cli, _ := fastnet.NewEndpoint(fastnet.Config{Role: fastnet.Client, Rand: net.Rand()})
 //	net.Add(srvAddr, srv)
 //	net.Add(cliAddr, cli)
-//	net.SetDefaultLink(fastnettest.Link{Delay: 20 * time.Millisecond, Loss: 0.1})
+//	net.SetDefaultLink(fastnettest.Link{Loss: 0.2, Delay: 40 * time.Millisecond})
 //
 //	h, _ := cli.Connect(net.Now(), srvAddr)
 //	connected := func() bool { return len(net.Events(cliAddr)) > 0 }
 //	if err := net.RunUntilCond(connected, 10*time.Second); err != nil { ... }
 //	cli.Send(net.Now(), h, 1, []byte("hello"), true)
-//	received := func() bool { return len(net.Events(srvAddr)) >= 2 } // Connected, Message
-//	if err := net.RunUntilCond(received, 10*time.Second); err != nil { ... }
+//	if err := net.RunFor(time.Second); err != nil { ... }
+//	evs := net.Events(srvAddr) // Connected, then Message "hello"
 //
-// Links and nodes are set up before the run; the statistics of each link
-// ([Network.LinkStats]) count what the network did to the datagrams.
+// Each link counts what it did to its datagrams ([Network.LinkStats]), and
+// the Run methods return [ErrLivelock] rather than spin when virtual time
+// stands still.
+//
+// Fastnet packets carry no checksum of their own: the specification leaves
+// integrity to the transport, and UDP drops most damaged datagrams. A Link
+// with Corrupt delivers damaged datagrams, as a transport without checksums
+// would; with UDPChecksum as well, it drops those that UDP's checksum
+// catches (every single-bit flip) and delivers only the few whose flips
+// cancel out in it. An endpoint drops what it cannot parse and checks each
+// message against its checksum (D3, N15 in docs/protocol.md), but nothing
+// of Fastnet's covers channel ids, sequence numbers or acks: damage there
+// that reaches an endpoint can misdirect or stall data.
 package fastnettest

@@ -15,7 +15,8 @@ import (
 // A datagram goes through the link in this order: the network's Filter; MTU;
 // Loss; the Bandwidth queue; then each copy (the original and, with
 // probability Dup, a duplicate) is independently corrupted with probability
-// Corrupt, delayed by Delay plus a uniform draw from [0, Jitter), and with
+// Corrupt (and then, with UDPChecksum, dropped if the checksum catches it),
+// delayed by Delay plus a uniform draw from [0, Jitter), and with
 // probability Reorder held back a further (0, ReorderDelay].
 type Link struct {
 	// Loss, Dup, Reorder and Corrupt are probabilities in [0, 1]: that a
@@ -42,11 +43,21 @@ type Link struct {
 	// this link. Zero means no limit.
 	Bandwidth int
 
-	// QueueLimit bounds, in bytes, the datagrams waiting for the Bandwidth
-	// queue; one that would pass it is dropped (drop-tail). Zero means one
-	// second's worth of Bandwidth. A datagram arriving at an empty queue is
-	// always accepted.
+	// QueueLimit bounds, in bytes, the datagrams in the Bandwidth queue
+	// that have not yet left, the one leaving included; a datagram that
+	// would pass it is dropped (drop-tail). Zero means one second's worth
+	// of Bandwidth. A datagram arriving at an empty queue is always
+	// accepted.
 	QueueLimit int
+
+	// UDPChecksum makes the receiver check each datagram as a UDP stack
+	// does (RFC 768): a copy whose bits Corrupt flipped is dropped if the
+	// 16-bit ones' complement sum of its bytes differs from that of the
+	// bytes sent, and delivered otherwise. Every single-bit flip changes
+	// the sum; some flips of two or three bits cancel out in it (a 0 to 1
+	// and a 1 to 0 flip at the same bit of two 16-bit words, say), and
+	// those damaged datagrams escape, as they would over UDP.
+	UDPChecksum bool
 
 	// Reliable makes the link a lossless, ordered pipe, as a TCP connection
 	// is for an endpoint on the Stream transport: datagrams arrive in the
@@ -82,13 +93,13 @@ func (l Link) validate() error {
 //
 //	Sent + Duplicated == Delivered + Dropped() + in flight
 type LinkStats struct {
-	Sent       uint64 // datagrams handed to the link
-	SentBytes  uint64
-	Delivered  uint64 // datagrams (duplicates included) handed to the receiver
-	DelivBytes uint64
-	Duplicated uint64 // extra copies made
-	Corrupted  uint64 // copies with flipped bits
-	Reordered  uint64 // copies held back by Reorder
+	Sent           uint64 // datagrams handed to the link
+	SentBytes      uint64
+	Delivered      uint64 // datagrams (duplicates included) handed to the receiver
+	DeliveredBytes uint64
+	Duplicated     uint64 // extra copies made
+	Corrupted      uint64 // copies with flipped bits, caught by UDPChecksum or not
+	Reordered      uint64 // copies held back by Reorder
 
 	// Drops by cause.
 	Lost      uint64 // Loss
@@ -97,18 +108,21 @@ type LinkStats struct {
 	Filtered  uint64 // Network.Filter returned false
 	NoRoute   uint64 // no node at the destination address
 	Cut       uint64 // in flight when CloseTransport cut the link
+	// ChecksumDrops counts corrupted copies that UDPChecksum caught;
+	// Corrupted - ChecksumDrops of them were delivered damaged.
+	ChecksumDrops uint64
 }
 
 // Dropped returns the number of datagrams dropped for any cause.
 func (s LinkStats) Dropped() uint64 {
-	return s.Lost + s.TooBig + s.QueueFull + s.Filtered + s.NoRoute + s.Cut
+	return s.Lost + s.TooBig + s.QueueFull + s.Filtered + s.NoRoute + s.Cut + s.ChecksumDrops
 }
 
 func (s *LinkStats) add(o LinkStats) {
 	s.Sent += o.Sent
 	s.SentBytes += o.SentBytes
 	s.Delivered += o.Delivered
-	s.DelivBytes += o.DelivBytes
+	s.DeliveredBytes += o.DeliveredBytes
 	s.Duplicated += o.Duplicated
 	s.Corrupted += o.Corrupted
 	s.Reordered += o.Reordered
@@ -118,6 +132,7 @@ func (s *LinkStats) add(o LinkStats) {
 	s.Filtered += o.Filtered
 	s.NoRoute += o.NoRoute
 	s.Cut += o.Cut
+	s.ChecksumDrops += o.ChecksumDrops
 }
 
 // linkKey names one direction between two addresses.
@@ -148,15 +163,17 @@ const (
 	dropFilter
 	dropNoRoute
 	dropCut
+	dropChecksum
 )
 
 var dropCauseNames = [...]string{
-	dropLoss:    "loss",
-	dropMTU:     "mtu",
-	dropQueue:   "queue",
-	dropFilter:  "filter",
-	dropNoRoute: "noroute",
-	dropCut:     "cut",
+	dropLoss:     "loss",
+	dropMTU:      "mtu",
+	dropQueue:    "queue",
+	dropFilter:   "filter",
+	dropNoRoute:  "noroute",
+	dropCut:      "cut",
+	dropChecksum: "checksum",
 }
 
 func (s *LinkStats) countDrop(c dropCause) {
@@ -173,6 +190,8 @@ func (s *LinkStats) countDrop(c dropCause) {
 		s.NoRoute++
 	case dropCut:
 		s.Cut++
+	case dropChecksum:
+		s.ChecksumDrops++
 	}
 }
 
@@ -234,9 +253,17 @@ func (n *Network) schedule(l *link, b []byte, departure clock.Time, dup bool) {
 	cfg := &l.cfg
 	corrupted := false
 	if cfg.Corrupt > 0 && len(b) > 0 && n.rng.Float64() < cfg.Corrupt {
+		var sum uint16
+		if cfg.UDPChecksum {
+			sum = onesSum(b)
+		}
 		n.corrupt(b)
 		l.stats.Corrupted++
 		corrupted = true
+		if cfg.UDPChecksum && onesSum(b) != sum {
+			n.drop(l, b, dropChecksum)
+			return
+		}
 	}
 	at := departure.Add(cfg.Delay)
 	if cfg.Jitter > 0 {
@@ -284,6 +311,24 @@ func (n *Network) corrupt(b []byte) {
 		b[bit/8] ^= 1 << (bit % 8)
 		i++
 	}
+}
+
+// onesSum returns the 16-bit ones' complement sum of b, as the UDP checksum
+// (RFC 768) adds it up: big-endian 16-bit words, an odd last byte padded
+// with a zero byte. Ones' complement addition is addition modulo 0xffff
+// (where 0xffff and 0 are both zero), so the result is reduced modulo
+// 0xffff: two byte strings pass the same UDP checksum exactly when their
+// onesSum values are equal.
+func onesSum(b []byte) uint16 {
+	var s uint64
+	for len(b) >= 2 {
+		s += uint64(b[0])<<8 | uint64(b[1])
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		s += uint64(b[0]) << 8
+	}
+	return uint16(s % 0xffff)
 }
 
 func (n *Network) drop(l *link, b []byte, c dropCause) {

@@ -440,7 +440,7 @@ func (n *Network) deliver(p packet) {
 		return
 	}
 	l.stats.Delivered++
-	l.stats.DelivBytes += uint64(len(p.b))
+	l.stats.DeliveredBytes += uint64(len(p.b))
 	if n.Trace != nil {
 		n.traceRecv(l, p.b)
 	}
