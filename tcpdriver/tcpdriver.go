@@ -2,6 +2,7 @@ package tcpdriver
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -96,27 +97,43 @@ func newEngine(cfg Config) (*driver.Engine, error) {
 
 // transport carries one endpoint's packets over its TCP connections, one
 // per peer address, each with a reader and a writer goroutine.
+//
+// A connection ends in one of two ways. The peer ends it (EOF, reset, a
+// frame above the maximum packet size (D20)): the reader stops, reports it
+// to the endpoint, and the writer closes the socket. This side ends it (the
+// Fastnet connection is over, or the endpoint shuts down): the writer writes
+// what is queued, half-closes the connection, and lets the reader drain what
+// the peer still sends until the peer closes in turn, so that the last
+// packets (a "disconnect", D18) are never lost to a reset; closeWait bounds
+// both steps.
 type transport struct {
 	e          *driver.Engine
 	ln         net.Listener
 	maxPacket  int
 	writeQueue int
 	connectTO  time.Duration
+	closeWait  time.Duration
 
 	mu     sync.Mutex
 	conns  map[netip.AddrPort]*tcpConn
 	closed bool
 }
 
+// minCloseWait is the least time an ending connection gets to write what is
+// queued, whatever Config.Linger says.
+const minCloseWait = 100 * time.Millisecond
+
 // tcpConn is one TCP connection.
 type tcpConn struct {
-	nc     net.Conn
-	remote netip.AddrPort
+	nc         net.Conn
+	remote     netip.AddrPort
+	readerDone chan struct{} // closed when the reader returns
 
-	mu      sync.Mutex
-	pending []byte // packets waiting for the writer, each behind its length
-	ready   chan struct{}
-	ending  bool // close once pending is written
+	mu          sync.Mutex
+	pending     []byte // packets waiting for the writer, each behind its length
+	ready       chan struct{}
+	ending      bool // this side ends the connection: write pending, then close
+	established bool // the Fastnet handshake completed
 }
 
 func newTransport(e *driver.Engine, cfg Config) *transport {
@@ -130,6 +147,7 @@ func newTransport(e *driver.Engine, cfg Config) *transport {
 		maxPacket:  ec.MaxPacketSize,
 		writeQueue: wq,
 		connectTO:  ec.ConnectTimeout,
+		closeWait:  max(ec.Linger, minCloseWait),
 		conns:      make(map[netip.AddrPort]*tcpConn),
 	}
 }
@@ -161,7 +179,7 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	c := &tcpConn{nc: nc, remote: remote, ready: make(chan struct{}, 1)}
+	c := &tcpConn{nc: nc, remote: remote, ready: make(chan struct{}, 1), readerDone: make(chan struct{})}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -179,19 +197,31 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 }
 
 func (t *transport) readLoop(c *tcpConn) {
+	defer close(c.readerDone)
 	fr := newFrameReader(c.nc, t.maxPacket, 0)
 	established := false
 	for {
 		p, err := fr.next()
 		if err != nil {
-			t.drop(c)
-			t.e.TransportClosed(c.remote)
+			c.mu.Lock()
+			ending := c.ending
+			c.mu.Unlock()
+			if !ending {
+				// The peer closed or broke the connection: the writer
+				// closes the socket.
+				t.e.TransportClosed(c.remote)
+			}
 			return
 		}
 		t.e.Input(c.remote, p)
 		if !established && t.e.Established(c.remote) {
 			established = true
-			c.nc.SetReadDeadline(time.Time{})
+			c.mu.Lock()
+			c.established = true
+			if !c.ending { // an ending connection keeps its deadline
+				c.nc.SetReadDeadline(time.Time{})
+			}
+			c.mu.Unlock()
 		}
 	}
 }
@@ -202,7 +232,11 @@ func (t *transport) writeLoop(c *tcpConn) {
 	for {
 		select {
 		case <-c.ready:
+		case <-c.readerDone:
+			t.finish(c, fw)
+			return
 		case <-t.e.Done():
+			t.finish(c, fw)
 			return
 		}
 		c.mu.Lock()
@@ -210,39 +244,67 @@ func (t *transport) writeLoop(c *tcpConn) {
 		ending := c.ending
 		c.mu.Unlock()
 		t.e.Wake(c.remote) // Send may go on
-		for len(batch) >= 4 {
-			n := int(uint32(batch[0])<<24 | uint32(batch[1])<<16 | uint32(batch[2])<<8 | uint32(batch[3]))
-			if err := fw.write(batch[4 : 4+n]); err != nil {
-				t.drop(c)
-				return
-			}
-			batch = batch[4+n:]
-		}
-		batch = batch[:0]
-		if err := fw.flush(); err != nil {
-			t.drop(c)
+		if err := writeFrames(fw, batch); err != nil {
+			// The connection is broken: the reader fails too and
+			// reports it.
+			c.nc.Close()
+			<-c.readerDone
+			t.forget(c)
 			return
 		}
+		batch = batch[:0]
 		if ending {
-			c.mu.Lock()
-			done := len(c.pending) == 0
-			c.mu.Unlock()
-			if done {
-				t.drop(c)
-				return
-			}
+			t.finish(c, fw)
+			return
 		}
 	}
 }
 
-// drop forgets c and closes its socket.
-func (t *transport) drop(c *tcpConn) {
+// writeFrames writes the packets of batch, each behind its length, and
+// flushes them.
+func writeFrames(fw *frameWriter, batch []byte) error {
+	for len(batch) >= frameHeaderLen {
+		n := int(binary.BigEndian.Uint32(batch))
+		if err := fw.write(batch[frameHeaderLen : frameHeaderLen+n]); err != nil {
+			return err
+		}
+		batch = batch[frameHeaderLen+n:]
+	}
+	return fw.flush()
+}
+
+// finish ends c from this side: it writes what is still queued, half-closes
+// the connection and waits for the reader to see the peer close, all within
+// closeWait, then closes the socket. A connection whose handshake never
+// completed has nothing worth draining and is closed at once.
+func (t *transport) finish(c *tcpConn, fw *frameWriter) {
+	deadline := time.Now().Add(t.closeWait)
+	c.mu.Lock()
+	c.ending = true
+	batch := c.pending
+	c.pending = nil
+	established := c.established
+	c.nc.SetWriteDeadline(deadline)
+	c.nc.SetReadDeadline(deadline)
+	c.mu.Unlock()
+	err := writeFrames(fw, batch)
+	if tc, ok := c.nc.(*net.TCPConn); ok && err == nil && established {
+		tc.CloseWrite()
+	} else {
+		c.nc.Close()
+	}
+	<-c.readerDone
+	c.nc.Close()
+	t.forget(c)
+}
+
+// forget removes c from the connections.
+func (t *transport) forget(c *tcpConn) {
 	t.mu.Lock()
 	if t.conns[c.remote] == c {
 		delete(t.conns, c.remote)
 	}
 	t.mu.Unlock()
-	c.nc.Close()
 }
 
 // WriteBatch queues packets for their connections' writers. It runs under
@@ -256,8 +318,7 @@ func (t *transport) WriteBatch(msgs []udpio.Message) {
 			continue
 		}
 		c.mu.Lock()
-		n := len(m.Buf)
-		c.pending = append(c.pending, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		c.pending = binary.BigEndian.AppendUint32(c.pending, uint32(len(m.Buf)))
 		c.pending = append(c.pending, m.Buf...)
 		c.mu.Unlock()
 		select {
@@ -299,19 +360,29 @@ func (t *transport) Ended(addr netip.AddrPort) {
 	}
 }
 
-// Close closes the listener and every connection.
+// Close closes the listener and ends every connection: each writer gets
+// closeWait to write what is queued and see the peer close (see finish).
+// The engine waits for the goroutines.
 func (t *transport) Close() error {
 	t.mu.Lock()
 	t.closed = true
-	conns := t.conns
-	t.conns = map[netip.AddrPort]*tcpConn{}
+	conns := make([]*tcpConn, 0, len(t.conns))
+	for _, c := range t.conns {
+		conns = append(conns, c)
+	}
 	t.mu.Unlock()
 	var err error
 	if t.ln != nil {
 		err = t.ln.Close()
 	}
+	// A writer blocked on a peer that does not read gives up by then.
+	deadline := time.Now().Add(t.closeWait)
 	for _, c := range conns {
-		c.nc.Close()
+		c.mu.Lock()
+		c.ending = true
+		c.nc.SetWriteDeadline(deadline)
+		c.nc.SetReadDeadline(deadline)
+		c.mu.Unlock()
 	}
 	return err
 }

@@ -106,7 +106,7 @@ func (c *Conn) Send(ctx context.Context, channel int, msg []byte, reliable bool)
 			err = e.ep.Send(e.clk.Now(), c.h, channel, msg, reliable)
 		}
 		if err == nil {
-			e.flushLocked()
+			e.sentLocked()
 			e.mu.Unlock()
 			return nil
 		}
@@ -189,6 +189,11 @@ func (c *Conn) CloseWithReason(reason string) error {
 	if c.err == nil {
 		e.ep.Close(e.clk.Now(), c.h, reason)
 		e.flushLocked()
+		// A Send blocked on a full queue returns now: the endpoint
+		// refuses new messages on a closing connection.
+		if c.err == nil {
+			c.signalLocked()
+		}
 	}
 	e.mu.Unlock()
 	<-c.done

@@ -55,6 +55,13 @@ type Options struct {
 	ReceiveQueue int
 	// Batch is how many datagrams one batched write carries. Default 64.
 	Batch int
+	// DeferSendFlush makes Send leave what it queued to the timer
+	// goroutine, which writes it together with what other Sends queued
+	// meanwhile. It suits a transport whose writes are system calls (UDP):
+	// Sends from many goroutines then cost one batched write, and none of
+	// them holds the lock across a system call while the socket's reader
+	// waits for it. Otherwise Send writes before it returns.
+	DeferSendFlush bool
 }
 
 // ErrReceiveOverflow is the reason a connection is closed when the
@@ -104,7 +111,8 @@ type Engine struct {
 
 	timer    *time.Timer
 	deadline clock.Time
-	kick     chan struct{}
+	kick     chan struct{} // a Send left transmits for the timer goroutine
+	unsent   bool          // a deferred Send queued data no flush has polled yet
 	done     chan struct{}
 	wg       sync.WaitGroup
 	closed   bool
@@ -175,6 +183,11 @@ func (e *Engine) timerLoop() {
 		case <-e.done:
 			return
 		case <-e.kick:
+			e.mu.Lock()
+			if !e.closed && e.unsent {
+				e.flushLocked()
+			}
+			e.mu.Unlock()
 		case <-e.timer.C:
 			e.mu.Lock()
 			if !e.closed {
@@ -222,9 +235,19 @@ func (e *Engine) TransportClosed(addr netip.AddrPort) {
 	e.flushLocked()
 }
 
-// flushLocked drains transmits into the transport and events into the
-// connections, then re-arms the timer.
+// flushLocked drains events into the connections, then transmits into the
+// transport, then re-arms the timer. Events go first so that an
+// application goroutine waiting in Receive wakes while this one is still
+// writing the acks: the ack's system call is off the echo path.
 func (e *Engine) flushLocked() {
+	e.unsent = false
+	for {
+		ev, ok := e.ep.PollEvent()
+		if !ok {
+			break
+		}
+		e.dispatchLocked(ev)
+	}
 	now := e.clk.Now()
 	for {
 		t, ok := e.ep.PollTransmit(now, e.scratch)
@@ -251,6 +274,8 @@ func (e *Engine) flushLocked() {
 		clear(e.out)
 		e.out = e.out[:0]
 	}
+	// Transmitting can produce events (a connection closing once its last
+	// ack went out, EventWritable); hand those over too.
 	for {
 		ev, ok := e.ep.PollEvent()
 		if !ok {
@@ -266,6 +291,23 @@ func (e *Engine) flushLocked() {
 	} else if d != e.deadline {
 		e.deadline = d
 		e.timer.Reset(max(d.Sub(e.clk.Now()), 0))
+	}
+}
+
+// sentLocked follows a Send that queued data: it writes now, or, with
+// Options.DeferSendFlush, leaves the write to the timer goroutine so that
+// Sends made meanwhile share one batched write.
+func (e *Engine) sentLocked() {
+	if !e.opts.DeferSendFlush {
+		e.flushLocked()
+		return
+	}
+	if !e.unsent {
+		e.unsent = true
+		select {
+		case e.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
