@@ -30,6 +30,9 @@ type Workload struct {
 	// Silence ends W4: the server stops counting after this long without a
 	// message.
 	Silence time.Duration
+	// WarmUp bounds how long a system may wait after connecting, before it
+	// measures, for its connection to settle (fastnet: MTU estimation).
+	WarmUp time.Duration
 }
 
 // workloads returns the four workloads, with the counts of BENCHMARKS.md or
@@ -41,7 +44,13 @@ func workloads(quick bool) []Workload {
 		{Name: "W3", Title: "1 KiB reliable throughput", Messages: 100000, Size: 1024},
 		{Name: "W4", Title: "unreliable rate", Messages: 1000000, Size: 64, Silence: time.Second},
 	}
+	for i := range w {
+		w[i].WarmUp = 5 * time.Second
+	}
 	if quick {
+		for i := range w {
+			w[i].WarmUp = time.Second
+		}
 		w[0].Warmup, w[0].Messages = 100, 2000
 		w[1].Messages = 20000
 		w[2].Messages = 10000
@@ -82,6 +91,9 @@ type Options struct {
 	// SocketBuffer, if positive, is the receive and send buffer size asked
 	// for every UDP socket; otherwise the operating system's default stays.
 	SocketBuffer int
+	// CPUProfile, if set, makes each server process write a CPU profile to
+	// CPUProfile-SYSTEM-WORKLOAD.server (the last run's stays).
+	CPUProfile string
 }
 
 // A System is one implementation under test; it gives one row of the
@@ -109,6 +121,8 @@ func systems() []System {
 		rawUDP{batch: 1},
 		rawUDP{batch: 64},
 		udpioSystem{batch: 64},
+		fastnetSystem{tcp: false},
+		fastnetSystem{tcp: true},
 	}
 }
 
@@ -149,6 +163,13 @@ func serveChild(spec string, stdin io.Reader, stdout io.Writer) error {
 		io.Copy(io.Discard, stdin)
 		cancel()
 	}()
+	if cs.Options.CPUProfile != "" {
+		stop, err := startCPUProfile(fmt.Sprintf("%s-%s-%s.server", cs.Options.CPUProfile, cs.System, cs.Workload.Name))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	m, err := sys.Server(ctx, cs.Workload, cs.Options, func(addr string) {
 		fmt.Fprintf(stdout, "ready %s\n", addr)
 	})
@@ -358,11 +379,90 @@ func brief(w Workload, m Metrics) string {
 
 // printTable writes the results as one Markdown table.
 func printTable(out io.Writer, results []*result, runs int) {
-	fmt.Fprintf(out, "| system | workload | median [min-max] of %d runs | CPU ms client / server |\n", runs)
-	fmt.Fprintln(out, "| --- | --- | --- | --- |")
+	fmt.Fprintf(out, "| system | workload | median [min-max] of %d runs | CPU ms client / server | vs baseline |\n", runs)
+	fmt.Fprintln(out, "| --- | --- | --- | --- | --- |")
 	for _, r := range results {
-		fmt.Fprintf(out, "| %s | %s %s | %s | %s |\n", r.system, r.w.Name, r.w.Title, cell(r), cpuCell(r))
+		fmt.Fprintf(out, "| %s | %s %s | %s | %s | %s |\n", r.system, r.w.Name, r.w.Title, cell(r), cpuCell(r), ratioCell(r, results))
 	}
+}
+
+// The baselines the ratios compare with, measured in the same run: echo
+// latency against plain UDP calls; every rate against raw-udp-batch64's W4
+// received rate and against the best W4 received rate of any baseline
+// system (the machine's datagram rate: raw-udp-batch64 loses most of what
+// it sends when its socket buffers are the system's small default, the
+// project's socket layer with its large buffers does not).
+const (
+	latencyBaseline = "raw-udp-plain"
+	rateBaseline    = "raw-udp-batch64"
+)
+
+// baselineSystems are the systems that are not the engine.
+var baselineSystems = []string{"raw-udp-plain", "raw-udp-batch64", "udpio-batch64"}
+
+// ratioCell compares r's median with its baselines'. It is "-" when no
+// baseline was run.
+func ratioCell(r *result, results []*result) string {
+	find := func(system, workload string) *result {
+		for _, b := range results {
+			if b.system == system && b.w.Name == workload {
+				return b
+			}
+		}
+		return nil
+	}
+	ratio := func(b *result, metric, baseMetric string) (float64, bool) {
+		if b == nil {
+			return 0, false
+		}
+		x, ok1 := r.spread(metric)
+		y, ok2 := b.spread(baseMetric)
+		if !ok1 || !ok2 || y.med == 0 {
+			return 0, false
+		}
+		return x.med / y.med, true
+	}
+	if r.w.Name == "W1" {
+		p50, ok1 := ratio(find(latencyBaseline, "W1"), P50, P50)
+		p99, ok2 := ratio(find(latencyBaseline, "W1"), P99, P99)
+		if ok1 && ok2 {
+			return fmt.Sprintf("p50 %.2fx, p99 %.2fx %s", p50, p99, latencyBaseline)
+		}
+		return "-"
+	}
+	var parts []string
+	if x, ok := ratio(find(rateBaseline, "W4"), Rate, Rate); ok {
+		parts = append(parts, fmt.Sprintf("%.2fx %s W4", x, rateBaseline))
+	}
+	var best *result
+	for _, name := range baselineSystems {
+		b := find(name, "W4")
+		if b == nil {
+			continue
+		}
+		if s, ok := b.spread(Rate); ok {
+			if bs, _ := best.rateSpread(); best == nil || s.med > bs.med {
+				best = b
+			}
+		}
+	}
+	if best != nil && best.system != rateBaseline {
+		if x, ok := ratio(best, Rate, Rate); ok {
+			parts = append(parts, fmt.Sprintf("%.2fx %s W4 (best baseline)", x, best.system))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rateSpread is the spread of Rate, for a result that may be nil.
+func (r *result) rateSpread() (spread, bool) {
+	if r == nil {
+		return spread{}, false
+	}
+	return r.spread(Rate)
 }
 
 func cell(r *result) string {
@@ -377,14 +477,27 @@ func cell(r *result) string {
 	pct := func(x float64) string { return fmt.Sprintf("%.1f", x) }
 	switch r.w.Name {
 	case "W1":
-		return "p50 " + f(P50, us) + ", p99 " + f(P99, us) + " µs"
+		return "p50 " + f(P50, us) + ", p99 " + f(P99, us) + " µs" + extras(r)
 	case "W3":
 		mbs := func(x float64) string { return fmt.Sprintf("%.0f", x*float64(r.w.Size)/1e6) }
-		return f(Rate, si) + " msg/s, " + f(Rate, mbs) + " MB/s"
+		return f(Rate, si) + " msg/s, " + f(Rate, mbs) + " MB/s" + extras(r)
 	case "W4":
-		return f(Rate, si) + " received/s, loss " + f(Loss, pct) + " %, sent " + f(SendRate, si) + "/s"
+		return f(Rate, si) + " received/s, loss " + f(Loss, pct) + " %, sent " + f(SendRate, si) + "/s" + extras(r)
 	}
-	return f(Rate, si) + " msg/s"
+	return f(Rate, si) + " msg/s" + extras(r)
+}
+
+// extras shows what only some systems report: the payload MTU and the
+// packets resent.
+func extras(r *result) string {
+	var s string
+	if m, ok := r.spread(MTU); ok {
+		s += fmt.Sprintf("; MTU %.0f", m.med)
+	}
+	if m, ok := r.spread(Resent); ok {
+		s += fmt.Sprintf(", %.0f resent", m.med)
+	}
+	return s
 }
 
 func cpuCell(r *result) string {

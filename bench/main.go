@@ -16,16 +16,22 @@
 //	-quick           reduced counts, for a smoke run of a few seconds
 //	-sockbuf BYTES   socket buffer size for the raw UDP systems (default: OS default)
 //	-timeout D       limit on each run (default 2m)
+//	-cpuprofile FILE write a CPU profile of the clients (this process) to
+//	                 FILE, and of each server to FILE-SYSTEM-WORKLOAD.server
 //
 // Flags may also be written with two dashes (--quick). A system is a value
 // implementing [System]: its server role runs in a child process (the same
 // binary started with a hidden first argument), its client role in this
 // process. A workload a system does not support is left out of the table.
 //
-// The systems so far are the baselines: raw-udp-plain (one system call per
+// The systems are the baselines, raw-udp-plain (one system call per
 // datagram), raw-udp-batch64 (x/net ipv4 WriteBatch and ReadBatch, 64
 // datagrams per call) and udpio-batch64 (the same through the project's
-// socket layer, internal/udpio).
+// socket layer, internal/udpio), and the engine itself: fastnet-udp (W1-W4,
+// through udpdriver) and fastnet-tcp (W1-W3, through tcpdriver). The last
+// column of the table compares each median with a baseline of the same run:
+// W1 latency with raw-udp-plain's, every rate with raw-udp-batch64's W4
+// rate, the machine's datagram rate.
 package main
 
 import (
@@ -35,6 +41,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -64,6 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sockbuf := fs.Int("sockbuf", 0, "socket buffer size in bytes (0: OS default)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "limit on each run")
 	list := fs.Bool("list", false, "list the systems and exit")
+	cpuprofile := fs.String("cpuprofile", "", "write CPU profiles of clients and servers to this file (and FILE-SYSTEM-WORKLOAD.server)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -78,7 +86,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
-	cfg.opts = Options{SocketBuffer: *sockbuf}
+	cfg.opts = Options{SocketBuffer: *sockbuf, CPUProfile: *cpuprofile}
+	if *cpuprofile != "" {
+		stop, err := startCPUProfile(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		defer stop()
+	}
 	cfg.timeout = *timeout
 	cfg.progress = stderr
 	if cfg.exe, err = os.Executable(); err != nil {
@@ -126,4 +142,21 @@ func parseConfig(runs int, workloadList, systemList string, quick bool) (config,
 		cfg.systems = append(cfg.systems, s)
 	}
 	return cfg, nil
+}
+
+// startCPUProfile starts writing a CPU profile to file; the function it
+// returns stops it.
+func startCPUProfile(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/tcpdriver"
+	"github.com/fastnet-engine/fastnet/udpdriver"
+)
+
+// fastnetSystem is this project's engine through its UDP or TCP driver, one
+// connection, every message on channel 0. Over UDP the client first waits,
+// for at most Workload.WarmUp, for MTU estimation (D19) to pass warmUpMTU,
+// so that a message of W3 fits one datagram, and to settle.
+type fastnetSystem struct{ tcp bool }
+
+// Metrics only the fastnet systems report.
+const (
+	// MTU is the client's payload MTU when measuring started.
+	MTU = "mtu"
+	// Resent is the reliable packets the client sent again.
+	Resent = "resent"
+	// WarmUpSeconds is how long the client waited for MTU estimation.
+	WarmUpSeconds = "warmup_s"
+)
+
+// warmUpMTU is the payload MTU the client waits for: a 1 KiB message of W3
+// plus its header and checksum and the channel data header fit.
+const warmUpMTU = 1200
+
+// mtuSettled is how long the payload MTU must stay put for the estimation
+// to count as over: longer than one round of probes (D19).
+const mtuSettled = 600 * time.Millisecond
+
+// warmUp waits, for at most limit, until the payload MTU of c has reached
+// warmUpMTU and stopped growing, so that MTU probes do not share the wire
+// with the measured traffic.
+func warmUp(ctx context.Context, c *udpdriver.Conn, limit time.Duration) error {
+	start := time.Now()
+	mtu, since := 0, start
+	for time.Since(start) < limit {
+		now := time.Now()
+		if m := c.Stats().PayloadMTU; m != mtu {
+			mtu, since = m, now
+		}
+		if mtu >= warmUpMTU && now.Sub(since) >= mtuSettled {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Settings of the engine for the benchmark. The send queue has room for
+// many messages, so that Send seldom waits.
+//
+// The bound on reliable bytes in flight was chosen by measurement on
+// 2 vCPUs (64 KiB to 4 MiB tried): beyond a point the receiver's socket
+// queue holds packets longer than the resend interval floor of twice
+// MinResendRTT (D14), and spurious resends halve the throughput; too small
+// a window stalls on the round trip of the acks. The best was 128 KiB for
+// 64-byte messages (W2, about 1,400 packets) and 512 KiB for 1 KiB ones
+// (W3, about 500 packets), hence room for 512 messages, at least 128 KiB.
+const (
+	benchSendQueue   = 16 << 20
+	benchMinInFlight = 128 << 10
+	benchInFlightMsg = 512
+)
+
+// doneMessage is what the W2 and W3 server sends back once it has received
+// every message: the client's clock stops when it arrives.
+var doneMessage = []byte("done")
+
+func (s fastnetSystem) Name() string {
+	if s.tcp {
+		return "fastnet-tcp"
+	}
+	return "fastnet-udp"
+}
+
+func (s fastnetSystem) Supports(w Workload) bool {
+	return !s.tcp || w.Name != "W4"
+}
+
+// engine is the engine's configuration for w.
+func (s fastnetSystem) engine(w Workload) fastnet.Config {
+	return fastnet.Config{
+		SendQueueSize: benchSendQueue,
+		MaxInFlight:   max(benchMinInFlight, benchInFlightMsg*w.Size),
+	}
+}
+
+func (s fastnetSystem) listen(ctx context.Context, w Workload, o Options) (*udpdriver.Listener, error) {
+	if s.tcp {
+		return tcpdriver.Listen(ctx, "127.0.0.1:0", tcpdriver.Config{Engine: s.engine(w)})
+	}
+	return udpdriver.Listen(ctx, "127.0.0.1:0", udpdriver.Config{Engine: s.engine(w), SocketBuffer: o.SocketBuffer})
+}
+
+func (s fastnetSystem) dial(ctx context.Context, w Workload, o Options, addr string) (*udpdriver.Conn, error) {
+	if s.tcp {
+		return tcpdriver.Dial(ctx, addr, tcpdriver.Config{Engine: s.engine(w)})
+	}
+	return udpdriver.Dial(ctx, addr, udpdriver.Config{Engine: s.engine(w), SocketBuffer: o.SocketBuffer})
+}
+
+func (s fastnetSystem) Server(ctx context.Context, w Workload, o Options, ready func(string)) (Metrics, error) {
+	l, err := s.listen(ctx, w, o)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	ready(l.Addr().String())
+	c, err := l.Accept(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("accept: %w", err)
+	}
+	switch w.Name {
+	case "W1":
+		echoed := 0
+		for {
+			m, err := c.Receive(ctx)
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, fastnet.ErrClosed) {
+					return Metrics{"echoed": float64(echoed)}, nil
+				}
+				return nil, err
+			}
+			if err := c.Send(ctx, m.Channel, m.Data, true); err != nil {
+				return nil, err
+			}
+			echoed++
+		}
+	case "W4":
+		return countMessages(ctx, w, c)
+	}
+	// W2, W3: every message, in order, then tell the client.
+	var first time.Time
+	for i := range w.Messages {
+		m, err := c.Receive(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("after %d of %d messages: %w", i, w.Messages, err)
+		}
+		if i == 0 {
+			first = time.Now()
+		}
+		if len(m.Data) != w.Size || !m.Reliable || binary.BigEndian.Uint64(m.Data) != uint64(i) {
+			return nil, fmt.Errorf("message %d: %d bytes, reliable %v, number %d: out of order or damaged",
+				i, len(m.Data), m.Reliable, binary.BigEndian.Uint64(m.Data))
+		}
+	}
+	took := time.Since(first)
+	if err := c.Send(ctx, 0, doneMessage, true); err != nil {
+		return nil, err
+	}
+	<-ctx.Done() // the client has its answer; let it close first
+	return Metrics{"server_rate": float64(w.Messages-1) / took.Seconds()}, nil
+}
+
+// countMessages is the W4 server: countUntilSilence with Receive as the
+// read, stopped by cancelling it.
+func countMessages(ctx context.Context, w Workload, c *udpdriver.Conn) (Metrics, error) {
+	rctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := cancelDeadline(cancel)
+	return countUntilSilence(ctx, w, stop, func() (int, error) {
+		m, err := c.Receive(rctx)
+		switch {
+		case rctx.Err() != nil || errors.Is(err, fastnet.ErrClosed):
+			// Stopped, or the client closed after its last message: the
+			// count is complete.
+			return 0, os.ErrDeadlineExceeded
+		case err != nil:
+			return 0, err
+		case len(m.Data) != w.Size || m.Reliable:
+			return 0, fmt.Errorf("a message of %d bytes, reliable %v", len(m.Data), m.Reliable)
+		}
+		return 1, nil
+	})
+}
+
+// cancelDeadline is a deadliner whose deadline, whatever its time, stops
+// the read at once: countUntilSilence only ever sets the present.
+type cancelDeadline context.CancelFunc
+
+func (c cancelDeadline) SetReadDeadline(time.Time) error {
+	c()
+	return nil
+}
+
+func (s fastnetSystem) Client(ctx context.Context, w Workload, o Options, addr string) (Metrics, error) {
+	c, err := s.dial(ctx, w, o, addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	m := Metrics{}
+	if !s.tcp {
+		start := time.Now()
+		if err := warmUp(ctx, c, w.WarmUp); err != nil {
+			return nil, err
+		}
+		m[WarmUpSeconds] = time.Since(start).Seconds()
+		m[MTU] = float64(c.Stats().PayloadMTU)
+	}
+	resent0 := c.Stats().PacketsResent
+
+	payload := make([]byte, w.Size)
+	switch w.Name {
+	case "W1":
+		rtts := make([]time.Duration, 0, w.Messages)
+		for i := range w.Warmup + w.Messages {
+			binary.BigEndian.PutUint64(payload, uint64(i))
+			start := time.Now()
+			if err := c.Send(ctx, 0, payload, true); err != nil {
+				return nil, err
+			}
+			r, err := c.Receive(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if len(r.Data) != w.Size || binary.BigEndian.Uint64(r.Data) != uint64(i) {
+				return nil, fmt.Errorf("round trip %d: wrong echo", i)
+			}
+			if i >= w.Warmup {
+				rtts = append(rtts, time.Since(start))
+			}
+		}
+		slices.Sort(rtts)
+		us := func(p float64) float64 { return float64(percentile(rtts, p)) / float64(time.Microsecond) }
+		m[P50], m[P99] = us(50), us(99)
+	case "W2", "W3":
+		start := time.Now()
+		for i := range w.Messages {
+			binary.BigEndian.PutUint64(payload, uint64(i))
+			if err := c.Send(ctx, 0, payload, true); err != nil {
+				return nil, fmt.Errorf("message %d: %w", i, err)
+			}
+		}
+		r, err := c.Receive(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("waiting for the server to receive everything: %w", err)
+		}
+		if string(r.Data) != string(doneMessage) {
+			return nil, fmt.Errorf("the server said %q", r.Data)
+		}
+		m[Rate] = float64(w.Messages) / time.Since(start).Seconds()
+	case "W4":
+		start := time.Now()
+		for i := range w.Messages {
+			putSeq(payload, i)
+			if err := c.Send(ctx, 0, payload, false); err != nil {
+				return nil, fmt.Errorf("message %d: %w", i, err)
+			}
+		}
+		// Sent once the send queue is empty.
+		for c.Stats().SendQueueBytes > 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		m[Sent] = float64(w.Messages)
+		m[SendSeconds] = time.Since(start).Seconds()
+	}
+	if !s.tcp {
+		m[Resent] = float64(c.Stats().PacketsResent - resent0)
+	}
+	return m, nil
+}

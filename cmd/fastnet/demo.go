@@ -1,0 +1,617 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/udpdriver"
+)
+
+// demoOptions are the flags of the demo.
+type demoOptions struct {
+	clients  int
+	duration time.Duration
+	imp      impairment
+	seed     uint64
+}
+
+// demoDrain bounds the wait, after the clients stop sending, for the echoes
+// of what they sent.
+const demoDrain = 10 * time.Second
+
+// maxLatencySamples bounds the echo latencies a client keeps.
+const maxLatencySamples = 1 << 16
+
+func demoCommand() *command {
+	return &command{
+		name:    "demo",
+		summary: "run a server and clients over a lossy, jittery relay and check every message",
+		usage:   "demo [--clients N] [--duration D] [--loss P] [--delay D] [--jitter D] [--dup P] [--reorder P] [--mtu BYTES] [--seed N]",
+		details: `
+Runs a Fastnet server and --clients clients in this process, over real
+loopback UDP through a relay that loses, delays, jitters, duplicates and
+reorders datagrams in both directions and drops those longer than --mtu bytes
+(a path MTU; the connections find it by MTU estimation, D19).
+
+For --duration each client sends numbered reliable messages of 16-300 bytes on
+channel 1, 300-4000 bytes on channel 2 (many above the MTU) and 4-32 KiB on
+channel 3, and 64-byte unreliable position updates, 30 a second, on channel 0.
+The server checks every message and echoes it; the client checks the echoes.
+Then the clients wait for their last echoes and close gracefully.
+
+Progress goes to standard error (one updated line on a terminal, a line a
+second otherwise). The report on standard output gives the messages sent and
+delivered per kind, the round-trip time, the resends and the payload MTU
+reached, and a verdict: every reliable message arrived intact and in order,
+both ways, and every unreliable one at most once and intact. Exits 0 when
+the verdict passes, 1 otherwise.`,
+		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
+			var o demoOptions
+			fs.IntVar(&o.clients, "clients", 4, "number of clients")
+			fs.DurationVar(&o.duration, "duration", 8*time.Second, "how long the clients send")
+			fs.Float64Var(&o.imp.Loss, "loss", 0.05, "probability that a datagram is lost, each way")
+			fs.DurationVar(&o.imp.Delay, "delay", 20*time.Millisecond, "one-way delay")
+			fs.DurationVar(&o.imp.Jitter, "jitter", 5*time.Millisecond, "each delay varies by up to this much either way")
+			fs.Float64Var(&o.imp.Dup, "dup", 0.01, "probability that a datagram is duplicated")
+			fs.Float64Var(&o.imp.Reorder, "reorder", 0.02, "probability that a datagram is held back behind later ones")
+			fs.IntVar(&o.imp.MTU, "mtu", 1472, "largest datagram the relay forwards, in bytes (0: any)")
+			fs.Uint64Var(&o.seed, "seed", 1, "seed of the relay's random choices and of the messages")
+			return func(ctx context.Context, args []string, s *stdio) int {
+				bad := func(format string, a ...any) int { return usageError(s, "demo", format, a...) }
+				prob := func(p float64) bool { return p >= 0 && p < 1 }
+				switch {
+				case len(args) > 0:
+					return bad("unexpected argument %q", args[0])
+				case o.clients < 1 || o.clients > 100:
+					return bad("--clients %d: want 1..100", o.clients)
+				case o.duration <= 0:
+					return bad("--duration %v: must be positive", o.duration)
+				case !prob(o.imp.Loss) || o.imp.Loss > 0.5:
+					return bad("--loss %v: want 0..0.5", o.imp.Loss)
+				case !prob(o.imp.Dup):
+					return bad("--dup %v: want a probability below 1", o.imp.Dup)
+				case !prob(o.imp.Reorder):
+					return bad("--reorder %v: want a probability below 1", o.imp.Reorder)
+				case o.imp.Delay < 0 || o.imp.Jitter < 0 || o.imp.Delay > 5*time.Second || o.imp.Jitter > 5*time.Second:
+					return bad("--delay and --jitter: want 0..5s")
+				case o.imp.MTU != 0 && (o.imp.MTU < 576 || o.imp.MTU > 65507):
+					return bad("--mtu %d: want 576..65507, or 0", o.imp.MTU)
+				}
+				return demo(ctx, s, o)
+			}
+		},
+	}
+}
+
+// demoClient is one client of the demo and what it saw.
+type demoClient struct {
+	index int
+	seed  uint64
+	start time.Time
+
+	c      *conn // used by the client's own goroutine only
+	echoes *checker
+	sent   [numReliable]atomic.Int64
+	bytes  atomic.Int64 // reliable bytes sent
+	pos    atomic.Int64 // position updates sent
+
+	mu    sync.Mutex
+	err   error         // why it failed, if it did
+	stats fastnet.Stats // the latest, while connected
+	lat   []time.Duration
+}
+
+// demoServer is the server side of the demo.
+type demoServer struct {
+	mu    sync.Mutex
+	conns []*demoServerConn
+}
+
+// demoServerConn is one connection of the demo's server.
+type demoServerConn struct {
+	c     *conn
+	check *checker
+	mu    sync.Mutex
+	stats fastnet.Stats // the latest, while connected
+}
+
+// demoGrace is how long, beyond sending and draining, the demo may take to
+// connect and close before it is declared stalled.
+const demoGrace = 20 * time.Second
+
+// demo is the demo command. A demo that does not finish in time fails
+// rather than hang, whatever holds it up.
+func demo(ctx context.Context, s *stdio, o demoOptions) int {
+	result := make(chan int, 1)
+	go func() { result <- runDemo(ctx, s, o) }()
+	limit := o.duration + demoDrain + demoGrace
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case code := <-result:
+		return code
+	case <-timer.C:
+		s.printf("verdict: FAIL: the demo did not finish within %v: it stalled", limit)
+		return exitFailure
+	}
+}
+
+// runDemo runs the demo and reports.
+func runDemo(ctx context.Context, s *stdio, o demoOptions) int {
+	l, err := udpdriver.Listen(ctx, "127.0.0.1:0", udpdriver.Config{})
+	if err != nil {
+		s.errorf("fastnet demo: %v", err)
+		return exitFailure
+	}
+	srvAddr := l.Addr().(*net.UDPAddr).AddrPort()
+	r, err := newRelay(netipUnmap(srvAddr), o.imp, o.seed)
+	if err != nil {
+		l.Close()
+		s.errorf("fastnet demo: %v", err)
+		return exitFailure
+	}
+	s.printf("fastnet demo: %d clients for %v, through a relay with %s", o.clients, o.duration, describeImpairment(o.imp))
+
+	srv := &demoServer{}
+	var srvWG sync.WaitGroup
+	acceptCtx, stopAccept := context.WithCancel(context.Background())
+	srvWG.Go(func() {
+		for {
+			c, err := l.Accept(acceptCtx)
+			if err != nil {
+				return
+			}
+			sc := &demoServerConn{c: c, check: newChecker(o.seed, -1)}
+			srv.mu.Lock()
+			srv.conns = append(srv.conns, sc)
+			srv.mu.Unlock()
+			srvWG.Go(func() { sc.serve() })
+		}
+	})
+
+	start := time.Now()
+	clients := make([]*demoClient, o.clients)
+	var cliWG sync.WaitGroup
+	for i := range clients {
+		cl := &demoClient{index: i, seed: o.seed, start: start, echoes: newChecker(o.seed, i)}
+		clients[i] = cl
+		cliWG.Go(func() { cl.run(ctx, r.Addr().String(), o.duration) })
+	}
+	finished := make(chan struct{})
+	go func() {
+		cliWG.Wait()
+		close(finished)
+	}()
+
+	showProgress(s, start, finished, clients, srv)
+
+	stopAccept()
+	l.Close()
+	srvWG.Wait()
+	r.Close()
+	return report(s, o, time.Since(start), clients, srv, r.Stats())
+}
+
+func netipUnmap(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+func describeImpairment(imp impairment) string {
+	mtu := "any size"
+	if imp.MTU > 0 {
+		mtu = fmt.Sprintf("datagrams up to %d bytes", imp.MTU)
+	}
+	return fmt.Sprintf("loss %s, delay %v ± %v, duplication %s, reordering %s, %s",
+		pct(imp.Loss), imp.Delay, imp.Jitter, pct(imp.Dup), pct(imp.Reorder), mtu)
+}
+
+func pct(p float64) string { return strings.TrimSuffix(fmt.Sprintf("%.1f", 100*p), ".0") + "%" }
+
+// serve checks and echoes the messages of one connection until it ends.
+func (sc *demoServerConn) serve() {
+	ctx := context.Background()
+	n := 0
+	for {
+		m, err := sc.c.Receive(ctx)
+		if err != nil {
+			return
+		}
+		sc.check.add(m.Channel, m.Reliable, m.Data)
+		sc.c.Send(ctx, m.Channel, m.Data, m.Reliable) // fails only once the connection ended
+		if n++; n%64 == 0 {
+			sc.snapshot()
+		}
+	}
+}
+
+// snapshot keeps the connection's statistics while it is open.
+func (sc *demoServerConn) snapshot() {
+	if st := sc.c.Stats(); st.PacketsSent > 0 {
+		sc.mu.Lock()
+		sc.stats = st
+		sc.mu.Unlock()
+	}
+}
+
+func (sc *demoServerConn) lastStats() fastnet.Stats {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.stats
+}
+
+// run is the life of one client: connect, send for d, wait for the echoes
+// of everything sent, close.
+func (cl *demoClient) run(ctx context.Context, addr string, d time.Duration) {
+	if err := cl.life(ctx, addr, d); err != nil {
+		cl.mu.Lock()
+		cl.err = err
+		cl.mu.Unlock()
+	}
+}
+
+// failure returns why the client failed, or nil.
+func (cl *demoClient) failure() error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.err
+}
+
+func (cl *demoClient) life(ctx context.Context, addr string, d time.Duration) error {
+	c, err := udpdriver.Dial(ctx, addr, udpdriver.Config{})
+	if err != nil {
+		return fmt.Errorf("connect: %s", reason(err))
+	}
+	cl.c = c
+	received := make(chan struct{})
+	go func() {
+		defer close(received)
+		for {
+			m, err := c.Receive(context.Background())
+			if err != nil {
+				return
+			}
+			_, at := cl.echoes.add(m.Channel, m.Reliable, m.Data)
+			if m.Channel == posChannel && at > 0 {
+				lat := time.Since(cl.start) - at
+				cl.mu.Lock()
+				if len(cl.lat) < maxLatencySamples {
+					cl.lat = append(cl.lat, lat)
+				}
+				cl.mu.Unlock()
+			}
+		}
+	}()
+
+	var failed error
+	if err := cl.send(ctx, d); err != nil {
+		failed = fmt.Errorf("send: %s", reason(err))
+	}
+
+	// Wait for the echoes of every reliable message sent.
+	deadline := time.Now().Add(demoDrain)
+	for failed == nil && time.Now().Before(deadline) {
+		st := cl.echoes.state()
+		done := true
+		for i := range st.received {
+			if st.received[i] < int(cl.sent[i].Load()) {
+				done = false
+			}
+		}
+		if done || st.errs > 0 {
+			break
+		}
+		select {
+		case <-c.Done():
+			failed = fmt.Errorf("connection lost: %s", reason(c.Err()))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cl.snapshot()
+	c.Close()
+	<-received
+	if failed != nil {
+		return failed
+	}
+	if err := c.Err(); err != nil && !isLocalClose(err) {
+		return fmt.Errorf("connection lost: %s", reason(err))
+	}
+	return nil
+}
+
+// isLocalClose reports whether err says this side closed the connection.
+func isLocalClose(err error) bool {
+	var lc *fastnet.LocalCloseError
+	return errors.As(err, &lc)
+}
+
+// send sends the client's traffic for d: on each tick, whatever the rates
+// of reliableKinds and posPerSecond make due.
+func (cl *demoClient) send(ctx context.Context, d time.Duration) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var buf []byte
+	begin := time.Now()
+	for {
+		elapsed := time.Since(begin)
+		if elapsed > d {
+			elapsed = d
+		}
+		t := elapsed.Seconds()
+		for ch := 1; ch <= numReliable; ch++ {
+			due := int64(t * reliableKinds[ch-1].perSecond)
+			for cl.sent[ch-1].Load() < due {
+				seq := uint32(cl.sent[ch-1].Load())
+				buf = appendReliable(buf[:0], cl.seed, cl.index, ch, seq)
+				if err := cl.c.Send(ctx, ch, buf, true); err != nil {
+					return err
+				}
+				cl.sent[ch-1].Add(1)
+				cl.bytes.Add(int64(len(buf)))
+			}
+		}
+		for due := int64(t * posPerSecond); cl.pos.Load() < due; {
+			buf = appendPosition(buf[:0], cl.seed, cl.index, uint32(cl.pos.Load()), time.Since(cl.start))
+			if err := cl.c.Send(ctx, posChannel, buf, false); err != nil {
+				return err
+			}
+			cl.pos.Add(1)
+		}
+		if elapsed >= d {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil // interrupted: stop sending, finish as usual
+		case <-tick.C:
+		}
+		cl.snapshot()
+	}
+}
+
+// snapshot keeps the client's statistics while it is connected.
+func (cl *demoClient) snapshot() {
+	if cl.c == nil {
+		return
+	}
+	if st := cl.c.Stats(); st.PacketsSent > 0 {
+		cl.mu.Lock()
+		cl.stats = st
+		cl.mu.Unlock()
+	}
+}
+
+func (cl *demoClient) lastStats() fastnet.Stats {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.stats
+}
+
+// totals adds up what the clients and the server saw.
+type totals struct {
+	relSent, relServer, relEcho          int
+	relBytes                             int64
+	posSent, posServer, posEcho          int
+	errs                                 []string
+	rtt, minRTT                          time.Duration // mean smoothed RTT and least min RTT of the clients
+	resentClients, resentServer          uint64
+	mtuUp, mtuUpMin, mtuDown, mtuDownMin int                            // payload MTU client→server and server→client, max and min
+	latency                              time.Duration                  // median position echo latency
+	dropped                              [fastnet.NumDropReasons]uint64 // packets dropped on receipt, by reason
+}
+
+func collect(clients []*demoClient, srv *demoServer) totals {
+	var t totals
+	byClient := map[int]checkerState{}
+	srv.mu.Lock()
+	conns := slices.Clone(srv.conns)
+	srv.mu.Unlock()
+	for _, sc := range conns {
+		st := sc.check.state()
+		if st.errs > 0 {
+			t.errs = append(t.errs, fmt.Sprintf("server, from client %d: %d errors, first: %s", st.client, st.errs, st.firstErr))
+		}
+		if st.client >= 0 {
+			byClient[st.client] = st
+		}
+		ss := sc.lastStats()
+		t.resentServer += ss.PacketsResent
+		for i, n := range ss.Dropped {
+			t.dropped[i] += n
+		}
+		if ss.PayloadMTU > 0 {
+			t.mtuDown = max(t.mtuDown, ss.PayloadMTU)
+			if t.mtuDownMin == 0 || ss.PayloadMTU < t.mtuDownMin {
+				t.mtuDownMin = ss.PayloadMTU
+			}
+		}
+	}
+	var lat []time.Duration
+	nrtt := 0
+	for _, cl := range clients {
+		if err := cl.failure(); err != nil {
+			t.errs = append(t.errs, fmt.Sprintf("client %d: %v", cl.index, err))
+		}
+		echo := cl.echoes.state()
+		if echo.errs > 0 {
+			t.errs = append(t.errs, fmt.Sprintf("client %d, echoes: %d errors, first: %s", cl.index, echo.errs, echo.firstErr))
+		}
+		got := byClient[cl.index]
+		for ch := range numReliable {
+			sent := int(cl.sent[ch].Load())
+			t.relSent += sent
+			t.relServer += got.received[ch]
+			t.relEcho += echo.received[ch]
+			if got.received[ch] != sent || echo.received[ch] != sent {
+				t.errs = append(t.errs, fmt.Sprintf("client %d, channel %d: %d sent, %d delivered to the server, %d echoes delivered back",
+					cl.index, ch+1, sent, got.received[ch], echo.received[ch]))
+			}
+		}
+		t.relBytes += cl.bytes.Load()
+		t.posSent += int(cl.pos.Load())
+		t.posServer += got.posCount
+		t.posEcho += echo.posCount
+		st := cl.lastStats()
+		if st.RTT > 0 && st.MinRTT > 0 {
+			t.rtt += st.RTT
+			nrtt++
+			if t.minRTT == 0 || st.MinRTT < t.minRTT {
+				t.minRTT = st.MinRTT
+			}
+		}
+		t.resentClients += st.PacketsResent
+		for i, n := range st.Dropped {
+			t.dropped[i] += n
+		}
+		if st.PayloadMTU > 0 {
+			t.mtuUp = max(t.mtuUp, st.PayloadMTU)
+			if t.mtuUpMin == 0 || st.PayloadMTU < t.mtuUpMin {
+				t.mtuUpMin = st.PayloadMTU
+			}
+		}
+		cl.mu.Lock()
+		lat = append(lat, cl.lat...)
+		cl.mu.Unlock()
+	}
+	if nrtt > 0 {
+		t.rtt /= time.Duration(nrtt)
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		t.latency = lat[len(lat)/2]
+	}
+	return t
+}
+
+// showProgress reports progress on standard error until finished is
+// closed: one line rewritten in place on a terminal, otherwise a line a
+// second.
+func showProgress(s *stdio, start time.Time, finished <-chan struct{}, clients []*demoClient, srv *demoServer) {
+	term := isTerminal(s.err)
+	every := time.Second
+	if term {
+		every = 250 * time.Millisecond
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-finished:
+			if term {
+				s.mu.Lock()
+				fmt.Fprint(s.err, "\r\033[K")
+				s.mu.Unlock()
+			}
+			return
+		case <-tick.C:
+		}
+		srv.mu.Lock()
+		for _, sc := range srv.conns {
+			sc.snapshot()
+		}
+		srv.mu.Unlock()
+		t := collect(clients, srv)
+		line := fmt.Sprintf("%5.1fs  reliable %d sent, %d echoed  unreliable %d sent, %d echoed  rtt %v  mtu %d  resends %d",
+			time.Since(start).Seconds(), t.relSent, t.relEcho, t.posSent, t.posEcho, round(t.rtt), t.mtuUpMin, t.resentClients+t.resentServer)
+		s.mu.Lock()
+		if term {
+			fmt.Fprintf(s.err, "\r\033[K%s", line)
+		} else {
+			fmt.Fprintln(s.err, line)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// report prints the closing report and returns the exit status.
+func report(s *stdio, o demoOptions, took time.Duration, clients []*demoClient, srv *demoServer, rs relayStats) int {
+	t := collect(clients, srv)
+	ratio := func(n, of int) string {
+		if of == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of))
+	}
+	s.printf("")
+	s.printf("%-22s %10s %22s %22s", "", "sent", "delivered to server", "echoes delivered back")
+	s.printf("%-22s %10d %22d %22d", "reliable messages", t.relSent, t.relServer, t.relEcho)
+	s.printf("%-22s %10d %14d (%6s) %14d (%6s)", "unreliable messages", t.posSent, t.posServer, ratio(t.posServer, t.posSent), t.posEcho, ratio(t.posEcho, t.posSent))
+	s.printf("")
+	s.printf("reliable data:         %.1f MB each way, channels 1-3", float64(t.relBytes)/1e6)
+	s.printf("round-trip time:       %v smoothed (mean of the clients), %v least; position echoes took %v (median)", round(t.rtt), round(t.minRTT), round(t.latency))
+	s.printf("packets resent:        %d by the clients, %d by the server", t.resentClients, t.resentServer)
+	s.printf("payload MTU reached:   %s client to server, %s server to client (relay limit: %s)",
+		span(t.mtuUpMin, t.mtuUp), span(t.mtuDownMin, t.mtuDown), mtuLimit(o.imp.MTU))
+	s.printf("packets dropped:       %s", describeDrops(t.dropped))
+	s.printf("relay:                 %d datagrams: %d lost, %d too big, %d duplicated, %d held back, %d overflowed",
+		rs.Datagrams, rs.Lost, rs.TooBig, rs.Duplicated, rs.Reordered, rs.Overflow)
+	s.printf("took:                  %v", took.Round(100*time.Millisecond))
+	s.printf("")
+	if len(t.errs) > 0 || t.relSent == 0 {
+		s.printf("verdict: FAIL")
+		if t.relSent == 0 {
+			s.printf("  no reliable message was sent")
+		}
+		for i, e := range t.errs {
+			if i == 10 {
+				s.printf("  ... and %d more", len(t.errs)-i)
+				break
+			}
+			s.printf("  %s", e)
+		}
+		return exitFailure
+	}
+	s.printf("verdict: PASS: all %d reliable messages arrived intact and in order, both ways; unreliable ones at most once and intact", t.relSent)
+	return exitOK
+}
+
+// span shows a range of values, or one value if they are equal.
+func span(lo, hi int) string {
+	if lo == hi {
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d-%d", lo, hi)
+}
+
+func mtuLimit(mtu int) string {
+	if mtu == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d-byte datagrams, a payload MTU of %d", mtu, mtu-2)
+}
+
+// describeDrops lists the packets the endpoints dropped on receipt, by
+// reason (D23).
+func describeDrops(d [fastnet.NumDropReasons]uint64) string {
+	var parts []string
+	for i, n := range d {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, fastnet.DropReason(i)))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,278 @@
+// Command fastnet serves, talks to, probes and demonstrates the Fastnet 1.0
+// protocol over UDP and TCP.
+//
+// Usage:
+//
+//	fastnet listen  [--udp HOST:PORT] [--tcp HOST:PORT] [--echo] [--max-conns N]
+//	fastnet connect HOST:PORT [--tcp] [--channel N] [--unreliable] [--drain D]
+//	fastnet probe   HOST:PORT [--tcp] [--timeout D]
+//	fastnet demo    [--clients N] [--duration D] [--loss P] [--delay D] [--jitter D]
+//	                [--dup P] [--reorder P] [--mtu BYTES] [--seed N]
+//	fastnet help    [COMMAND]
+//
+// listen serves until SIGINT or SIGTERM, then closes every connection
+// gracefully (D18) and exits. Without --udp and --tcp it listens on UDP
+// 127.0.0.1:7000. Its standard output has one line per event:
+//
+//	listening udp 127.0.0.1:7000
+//	connected udp 127.0.0.1:51234 id=2271560481
+//	disconnected udp 127.0.0.1:51234 id=2271560481 messages=3 reason="closed by peer"
+//
+// With --echo every message goes back to its sender on the same channel
+// with the same reliability. --max-conns bounds the established
+// connections; further clients are refused with "server full".
+//
+// connect sends each line of standard input, without its newline, as one
+// message on --channel (default 0), reliably unless --unreliable, and
+// prints each message it receives as one line of standard output. At the
+// end of its input it waits until everything it sent was acknowledged, then
+// keeps printing until nothing has arrived for --drain (default 250ms, at
+// most 5 s in all, so that the echoes of an --echo server are shown), and
+// closes gracefully.
+//
+// probe sends the status queries of channel -1 (D15) from a plain socket,
+// every 200 ms over UDP and once over TCP (framed as D20 says), and prints
+// whether Fastnet answers, its version and the round-trip time of the
+// queries. It gives up after --timeout (default 3s).
+//
+// demo runs a server and --clients clients in this process, over real
+// loopback UDP through a relay that loses, delays, jitters, duplicates and
+// reorders datagrams and drops those above --mtu bytes. Each client sends
+// numbered reliable messages of varied sizes on channels 1 to 3 and
+// unreliable 64-byte position updates on channel 0; the server checks and
+// echoes them and the client checks the echoes. It shows progress on
+// standard error and ends with a report and a verdict: every reliable
+// message arrived intact and in order, both ways.
+//
+// Flags may come before or after the address, with one dash or two.
+//
+// Exit status: 0 on success (probe: a Fastnet 1.0 server answered; demo:
+// the verdict passed), 1 on failure (no answer, refused, connection lost,
+// verdict failed), 2 for a usage error (bad flag or address), reported in
+// one line on standard error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/fastnet-engine/fastnet/udpdriver"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, the next one ends the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(run(ctx, os.Args[1:], &stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}))
+}
+
+// stdio is the command's standard streams. Writes to out and err are
+// whole lines, serialised so that lines from different goroutines do not
+// interleave.
+type stdio struct {
+	in  io.Reader
+	out io.Writer
+	err io.Writer
+	mu  sync.Mutex
+}
+
+// printf writes one line to standard output.
+func (s *stdio) printf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.out, format+"\n", args...)
+}
+
+// writeLine writes b and a newline to standard output.
+func (s *stdio) writeLine(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.out.Write(b); err != nil {
+		return err
+	}
+	_, err := s.out.Write([]byte{'\n'})
+	return err
+}
+
+// errorf writes one line to standard error.
+func (s *stdio) errorf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.err, format+"\n", args...)
+}
+
+// A command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	usage   string // the synopsis line after "fastnet "
+	details string // paragraphs after the synopsis
+	// flags adds the command's flags to fs and returns the function that
+	// runs the command with the positional arguments, or a usage error.
+	flags func(fs *flag.FlagSet) func(ctx context.Context, args []string, s *stdio) int
+}
+
+func commands() []*command {
+	return []*command{listenCommand(), connectCommand(), probeCommand(), demoCommand()}
+}
+
+func findCommand(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// run is the command line: it returns the exit status.
+func run(ctx context.Context, args []string, s *stdio) int {
+	if len(args) == 0 {
+		s.errorf("fastnet: missing command (try \"fastnet help\")")
+		return exitUsage
+	}
+	name, args := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(args) == 0 {
+			mainHelp(s.out)
+			return exitOK
+		}
+		c := findCommand(args[0])
+		if c == nil {
+			s.errorf("fastnet help: unknown command %q (try \"fastnet help\")", args[0])
+			return exitUsage
+		}
+		commandHelp(s.out, c)
+		return exitOK
+	}
+	c := findCommand(name)
+	if c == nil {
+		s.errorf("fastnet: unknown command %q (try \"fastnet help\")", name)
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("fastnet "+c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	runCmd := c.flags(fs)
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		commandHelp(s.out, c)
+		return exitOK
+	}
+	if err != nil {
+		s.errorf("fastnet %s: %v (see \"fastnet help %s\")", c.name, err, c.name)
+		return exitUsage
+	}
+	return runCmd(ctx, pos, s)
+}
+
+// usageError is a bad command line, reported by a command in one line with
+// exit status 2.
+func usageError(s *stdio, cmd string, format string, args ...any) int {
+	s.errorf("fastnet %s: %s (see \"fastnet help %s\")", cmd, fmt.Sprintf(format, args...), cmd)
+	return exitUsage
+}
+
+// parseInterspersed parses flags that may come before, between or after the
+// positional arguments, which it returns. Everything after "--" is
+// positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func mainHelp(w io.Writer) {
+	fmt.Fprint(w, `fastnet is a tool for the Fastnet 1.0 protocol over UDP and TCP.
+
+Usage:
+
+	fastnet COMMAND [flags]
+
+Commands:
+
+`)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "\t%-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `	help     show the help of a command
+
+Run "fastnet help COMMAND" or "fastnet COMMAND --help" for its flags.
+
+Exit status: 0 success, 1 failure, 2 usage error.
+`)
+}
+
+func commandHelp(w io.Writer, c *command) {
+	fmt.Fprintf(w, "Usage: fastnet %s\n\n%s\n", c.usage, strings.TrimSpace(c.details))
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	c.flags(fs)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprint(w, "\nFlags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+	fmt.Fprint(w, "\nExit status: 0 success, 1 failure, 2 usage error.\n")
+}
+
+// checkAddr checks that addr is "host:port" with a numeric port, or a
+// service name the system knows; a missing host means every address.
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("bad address %q: want HOST:PORT", addr)
+	}
+	if strings.ContainsAny(host, " \t") {
+		return fmt.Errorf("bad address %q: bad host", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		if _, err := net.LookupPort("udp", port); err != nil || port == "" {
+			return fmt.Errorf("bad address %q: bad port %q", addr, port)
+		}
+	}
+	return nil
+}
+
+// reason says in a few words why a connection ended or did not start.
+func reason(err error) string {
+	var ce *udpdriver.CloseError
+	if errors.As(err, &ce) && ce.Err != nil {
+		err = ce.Err
+	}
+	return strings.TrimPrefix(err.Error(), "fastnet: ")
+}

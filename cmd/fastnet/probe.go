@@ -1,0 +1,384 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+)
+
+// The status queries of channel -1 and their answers (D15).
+const (
+	queryFastnet  = "query:fastnet"
+	answerFastnet = "query:fastnet=yes"
+	queryVersion  = "query:version"
+	answerVersion = "query:version=" // followed by the version
+)
+
+// Probing parameters.
+const (
+	probeRetry = 200 * time.Millisecond // between UDP retries (D15)
+	probePings = 3                      // extra round trips for the RTT
+	maxAnswer  = 4096                   // the longest framed packet read over TCP
+)
+
+func probeCommand() *command {
+	return &command{
+		name:    "probe",
+		summary: "ask a server whether it speaks Fastnet, and which version",
+		usage:   "probe HOST:PORT [--tcp] [--timeout D]",
+		details: `
+Sends the status queries "query:fastnet" and "query:version" on channel -1
+from a plain socket (UDP unless --tcp; over TCP each packet is framed with its
+length as a u32, D20), every 200ms over UDP until both are answered, then a few
+more "query:fastnet" to measure the round-trip time. Prints what the server
+answered:
+
+	address: 127.0.0.1:7000 (udp)
+	fastnet: yes
+	version: 1.0
+	rtt:     95µs (min 80µs, max 120µs, 4 queries)
+
+Exits 0 only for a Fastnet 1.0 server; 1 when the server speaks another
+version, is not Fastnet, or nothing answers within --timeout.`,
+		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
+			tcp := fs.Bool("tcp", false, "probe over TCP instead of UDP")
+			timeout := fs.Duration("timeout", 3*time.Second, "give up after this long without both answers")
+			return func(ctx context.Context, args []string, s *stdio) int {
+				switch {
+				case len(args) == 0:
+					return usageError(s, "probe", "missing HOST:PORT")
+				case len(args) > 1:
+					return usageError(s, "probe", "unexpected argument %q", args[1])
+				case *timeout <= 0:
+					return usageError(s, "probe", "--timeout %v: must be positive", *timeout)
+				}
+				if err := checkAddr(args[0]); err != nil {
+					return usageError(s, "probe", "%v", err)
+				}
+				return probe(ctx, s, args[0], *tcp, *timeout)
+			}
+		},
+	}
+}
+
+// probeResult is what a server answered.
+type probeResult struct {
+	fastnet bool   // it said "query:fastnet=yes"
+	version string // its version, "" if it did not say
+	rtts    []time.Duration
+}
+
+// probe is the probe command.
+func probe(ctx context.Context, s *stdio, addr string, tcp bool, timeout time.Duration) int {
+	name := transportName(tcp)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pc, err := dialProbe(ctx, tcp, addr)
+	if err != nil {
+		s.errorf("fastnet probe: %s (%s): %v", addr, name, probeErr(err))
+		return exitFailure
+	}
+	defer pc.Close()
+	res, err := query(ctx, pc)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		s.errorf("fastnet probe: %s (%s): %v", addr, name, probeErr(err))
+		return exitFailure
+	}
+	if !res.fastnet && res.version == "" {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			s.errorf("fastnet probe: interrupted")
+		} else {
+			s.errorf("fastnet probe: %s (%s): no answer within %v", addr, name, timeout)
+		}
+		return exitFailure
+	}
+	s.printf("address: %s (%s)", pc.RemoteAddr(), name)
+	if res.fastnet {
+		s.printf("fastnet: yes")
+	} else {
+		s.printf("fastnet: no answer")
+	}
+	if res.version != "" {
+		s.printf("version: %s", res.version)
+	} else {
+		s.printf("version: no answer")
+	}
+	if len(res.rtts) > 0 {
+		r := slices.Clone(res.rtts)
+		slices.Sort(r)
+		s.printf("rtt:     %v (min %v, max %v, %d queries)", round(r[len(r)/2]), round(r[0]), round(r[len(r)-1]), len(r))
+	}
+	switch {
+	case !res.fastnet:
+		s.errorf("fastnet probe: %s did not say it speaks Fastnet", addr)
+		return exitFailure
+	case res.version != fastnet.Version:
+		if res.version == "" {
+			s.errorf("fastnet probe: %s did not say its version", addr)
+		} else {
+			s.errorf("fastnet probe: %s speaks Fastnet %s, not %s", addr, res.version, fastnet.Version)
+		}
+		return exitFailure
+	}
+	return exitOK
+}
+
+// errNothingListening explains a refused connection or an ICMP port
+// unreachable.
+var errNothingListening = errors.New("nothing listening (connection refused)")
+
+// probeErr explains a socket error.
+func probeErr(err error) error {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return errNothingListening
+	}
+	return err
+}
+
+// round shortens d for display.
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	case d >= 10*time.Microsecond:
+		return d.Round(time.Microsecond)
+	}
+	return d
+}
+
+// probeConn carries channel -1 packets over a plain socket.
+type probeConn interface {
+	// send sends one packet on channel -1 for each payload.
+	send(payloads ...string) error
+	// recv returns the payload of the next channel -1 packet, waiting until
+	// deadline at most (an error matching os.ErrDeadlineExceeded).
+	recv(deadline time.Time) ([]byte, error)
+	// retries says whether the transport may lose packets, so that queries
+	// are repeated.
+	retries() bool
+	RemoteAddr() net.Addr
+	Close() error
+}
+
+func dialProbe(ctx context.Context, tcp bool, addr string) (probeConn, error) {
+	var d net.Dialer
+	if tcp {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, unwrapOp(err)
+		}
+		return &tcpProbe{Conn: c, r: bufio.NewReader(c)}, nil
+	}
+	c, err := d.DialContext(ctx, "udp", addr)
+	if err != nil {
+		return nil, unwrapOp(err)
+	}
+	return &udpProbe{Conn: c}, nil
+}
+
+// unwrapOp drops the *net.OpError wrapping, whose text repeats the address.
+func unwrapOp(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return oe.Err
+	}
+	return err
+}
+
+// appendPacket appends a channel -1 packet with payload p: the channel id as
+// a big-endian int16 (0xffff), then p.
+func appendPacket(b []byte, p string) []byte {
+	b = binary.BigEndian.AppendUint16(b, 0xffff)
+	return append(b, p...)
+}
+
+// controlPayload returns the payload of a channel -1 packet.
+func controlPayload(pkt []byte) ([]byte, bool) {
+	if len(pkt) < 2 || int16(binary.BigEndian.Uint16(pkt)) != -1 {
+		return nil, false
+	}
+	return pkt[2:], true
+}
+
+type udpProbe struct {
+	net.Conn
+	buf [2048]byte
+}
+
+func (u *udpProbe) send(payloads ...string) error {
+	for _, p := range payloads {
+		if _, err := u.Write(appendPacket(nil, p)); err != nil {
+			return unwrapOp(err)
+		}
+	}
+	return nil
+}
+
+func (u *udpProbe) recv(deadline time.Time) ([]byte, error) {
+	u.SetReadDeadline(deadline)
+	for {
+		n, err := u.Read(u.buf[:])
+		if err != nil {
+			return nil, unwrapOp(err)
+		}
+		if p, ok := controlPayload(u.buf[:n]); ok {
+			return p, nil
+		}
+	}
+}
+
+func (u *udpProbe) retries() bool { return true }
+
+// tcpProbe frames packets with their length as a u32 (D20).
+type tcpProbe struct {
+	net.Conn
+	r   *bufio.Reader
+	buf []byte
+}
+
+func (t *tcpProbe) send(payloads ...string) error {
+	var b []byte
+	for _, p := range payloads {
+		b = binary.BigEndian.AppendUint32(b, uint32(2+len(p)))
+		b = appendPacket(b, p)
+	}
+	_, err := t.Write(b)
+	return unwrapOp(err)
+}
+
+func (t *tcpProbe) recv(deadline time.Time) ([]byte, error) {
+	t.SetReadDeadline(deadline)
+	for {
+		var hdr [4]byte
+		if _, err := io.ReadFull(t.r, hdr[:]); err != nil {
+			return nil, t.readErr(err)
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n > maxAnswer {
+			return nil, fmt.Errorf("the server sent a frame of %d bytes, not a Fastnet answer", n)
+		}
+		t.buf = slices.Grow(t.buf[:0], int(n))[:n]
+		if _, err := io.ReadFull(t.r, t.buf); err != nil {
+			return nil, t.readErr(err)
+		}
+		if p, ok := controlPayload(t.buf); ok {
+			return p, nil
+		}
+	}
+}
+
+func (t *tcpProbe) readErr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("the server closed the connection")
+	}
+	return unwrapOp(err)
+}
+
+func (t *tcpProbe) retries() bool { return false }
+
+// query asks pc both status queries until both are answered or ctx ends,
+// then measures the round-trip time with a few more. It returns what was
+// answered so far along with the error that stopped it.
+func query(ctx context.Context, pc probeConn) (probeResult, error) {
+	var res probeResult
+	deadline, _ := ctx.Deadline()
+	stop := context.AfterFunc(ctx, func() {
+		// A signal ends the wait for an answer at once.
+		if ctx.Err() != context.DeadlineExceeded {
+			pc.Close()
+		}
+	})
+	defer stop()
+	timeout := func(err error) error {
+		if errors.Is(err, os.ErrDeadlineExceeded) || ctx.Err() != nil {
+			return context.DeadlineExceeded
+		}
+		return err
+	}
+
+	var sentAt time.Time
+	sends := 0
+	for !res.fastnet || res.version == "" {
+		now := time.Now()
+		if sends == 0 || (pc.retries() && now.Sub(sentAt) >= probeRetry) {
+			var qs []string
+			if !res.fastnet {
+				qs = append(qs, queryFastnet)
+			}
+			if res.version == "" {
+				qs = append(qs, queryVersion)
+			}
+			if err := pc.send(qs...); err != nil {
+				return res, timeout(err)
+			}
+			sentAt, sends = now, sends+1
+		}
+		wait := deadline
+		if pc.retries() {
+			wait = earliest(wait, sentAt.Add(probeRetry))
+		}
+		p, err := pc.recv(wait)
+		if errors.Is(err, os.ErrDeadlineExceeded) && time.Now().Before(deadline) {
+			continue
+		}
+		if err != nil {
+			return res, timeout(err)
+		}
+		switch a := string(p); {
+		case a == answerFastnet:
+			if !res.fastnet && sends == 1 {
+				// Only an answer to the first send times a round trip
+				// for sure.
+				res.rtts = append(res.rtts, time.Since(sentAt))
+			}
+			res.fastnet = true
+		case strings.HasPrefix(a, answerVersion):
+			res.version = strings.TrimPrefix(a, answerVersion)
+		}
+	}
+
+	// A few more round trips for the RTT, each answered before the next.
+	for range probePings {
+		start := time.Now()
+		if err := pc.send(queryFastnet); err != nil {
+			return res, timeout(err)
+		}
+		for {
+			p, err := pc.recv(earliest(deadline, start.Add(time.Second)))
+			if err != nil {
+				if ctx.Err() != nil {
+					return res, nil // the answers are in: no error
+				}
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					break // lost: try the next
+				}
+				return res, err
+			}
+			if string(p) == answerFastnet {
+				res.rtts = append(res.rtts, time.Since(start))
+				break
+			}
+		}
+	}
+	return res, nil
+}
+
+// earliest returns the earlier of a and b, a zero Time meaning neither.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
