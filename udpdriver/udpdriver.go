@@ -106,7 +106,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 
 func newEngine(cfg Config) (*driver.Engine, error) {
 	cfg.Engine.Transport = fastnet.Datagram
-	return driver.NewEngine(cfg.Engine, driver.Options{ReceiveQueue: cfg.ReceiveQueue, DeferSendFlush: true})
+	return driver.NewEngine(cfg.Engine, driver.Options{ReceiveQueue: cfg.ReceiveQueue, CombineWrites: true})
 }
 
 // resolve turns "host:port" into one address, IPv4 unmapped.

@@ -30,6 +30,8 @@ type Conn struct {
 	queueBytes int
 	dropped    uint64        // unreliable messages dropped unread
 	notify     chan struct{} // closed and replaced on any change
+	waited     bool          // a goroutine may be waiting on notify
+	wake       bool          // in the engine's wakes
 	err        error         // set once the connection has ended
 	done       chan struct{} // closed once the connection has ended
 }
@@ -43,10 +45,36 @@ func (c *Conn) RemoteAddr() netip.AddrPort { return c.remote }
 // Done is closed when the connection has ended.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
-// signalLocked wakes every goroutine waiting on the connection.
+// signalLocked wakes every goroutine waiting on the connection. With
+// Options.CombineWrites the wake-up waits for the engine's unlock, after
+// the datagrams queued with it are written (see Engine.unlock).
 func (c *Conn) signalLocked() {
+	if !c.waited {
+		return
+	}
+	if c.e.opts.CombineWrites && !c.wake {
+		c.wake = true
+		c.e.wakes = append(c.e.wakes, c)
+		return
+	}
+	c.wakeLocked()
+}
+
+// wakeLocked wakes the goroutines waiting on the connection now.
+func (c *Conn) wakeLocked() {
+	c.wake = false
+	if !c.waited {
+		return
+	}
+	c.waited = false
 	close(c.notify)
 	c.notify = make(chan struct{})
+}
+
+// waitLocked returns the channel closed by the next signal.
+func (c *Conn) waitLocked() <-chan struct{} {
+	c.waited = true
+	return c.notify
 }
 
 // endLocked records the end of the connection.
@@ -107,7 +135,7 @@ func (c *Conn) Send(ctx context.Context, channel int, msg []byte, reliable bool)
 		}
 		if err == nil {
 			e.sentLocked()
-			e.mu.Unlock()
+			e.unlock()
 			return nil
 		}
 		if !errors.Is(err, fastnet.ErrQueueFull) {
@@ -117,7 +145,7 @@ func (c *Conn) Send(ctx context.Context, channel int, msg []byte, reliable bool)
 			}
 			return err
 		}
-		wait := c.notify
+		wait := c.waitLocked()
 		e.mu.Unlock()
 		select {
 		case <-wait:
@@ -150,7 +178,7 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 			e.mu.Unlock()
 			return Message{}, err
 		}
-		wait := c.notify
+		wait := c.waitLocked()
 		e.mu.Unlock()
 		select {
 		case <-wait:
@@ -195,7 +223,7 @@ func (c *Conn) CloseWithReason(reason string) error {
 			c.signalLocked()
 		}
 	}
-	e.mu.Unlock()
+	e.unlock()
 	<-c.done
 	if c.owner {
 		return e.Close()
@@ -212,7 +240,7 @@ func (c *Conn) Abort(reason string) error {
 		e.ep.Abort(e.clk.Now(), c.h, reason)
 		e.flushLocked()
 	}
-	e.mu.Unlock()
+	e.unlock()
 	<-c.done
 	if c.owner {
 		return e.Close()
@@ -241,10 +269,10 @@ func (e *Engine) Dial(ctx context.Context, addr netip.AddrPort) (*Conn, error) {
 	c := e.newConnLocked(h, addr)
 	c.owner = true
 	e.flushLocked()
-	e.mu.Unlock()
+	e.unlock()
 	for {
 		e.mu.Lock()
-		wait := c.notify
+		wait := c.waitLocked()
 		est, cerr := c.established, c.err
 		e.mu.Unlock()
 		switch {

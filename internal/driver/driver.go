@@ -55,14 +55,25 @@ type Options struct {
 	ReceiveQueue int
 	// Batch is how many datagrams one batched write carries. Default 64.
 	Batch int
-	// DeferSendFlush makes Send leave what it queued to the timer
-	// goroutine, which writes it together with what other Sends queued
-	// meanwhile. It suits a transport whose writes are system calls (UDP):
-	// Sends from many goroutines then cost one batched write, and none of
-	// them holds the lock across a system call while the socket's reader
-	// waits for it. Otherwise Send writes before it returns.
-	DeferSendFlush bool
+	// CombineWrites suits a transport whose writes are system calls (UDP).
+	// Datagrams are written outside the engine's lock by one goroutine at a
+	// time, the one that produced them, while others queue theirs for it:
+	// the socket's reader does not wait for a Send's system call, nor a
+	// Send for the reader's, and what several goroutines queue meanwhile
+	// goes out in one batched write. A Send that follows another within
+	// sendBurst leaves its write to the timer goroutine, so that an
+	// application sending in a loop gets batched writes too; an isolated
+	// Send writes before it returns, for the lowest latency.
+	//
+	// Without it, WriteBatch is called with the lock held, and Send writes
+	// before it returns; that suits a transport whose WriteBatch only
+	// queues (TCP), whose order with Ender.Ended must hold.
+	CombineWrites bool
 }
+
+// sendBurst is how soon after the previous one a Send counts as part of a
+// burst (Options.CombineWrites). A round trip on loopback is longer.
+const sendBurst = 20 * time.Microsecond
 
 // ErrReceiveOverflow is the reason a connection is closed when the
 // application does not Receive its reliable messages fast enough.
@@ -106,13 +117,20 @@ type Engine struct {
 	byAddr map[netip.AddrPort]*Conn
 
 	scratch []byte
-	out     []udpio.Message
-	bufs    [][]byte
+	out     []udpio.Message // datagrams polled and not yet written
+	bufs    [][]byte        // buffers of out, by index
+	// The batch being written outside the lock (Options.CombineWrites):
+	// the writer swaps it with out.
+	wout     []udpio.Message
+	wbufs    [][]byte
+	writing  bool       // a goroutine is writing outside the lock
+	lastSend clock.Time // the previous Send, for sendBurst
+	wakes    []*Conn    // connections to signal at unlock
 
 	timer    *time.Timer
 	deadline clock.Time
-	kick     chan struct{} // a Send left transmits for the timer goroutine
-	unsent   bool          // a deferred Send queued data no flush has polled yet
+	kick     chan struct{} // a Send left its transmits to the timer goroutine
+	unsent   bool          // a Send queued data no flush has polled yet
 	done     chan struct{}
 	wg       sync.WaitGroup
 	closed   bool
@@ -187,14 +205,14 @@ func (e *Engine) timerLoop() {
 			if !e.closed && e.unsent {
 				e.flushLocked()
 			}
-			e.mu.Unlock()
+			e.unlock()
 		case <-e.timer.C:
 			e.mu.Lock()
 			if !e.closed {
 				e.ep.HandleTimeout(e.clk.Now())
 				e.flushLocked()
 			}
-			e.mu.Unlock()
+			e.unlock()
 		}
 	}
 }
@@ -202,7 +220,7 @@ func (e *Engine) timerLoop() {
 // Input feeds one datagram (or deframed packet) from addr.
 func (e *Engine) Input(from netip.AddrPort, b []byte) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	if e.closed {
 		return
 	}
@@ -213,7 +231,7 @@ func (e *Engine) Input(from netip.AddrPort, b []byte) {
 // InputBatch feeds datagrams read together, under one lock.
 func (e *Engine) InputBatch(msgs []udpio.Message) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	if e.closed {
 		return
 	}
@@ -227,7 +245,7 @@ func (e *Engine) InputBatch(msgs []udpio.Message) {
 // TransportClosed reports that the transport connection to addr is gone.
 func (e *Engine) TransportClosed(addr netip.AddrPort) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	if e.closed {
 		return
 	}
@@ -250,6 +268,12 @@ func (e *Engine) flushLocked() {
 	}
 	now := e.clk.Now()
 	for {
+		if e.opts.CombineWrites && len(e.out) >= e.opts.Batch {
+			// Leave the rest for the writer's next round, so that
+			// memory stays bounded and those waiting wake early.
+			e.unsent = true
+			break
+		}
 		t, ok := e.ep.PollTransmit(now, e.scratch)
 		if !ok {
 			break
@@ -264,12 +288,12 @@ func (e *Engine) flushLocked() {
 		b := e.bufs[i][:t.N]
 		copy(b, e.scratch[:t.N])
 		e.out = append(e.out, udpio.Message{Buf: b, N: t.N, Addr: t.To})
-		if len(e.out) == e.opts.Batch {
+		if !e.opts.CombineWrites && len(e.out) == e.opts.Batch {
 			e.tr.WriteBatch(e.out)
 			e.out = e.out[:0]
 		}
 	}
-	if len(e.out) > 0 {
+	if !e.opts.CombineWrites && len(e.out) > 0 {
 		e.tr.WriteBatch(e.out)
 		clear(e.out)
 		e.out = e.out[:0]
@@ -294,21 +318,79 @@ func (e *Engine) flushLocked() {
 	}
 }
 
-// sentLocked follows a Send that queued data: it writes now, or, with
-// Options.DeferSendFlush, leaves the write to the timer goroutine so that
-// Sends made meanwhile share one batched write.
+// sentLocked follows a Send that queued data. Without
+// Options.CombineWrites it writes now. With it, the data is left to the
+// goroutine writing outside the lock, if there is one, or to the timer
+// goroutine if this Send is part of a burst (sendBurst); otherwise it is
+// queued for the caller's unlock to write.
 func (e *Engine) sentLocked() {
-	if !e.opts.DeferSendFlush {
+	if !e.opts.CombineWrites {
 		e.flushLocked()
 		return
 	}
-	if !e.unsent {
+	now := e.clk.Now()
+	burst := e.lastSend != 0 && now.Sub(e.lastSend) < sendBurst
+	e.lastSend = now
+	switch {
+	case e.writing:
 		e.unsent = true
-		select {
-		case e.kick <- struct{}{}:
-		default:
+	case burst:
+		if !e.unsent {
+			e.unsent = true
+			select {
+			case e.kick <- struct{}{}:
+			default:
+			}
 		}
+	default:
+		e.flushLocked()
 	}
+}
+
+// unlock releases the lock taken to feed the endpoint. With
+// Options.CombineWrites it first writes what is queued, outside the lock,
+// unless another goroutine is writing (which then writes it too): it swaps
+// the queue (at most one batch, see flushLocked) for an empty one, unlocks,
+// writes, and locks again to poll what was queued meanwhile, until nothing
+// is left.
+func (e *Engine) unlock() {
+	if !e.opts.CombineWrites || e.writing || len(e.out) == 0 {
+		e.wakeLocked()
+		e.mu.Unlock()
+		return
+	}
+	e.writing = true
+	for len(e.out) > 0 && !e.closed {
+		batch, bufs := e.out, e.bufs
+		e.out, e.bufs = e.wout[:0], e.wbufs
+		e.mu.Unlock()
+		for b := batch; len(b) > 0; {
+			n := min(len(b), e.opts.Batch)
+			e.tr.WriteBatch(b[:n])
+			b = b[n:]
+		}
+		clear(batch)
+		e.mu.Lock()
+		e.wout, e.wbufs = batch[:0], bufs
+		if e.unsent && !e.closed {
+			e.flushLocked()
+		}
+		e.wakeLocked()
+	}
+	e.writing = false
+	e.wakeLocked()
+	e.mu.Unlock()
+}
+
+// wakeLocked signals the connections whose signals waited for the writes
+// (Conn.signalLocked): the goroutines they wake then find the datagrams
+// they answer already written, and the writer's processor free.
+func (e *Engine) wakeLocked() {
+	for i, c := range e.wakes {
+		c.wakeLocked()
+		e.wakes[i] = nil
+	}
+	e.wakes = e.wakes[:0]
 }
 
 func (e *Engine) dispatchLocked(ev fastnet.Event) {
@@ -392,6 +474,7 @@ func (e *Engine) Close() error {
 	}
 	close(e.done)
 	e.timer.Stop()
+	e.wakeLocked()
 	e.mu.Unlock()
 	err := e.tr.Close()
 	e.wg.Wait()

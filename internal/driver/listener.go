@@ -90,7 +90,7 @@ func (l *Listener) CloseWithReason(reason string) error {
 		waits = append(waits, c.done)
 	}
 	e.flushLocked()
-	e.mu.Unlock()
+	e.unlock()
 	limit := time.After(e.cfg.Linger + time.Second)
 	for _, w := range waits {
 		select {
