@@ -33,6 +33,7 @@ type Sender struct {
 	buckets  [numBuckets]fifo[bucketEntry]
 	live     [numBuckets]int // live entries per bucket
 	nonEmpty uint64          // bit b set while buckets[b] has entries
+	used     uint64          // bit b set if buckets[b] had entries since idle
 
 	inFlight      int
 	inFlightBytes int
@@ -256,6 +257,7 @@ func (s *Sender) schedule(idx int32) {
 	s.buckets[b].push(bucketEntry{idx: idx, ticket: r.ticket})
 	s.live[b]++
 	s.nonEmpty |= 1 << b
+	s.used |= 1 << b
 }
 
 // release returns a fully sent, unreferenced message to the free lists.
@@ -419,11 +421,12 @@ func (s *Sender) oldest() int32 {
 // idle releases in-flight bookkeeping that grew large in a burst, once
 // nothing is in flight.
 func (s *Sender) idle() {
-	for b := range s.buckets {
+	for m := s.used; m != 0; m &= m - 1 {
+		b := bits.TrailingZeros64(m)
 		s.buckets[b].reset(idleKeepSlots)
 		s.live[b] = 0
 	}
-	s.nonEmpty = 0
+	s.nonEmpty, s.used = 0, 0
 	s.bySeq.reset(idleKeepSlots)
 	s.deadSeq = 0
 	if cap(s.recs) > idleKeepSlots {
@@ -484,7 +487,7 @@ func (s *Sender) Reset() {
 		s.buckets[b].reset(0)
 		s.live[b] = 0
 	}
-	s.nonEmpty = 0
+	s.nonEmpty, s.used = 0, 0
 	s.inFlight, s.inFlightBytes = 0, 0
 	s.bufs.drain()
 	s.msgs = nil

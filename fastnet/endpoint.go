@@ -18,6 +18,7 @@ type Endpoint struct {
 
 	conns      map[Handle]*conn
 	byAddr     map[netip.AddrPort]*conn
+	lastConn   *conn            // the connection of the latest datagram, saving a lookup
 	ids        map[uint32]*conn // server: IDs in use
 	nextHandle Handle
 	pending    int // client: connections still in their handshake
@@ -93,6 +94,9 @@ func (e *Endpoint) addConn(addr netip.AddrPort) *conn {
 
 // removeConn forgets c entirely.
 func (e *Endpoint) removeConn(c *conn) {
+	if e.lastConn == c {
+		e.lastConn = nil
+	}
 	delete(e.conns, c.handle)
 	if e.byAddr[c.addr] == c {
 		delete(e.byAddr, c.addr)
@@ -173,7 +177,11 @@ func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte)
 		e.drop(nil, DropShort)
 		return
 	}
-	c := e.byAddr[from]
+	c := e.lastConn
+	if c == nil || c.addr != from {
+		c = e.byAddr[from]
+		e.lastConn = c
+	}
 	if c != nil {
 		c.stats.PacketsReceived++
 		c.stats.BytesReceived += uint64(len(b))

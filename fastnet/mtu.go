@@ -107,8 +107,12 @@ func (c *conn) mtuPoll(now clock.Time, buf []byte) ([]byte, bool) {
 		}
 	}
 	if c.estimator != nil {
-		if b, ok := c.estimator.AppendPayload(appendPacketHeader(buf, own), now, c.hb.srtt); ok {
-			c.applyMTU()
+		b, ok := c.estimator.AppendPayload(appendPacketHeader(buf, own), now, c.hb.srtt)
+		// AppendPayload may end a round, and with it the estimation,
+		// and then have nothing to send: the new MTU applies all the
+		// same.
+		c.applyMTU()
+		if ok {
 			return b, true
 		}
 	}
