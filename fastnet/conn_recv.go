@@ -90,6 +90,8 @@ func (c *conn) deliver(now clock.Time, cs *chanState) {
 	c.stats.Dropped[DropMalformedMessage] += d.Malformed - cs.lastDrop.Malformed
 	c.stats.Dropped[DropExpired] += d.Expired - cs.lastDrop.Expired
 	c.stats.Dropped[DropMemory] += d.Evicted - cs.lastDrop.Evicted
+	c.stats.Dropped[DropOrphaned] += d.Orphaned - cs.lastDrop.Orphaned
+	c.stats.Dropped[DropSkipped] += d.Skipped - cs.lastDrop.Skipped
 	cs.lastDrop = d
 	if err := cs.rcv.Err(); err != nil {
 		c.ep.disconnect(now, c, &ProtocolError{Reason: err.Error()}, true)

@@ -151,3 +151,48 @@ func TestInFlightLimit(t *testing.T) {
 		t.Fatalf("server got %d messages", len(got))
 	}
 }
+
+// D11, D23: an incomplete unreliable message is dropped once the MCI
+// (25 ms) passes (DropExpired), and packets of a message whose start was
+// consumed that way can never be delivered: they are dropped at once when
+// they reach the head of the queue (DropOrphaned). Each counts in the
+// statistics; the next message on the channel is delivered.
+func TestDropExpiredAndOrphanedCounted(t *testing.T) {
+	cfg := Config{MTU: MTUConfig{Disabled: true}} // payload MTU 32: 25-byte chunks
+	p := newPair(t, cfg, cfg)
+	var held [][]byte
+	n := 0
+	p.drop = func(from Role, b []byte) bool {
+		if ch, _, _ := parsePacket(b); from != Client || ch != 3 {
+			return false
+		}
+		n++
+		if n >= 3 && n <= 5 { // the message's third to fifth packets
+			held = append(held, append([]byte(nil), b...))
+			return true
+		}
+		return false
+	}
+	p.cli.Send(p.now, p.ch, 3, make([]byte, 100), false) // 5 packets
+	p.flush()
+	p.advance(30 * time.Millisecond) // packets 1-2 expire
+	st, _ := p.srv.Stats(p.sh)
+	if st.Dropped[DropExpired] != 1 {
+		t.Fatalf("after the MCI: Dropped[expired] = %d, want 1 (all: %v)", st.Dropped[DropExpired], st.Dropped)
+	}
+	// Packets 4 and 5 arrive, then 3: 3 directly follows the ignore
+	// number and does not start a message, so {3, 4, 5} is an orphan.
+	p.srv.HandleDatagram(p.now, clientAddr, held[1])
+	p.srv.HandleDatagram(p.now, clientAddr, held[2])
+	p.srv.HandleDatagram(p.now, clientAddr, held[0])
+	p.flush()
+	st, _ = p.srv.Stats(p.sh)
+	if st.Dropped[DropOrphaned] != 1 {
+		t.Fatalf("Dropped[orphaned] = %d, want 1 (all: %v)", st.Dropped[DropOrphaned], st.Dropped)
+	}
+	p.cli.Send(p.now, p.ch, 3, []byte("after"), false)
+	p.flush()
+	if got := messagesOf(p.srvEvs); len(got) != 1 || got[0] != "ch3 false after" {
+		t.Fatalf("server delivered %q, want only the message after", got)
+	}
+}

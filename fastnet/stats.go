@@ -20,6 +20,8 @@ const (
 	DropMalformedMessage                   // an unreliable message with a bad length or checksum (D11)
 	DropExpired                            // an incomplete unreliable message dropped after the MCI (D11)
 	DropTooLarge                           // a datagram above the payload limits
+	DropOrphaned                           // an unreliable message whose first packet was lost (D11)
+	DropSkipped                            // queued unreliable packets the receive window moved past (D9)
 	numDropReasons
 )
 
@@ -36,6 +38,8 @@ var dropReasonNames = [...]string{
 	DropMalformedMessage: "malformed-message",
 	DropExpired:          "expired",
 	DropTooLarge:         "too-large",
+	DropOrphaned:         "orphaned",
+	DropSkipped:          "skipped",
 }
 
 func (r DropReason) String() string {
