@@ -23,12 +23,14 @@ type Endpoint struct {
 	nextHandle Handle
 	pending    int // client: connections still in their handshake
 
-	timers timerHeap // connections by deadline
-	ready  []*conn   // connections with something to transmit, round robin
+	timers    timerHeap // connections by deadline
+	ready     []*conn   // connections with something to transmit, round robin, from readyHead
+	readyHead int
 
-	ctl    []ctlOut // channel -1 packets to send, bounded
-	events []Event
-	evHead int
+	ctl     []ctlOut // channel -1 packets to send, bounded, from ctlHead
+	ctlHead int
+	events  []Event
+	evHead  int
 
 	// Counters of packets dropped before they reach any connection.
 	stray [NumDropReasons]uint64
@@ -136,10 +138,28 @@ func (e *Endpoint) disconnect(now clock.Time, c *conn, err error, tell bool) {
 
 // queueCtl queues a channel -1 packet, or drops it when the queue is full.
 func (e *Endpoint) queueCtl(to netip.AddrPort, c control) {
-	if len(e.ctl) >= maxCtlOut {
+	if len(e.ctl)-e.ctlHead >= maxCtlOut {
 		return
 	}
+	if len(e.ctl) == cap(e.ctl) && e.ctlHead > 0 && 2*e.ctlHead >= len(e.ctl) {
+		n := copy(e.ctl, e.ctl[e.ctlHead:])
+		clear(e.ctl[n:])
+		e.ctl, e.ctlHead = e.ctl[:n], 0
+	}
 	e.ctl = append(e.ctl, ctlOut{to: to, c: c})
+}
+
+// pushReady appends c to the ready queue. When the slice is full and at
+// least half of it lies before readyHead, the live part moves to the front
+// instead of the slice growing: pops and pushes stay O(1) amortized, and
+// memory within twice what the connections ready at once need.
+func (e *Endpoint) pushReady(c *conn) {
+	if len(e.ready) == cap(e.ready) && e.readyHead > 0 && 2*e.readyHead >= len(e.ready) {
+		n := copy(e.ready, e.ready[e.readyHead:])
+		clear(e.ready[n:])
+		e.ready, e.readyHead = e.ready[:n], 0
+	}
+	e.ready = append(e.ready, c)
 }
 
 func (e *Endpoint) emit(ev Event) {
@@ -164,7 +184,7 @@ func (e *Endpoint) touch(c *conn, now clock.Time) {
 	}
 	if !c.sendable && c.wantsTransmit(now) {
 		c.sendable = true
-		e.ready = append(e.ready, c)
+		e.pushReady(c)
 	}
 }
 
@@ -244,7 +264,7 @@ func (e *Endpoint) HandleTimeout(now clock.Time) {
 			c.deadline = 0
 			if !c.sendable {
 				c.sendable = true
-				e.ready = append(e.ready, c)
+				e.pushReady(c)
 			}
 		}
 	}
@@ -265,20 +285,26 @@ func (e *Endpoint) NextDeadline() (deadline clock.Time, ok bool) {
 // Handle* and Send call.
 func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool) {
 	buf = buf[:0]
-	if len(e.ctl) > 0 {
-		m := e.ctl[0]
-		copy(e.ctl, e.ctl[1:])
-		e.ctl = e.ctl[:len(e.ctl)-1]
+	if e.ctlHead < len(e.ctl) {
+		m := e.ctl[e.ctlHead]
+		e.ctl[e.ctlHead] = ctlOut{}
+		e.ctlHead++
+		if e.ctlHead == len(e.ctl) {
+			e.ctl, e.ctlHead = e.ctl[:0], 0
+		}
 		b := appendControl(appendPacketHeader(buf, chControl), m.c)
 		if c := e.byAddr[m.to]; c != nil {
 			c.countSent(len(b))
 		}
 		return Transmit{To: m.to, N: len(b)}, true
 	}
-	for len(e.ready) > 0 {
-		c := e.ready[0]
-		copy(e.ready, e.ready[1:])
-		e.ready = e.ready[:len(e.ready)-1]
+	for e.readyHead < len(e.ready) {
+		c := e.ready[e.readyHead]
+		e.ready[e.readyHead] = nil
+		e.readyHead++
+		if e.readyHead == len(e.ready) {
+			e.ready, e.readyHead = e.ready[:0], 0
+		}
 		c.sendable = false
 		if c.state == 0 {
 			continue
