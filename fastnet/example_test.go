@@ -14,7 +14,7 @@ import (
 
 // An echo server that drives the engine from its own loop over a UDP
 // socket: read or wait until the next deadline, feed the endpoint, then
-// drain its datagrams and events.
+// drain its events (answering messages) and the datagrams they produced.
 func Example_echoServer() {
 	sock, err := net.ListenUDP("udp", &net.UDPAddr{Port: 7000})
 	if err != nil {
@@ -41,13 +41,6 @@ func Example_echoServer() {
 			return
 		}
 		for {
-			t, ok := ep.PollTransmit(now, out)
-			if !ok {
-				break
-			}
-			sock.WriteToUDPAddrPort(out[:t.N], t.To)
-		}
-		for {
 			ev, ok := ep.PollEvent()
 			if !ok {
 				break
@@ -55,6 +48,13 @@ func Example_echoServer() {
 			if ev.Kind == fastnet.EventMessage {
 				ep.Send(now, ev.Conn, ev.Channel, ev.Data, ev.Reliable)
 			}
+		}
+		for {
+			t, ok := ep.PollTransmit(now, out)
+			if !ok {
+				break
+			}
+			sock.WriteToUDPAddrPort(out[:t.N], t.To)
 		}
 	}
 }
