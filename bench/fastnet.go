@@ -93,25 +93,26 @@ func (s fastnetSystem) Supports(w Workload) bool {
 }
 
 // engine is the engine's configuration for w.
-func (s fastnetSystem) engine(w Workload) fastnet.Config {
+func (s fastnetSystem) engine(w Workload, o Options) fastnet.Config {
 	return fastnet.Config{
 		SendQueueSize: benchSendQueue,
 		MaxInFlight:   max(benchMinInFlight, benchInFlightMsg*w.Size),
+		MinResendRTT:  o.MinResendRTT,
 	}
 }
 
 func (s fastnetSystem) listen(ctx context.Context, w Workload, o Options) (*udpdriver.Listener, error) {
 	if s.tcp {
-		return tcpdriver.Listen(ctx, "127.0.0.1:0", tcpdriver.Config{Engine: s.engine(w)})
+		return tcpdriver.Listen(ctx, "127.0.0.1:0", tcpdriver.Config{Engine: s.engine(w, o)})
 	}
-	return udpdriver.Listen(ctx, "127.0.0.1:0", udpdriver.Config{Engine: s.engine(w), SocketBuffer: o.SocketBuffer})
+	return udpdriver.Listen(ctx, "127.0.0.1:0", udpdriver.Config{Engine: s.engine(w, o), SocketBuffer: o.SocketBuffer})
 }
 
 func (s fastnetSystem) dial(ctx context.Context, w Workload, o Options, addr string) (*udpdriver.Conn, error) {
 	if s.tcp {
-		return tcpdriver.Dial(ctx, addr, tcpdriver.Config{Engine: s.engine(w)})
+		return tcpdriver.Dial(ctx, addr, tcpdriver.Config{Engine: s.engine(w, o)})
 	}
-	return udpdriver.Dial(ctx, addr, udpdriver.Config{Engine: s.engine(w), SocketBuffer: o.SocketBuffer})
+	return udpdriver.Dial(ctx, addr, udpdriver.Config{Engine: s.engine(w, o), SocketBuffer: o.SocketBuffer})
 }
 
 func (s fastnetSystem) Server(ctx context.Context, w Workload, o Options, ready func(string)) (Metrics, error) {

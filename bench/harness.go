@@ -94,6 +94,10 @@ type Options struct {
 	// CPUProfile, if set, makes each server process write a CPU profile to
 	// CPUProfile-SYSTEM-WORKLOAD.server (the last run's stays).
 	CPUProfile string
+	// MinResendRTT, if positive, replaces the engine's default floor of
+	// the resend RTT (fastnet.Config.MinResendRTT, D14) in the fastnet
+	// systems, for measuring that default.
+	MinResendRTT time.Duration
 }
 
 // A System is one implementation under test; it gives one row of the

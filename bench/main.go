@@ -15,6 +15,7 @@
 //	-systems LIST    comma-separated system names (default all; -list shows them)
 //	-quick           reduced counts, for a smoke run of a few seconds
 //	-sockbuf BYTES   socket buffer size for the raw UDP systems (default: OS default)
+//	-min-resend-rtt D  floor of the fastnet systems' resend RTT (default: the engine's)
 //	-timeout D       limit on each run (default 2m)
 //	-cpuprofile FILE write a CPU profile of the clients (this process) to
 //	                 FILE, and of each server to FILE-SYSTEM-WORKLOAD.server
@@ -69,6 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sl := fs.String("systems", "", "comma-separated systems (default all)")
 	quick := fs.Bool("quick", false, "reduced counts for a smoke run")
 	sockbuf := fs.Int("sockbuf", 0, "socket buffer size in bytes (0: OS default)")
+	minResend := fs.Duration("min-resend-rtt", 0, "floor of the resend RTT of the fastnet systems (0: the engine's default)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "limit on each run")
 	list := fs.Bool("list", false, "list the systems and exit")
 	cpuprofile := fs.String("cpuprofile", "", "write CPU profiles of clients and servers to this file (and FILE-SYSTEM-WORKLOAD.server)")
@@ -86,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
-	cfg.opts = Options{SocketBuffer: *sockbuf, CPUProfile: *cpuprofile}
+	cfg.opts = Options{SocketBuffer: *sockbuf, CPUProfile: *cpuprofile, MinResendRTT: *minResend}
 	if *cpuprofile != "" {
 		stop, err := startCPUProfile(*cpuprofile)
 		if err != nil {

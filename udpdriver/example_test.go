@@ -27,12 +27,8 @@ func Example() {
 			if err != nil {
 				return // the listener is closed
 			}
-			go func() {
-				for {
-					m, err := c.Receive(ctx)
-					if err != nil {
-						return // the client has gone
-					}
+			go func() { // until the client has gone
+				for m, err := c.Receive(ctx); err == nil; m, err = c.Receive(ctx) {
 					c.Send(ctx, m.Channel, bytes.ToUpper(m.Data), m.Reliable)
 				}
 			}()
