@@ -124,6 +124,7 @@ type Engine struct {
 	wout     []udpio.Message
 	wbufs    [][]byte
 	writing  bool       // a goroutine is writing outside the lock
+	written  *sync.Cond // signalled when writing ends, for Close
 	lastSend clock.Time // the previous Send, for sendBurst
 	wakes    []*Conn    // connections to signal at unlock
 
@@ -170,6 +171,7 @@ func NewEngine(cfg fastnet.Config, opts Options) (*Engine, error) {
 		timer:   time.NewTimer(time.Hour),
 	}
 	e.timer.Stop()
+	e.written = sync.NewCond(&e.mu)
 	return e, nil
 }
 
@@ -378,6 +380,7 @@ func (e *Engine) unlock() {
 		e.wakeLocked()
 	}
 	e.writing = false
+	e.written.Broadcast()
 	e.wakeLocked()
 	e.mu.Unlock()
 }
@@ -466,6 +469,17 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	// What the endpoint produced last (a "disconnect" after a graceful
+	// close) goes out before the socket closes: wait for a write in
+	// progress, then write what is left.
+	for e.writing {
+		e.written.Wait()
+	}
+	if len(e.out) > 0 {
+		e.tr.WriteBatch(e.out)
+		clear(e.out)
+		e.out = e.out[:0]
+	}
 	for _, c := range e.conns {
 		c.endLocked(&fastnet.LocalCloseError{Reason: "endpoint closed"}, true)
 	}

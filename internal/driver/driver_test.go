@@ -1,0 +1,86 @@
+package driver
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/udpio"
+)
+
+// blockingTransport holds its first WriteBatch until release is closed,
+// and records whether Close came while a write was in progress.
+type blockingTransport struct {
+	mu          sync.Mutex
+	writes      int
+	writing     bool
+	closedEarly bool
+	entered     chan struct{}
+	release     chan struct{}
+}
+
+func (t *blockingTransport) WriteBatch(msgs []udpio.Message) {
+	t.mu.Lock()
+	t.writes++
+	first := t.writes == 1
+	t.writing = true
+	t.mu.Unlock()
+	if first {
+		close(t.entered)
+		<-t.release
+	}
+	t.mu.Lock()
+	t.writing = false
+	t.mu.Unlock()
+}
+
+func (t *blockingTransport) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closedEarly = t.closedEarly || t.writing
+	return nil
+}
+
+// With Options.CombineWrites datagrams are written outside the engine's
+// lock. Close must wait for a write in progress before it closes the
+// transport: otherwise the last datagrams of a connection (the "disconnect"
+// of a graceful close, D18) are lost to a closed socket.
+func TestCloseWaitsForWrite(t *testing.T) {
+	e, err := NewEngine(fastnet.Config{Role: fastnet.Client}, Options{CombineWrites: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &blockingTransport{entered: make(chan struct{}), release: make(chan struct{})}
+	e.Start(tr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dialed := make(chan error, 1)
+	go func() {
+		_, err := e.Dial(ctx, netip.MustParseAddrPort("192.0.2.1:7000"))
+		dialed <- err
+	}()
+	<-tr.entered // Dial is writing its first query, outside the lock
+	closed := make(chan struct{})
+	go func() {
+		e.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a write was in progress")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(tr.release)
+	<-closed
+	if err := <-dialed; err == nil {
+		t.Error("Dial succeeded on a closed engine")
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.closedEarly {
+		t.Error("the transport was closed during a write")
+	}
+}
