@@ -15,6 +15,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 
@@ -222,7 +223,7 @@ func (e *Engine) timerLoop() {
 // Input feeds one datagram (or deframed packet) from addr.
 func (e *Engine) Input(from netip.AddrPort, b []byte) {
 	e.mu.Lock()
-	defer e.unlock()
+	defer e.unlockInput()
 	if e.closed {
 		return
 	}
@@ -233,7 +234,7 @@ func (e *Engine) Input(from netip.AddrPort, b []byte) {
 // InputBatch feeds datagrams read together, under one lock.
 func (e *Engine) InputBatch(msgs []udpio.Message) {
 	e.mu.Lock()
-	defer e.unlock()
+	defer e.unlockInput()
 	if e.closed {
 		return
 	}
@@ -355,13 +356,33 @@ func (e *Engine) sentLocked() {
 // the queue (at most one batch, see flushLocked) for an empty one, unlocks,
 // writes, and locks again to poll what was queued meanwhile, until nothing
 // is left.
-func (e *Engine) unlock() {
+func (e *Engine) unlock() { e.release(false) }
+
+// unlockInput is unlock after a socket input. If the input woke goroutines
+// waiting in Receive, the reader first yields its processor to them, still
+// holding the writer's role: an application that answers at once (an echo,
+// a request and its reply) then has its Send queued behind the acks of the
+// input, and both leave in one batched write. The acks wait for no more
+// than that yield (D13 asks them flushed by the end of the input; the
+// endpoint has flushed them, the socket write follows).
+func (e *Engine) unlockInput() { e.release(true) }
+
+func (e *Engine) release(yield bool) {
 	if !e.opts.CombineWrites || e.writing || len(e.out) == 0 {
 		e.wakeLocked()
 		e.mu.Unlock()
 		return
 	}
 	e.writing = true
+	if yield && len(e.wakes) > 0 {
+		e.wakeLocked()
+		e.mu.Unlock()
+		runtime.Gosched()
+		e.mu.Lock()
+		if e.unsent && !e.closed {
+			e.flushLocked()
+		}
+	}
 	for len(e.out) > 0 && !e.closed {
 		batch, bufs := e.out, e.bufs
 		e.out, e.bufs = e.wout[:0], e.wbufs
