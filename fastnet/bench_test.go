@@ -1,8 +1,12 @@
 package fastnet
 
 import (
+	"fmt"
+	"net/netip"
 	"testing"
+	"time"
 
+	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
 )
 
@@ -74,3 +78,90 @@ func benchMD5(b *testing.B, size int) {
 
 func BenchmarkMD5Only64(b *testing.B)  { benchMD5(b, 64) }
 func BenchmarkMD5Only64K(b *testing.B) { benchMD5(b, 64<<10) }
+
+// BenchmarkServerBroadcast is a game server's tick: one 64-byte unreliable
+// update sent to each of n connected clients, then every datagram
+// transmitted and delivered; an op is one message. The cost per message
+// must not grow with n.
+func BenchmarkServerBroadcast(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
+			cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}, MaxConnections: n}
+			cfg.Role = Server
+			srv, err := NewEndpoint(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg.Role = Client
+			now := clock.Epoch
+			buf := make([]byte, 65536)
+			clients := make(map[netip.AddrPort]*Endpoint, n)
+			for i := range n {
+				cli, err := NewEndpoint(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				clients[netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 5000)] = cli
+			}
+			for _, cli := range clients {
+				cli.Connect(now, serverAddr)
+			}
+			var conns []Handle
+			delivered := 0
+			flush := func() {
+				for moved := true; moved; {
+					moved = false
+					for addr, cli := range clients {
+						for t, ok := cli.PollTransmit(now, buf); ok; t, ok = cli.PollTransmit(now, buf) {
+							srv.HandleDatagram(now, addr, buf[:t.N])
+							moved = true
+						}
+						for ev, ok := cli.PollEvent(); ok; ev, ok = cli.PollEvent() {
+							if ev.Kind == EventMessage {
+								delivered++
+							}
+						}
+					}
+					for t, ok := srv.PollTransmit(now, buf); ok; t, ok = srv.PollTransmit(now, buf) {
+						clients[t.To].HandleDatagram(now, serverAddr, buf[:t.N])
+						moved = true
+					}
+					for ev, ok := srv.PollEvent(); ok; ev, ok = srv.PollEvent() {
+						if ev.Kind == EventConnected {
+							conns = append(conns, ev.Conn)
+						}
+					}
+				}
+			}
+			// Channel -1 replies are bounded per flush (N4): clients that
+			// got none retry every 200 ms.
+			for try := 0; try < 50 && len(conns) < n; try++ {
+				flush()
+				now = now.Add(200 * time.Millisecond)
+				srv.HandleTimeout(now)
+				for _, cli := range clients {
+					cli.HandleTimeout(now)
+				}
+			}
+			flush()
+			if len(conns) != n {
+				b.Fatalf("%d of %d clients connected", len(conns), n)
+			}
+			msg := make([]byte, 64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += n {
+				for _, h := range conns {
+					if err := srv.Send(now, h, 1, msg, false); err != nil {
+						b.Fatal(err)
+					}
+				}
+				flush()
+			}
+			b.StopTimer()
+			if delivered < b.N {
+				b.Fatalf("delivered %d of %d", delivered, b.N)
+			}
+		})
+	}
+}
