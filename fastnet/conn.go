@@ -115,21 +115,37 @@ func (c *conn) channel(id int16, create bool) *chanState {
 		if !create {
 			return nil
 		}
-		cfg := &c.ep.cfg
 		cs = &chanState{id: id}
-		if cfg.Transport == Datagram {
-			cs.snd = channel.NewSender(id)
-			cs.rcv = channel.NewReceiver(channel.ReceiverConfig{
-				Window:     cfg.ReceiveWindow,
-				MaxMessage: cfg.MaxMessageSize,
-				MaxBytes:   cfg.ChannelReceiveMemory,
-				Budget:     &c.recvBudget,
-				MCI:        cfg.CoalesceInterval,
-			})
-		}
 		c.chans[id] = cs
 	}
 	c.last = cs
+	return cs
+}
+
+// sendChannel returns channel id's state with its sending half. Each half
+// is made on first use, so that a channel the peer only sends on costs no
+// sender here, and one this side only sends on no receiver.
+func (c *conn) sendChannel(id int16) *chanState {
+	cs := c.channel(id, true)
+	if cs.snd == nil {
+		cs.snd = channel.NewSender(id)
+	}
+	return cs
+}
+
+// recvChannel returns channel id's state with its receiving half.
+func (c *conn) recvChannel(id int16) *chanState {
+	cs := c.channel(id, true)
+	if cs.rcv == nil {
+		cfg := &c.ep.cfg
+		cs.rcv = channel.NewReceiver(channel.ReceiverConfig{
+			Window:     cfg.ReceiveWindow,
+			MaxMessage: cfg.MaxMessageSize,
+			MaxBytes:   cfg.ChannelReceiveMemory,
+			Budget:     &c.recvBudget,
+			MCI:        cfg.CoalesceInterval,
+		})
+	}
 	return cs
 }
 

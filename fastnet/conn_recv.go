@@ -48,7 +48,7 @@ func (c *conn) handleData(now clock.Time, ch int16, p []byte) {
 	if len(p) > c.stats.PeerPayloadMTU {
 		c.stats.PeerPayloadMTU = len(p)
 	}
-	cs := c.channel(ch, true)
+	cs := c.recvChannel(ch)
 	switch cs.rcv.Handle(now, h, chunk) {
 	case channel.Accepted:
 		if h.Reliable {

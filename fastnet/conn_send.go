@@ -20,7 +20,7 @@ func (c *conn) send(ch int16, msg []byte, reliable bool) error {
 		c.stream.push(ch, msg, reliable)
 		return nil
 	}
-	cs := c.channel(ch, true)
+	cs := c.sendChannel(ch)
 	c.queued += cs.snd.Queue(msg, reliable)
 	if !cs.inRing {
 		cs.inRing = true
