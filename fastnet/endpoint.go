@@ -1,7 +1,6 @@
 package fastnet
 
 import (
-	"container/heap"
 	"net/netip"
 	"unicode/utf8"
 
@@ -107,7 +106,7 @@ func (e *Endpoint) removeConn(c *conn) {
 		delete(e.ids, c.id)
 	}
 	if c.heapIdx >= 0 {
-		heap.Remove(&e.timers, c.heapIdx)
+		e.timers.remove(c.heapIdx)
 	}
 	if c.state == stateQuerying || c.state == stateConnecting {
 		e.pending--
@@ -174,13 +173,13 @@ func (e *Endpoint) touch(c *conn, now clock.Time) {
 	d := c.nextDeadline()
 	switch {
 	case d == 0 && c.heapIdx >= 0:
-		heap.Remove(&e.timers, c.heapIdx)
+		e.timers.remove(c.heapIdx)
 	case d != 0 && c.heapIdx < 0:
 		c.deadline = d
-		heap.Push(&e.timers, c)
+		e.timers.push(c)
 	case d != 0 && d != c.deadline:
 		c.deadline = d
-		heap.Fix(&e.timers, c.heapIdx)
+		e.timers.fix(c.heapIdx)
 	}
 	if !c.sendable && c.wantsTransmit(now) {
 		c.sendable = true
@@ -260,7 +259,7 @@ func (e *Endpoint) HandleTimeout(now clock.Time) {
 			// What is due is a transmit (a heartbeat, a resend) that
 			// PollTransmit produces. Park the connection in the ready
 			// ring; PollTransmit re-arms its timer.
-			heap.Remove(&e.timers, c.heapIdx)
+			e.timers.remove(c.heapIdx)
 			c.deadline = 0
 			if !c.sendable {
 				c.sendable = true
@@ -449,23 +448,75 @@ func (e *Endpoint) NumConns() int { return len(e.conns) }
 // timerHeap orders connections by deadline.
 type timerHeap []*conn
 
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
-func (h timerHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = i
-	h[j].heapIdx = j
-}
-func (h *timerHeap) Push(x any) {
-	c := x.(*conn)
+// push adds c, which is in no heap.
+func (h *timerHeap) push(c *conn) {
 	c.heapIdx = len(*h)
 	*h = append(*h, c)
+	h.up(c.heapIdx)
 }
-func (h *timerHeap) Pop() any {
+
+// remove takes out the connection at index i.
+func (h *timerHeap) remove(i int) {
 	old := *h
-	c := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
+	n := len(old) - 1
+	c := old[i]
+	if i != n {
+		old[i] = old[n]
+		old[i].heapIdx = i
+	}
+	old[n] = nil
+	*h = old[:n]
 	c.heapIdx = -1
-	return c
+	if i != n {
+		h.fix(i)
+	}
+}
+
+// fix restores the order after the deadline at index i changed.
+func (h timerHeap) fix(i int) {
+	if !h.down(i) {
+		h.up(i)
+	}
+}
+
+func (h timerHeap) up(i int) {
+	c := h[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].deadline <= c.deadline {
+			break
+		}
+		h[i] = h[p]
+		h[i].heapIdx = i
+		i = p
+	}
+	h[i] = c
+	c.heapIdx = i
+}
+
+// down moves the entry at i towards the leaves; it reports whether it
+// moved.
+func (h timerHeap) down(i0 int) bool {
+	i := i0
+	c := h[i]
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h[r].deadline < h[l].deadline {
+			m = r
+		}
+		if c.deadline <= h[m].deadline {
+			break
+		}
+		h[i] = h[m]
+		h[i].heapIdx = i
+		i = m
+	}
+	h[i] = c
+	c.heapIdx = i
+	return i > i0
 }
