@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/driver"
@@ -157,37 +158,13 @@ func (t *transport) WriteBatch(msgs []udpio.Message) {
 
 func (t *transport) Close() error { return t.uc.Close() }
 
-// readBatch is how many datagrams one read may take.
-const readBatch = 64
+// ReadBatch and SetReadDeadline make the transport a driver.Reader: the
+// engine reads the socket itself, from the goroutine waiting for input.
+func (t *transport) ReadBatch(msgs []udpio.Message) (int, error) { return t.uc.ReadBatch(msgs) }
 
-// start attaches the socket and runs its reader.
+func (t *transport) SetReadDeadline(tm time.Time) error { return t.uc.SetReadDeadline(tm) }
+
+// start attaches the socket; the engine reads it.
 func start(e *driver.Engine, uc *udpio.Conn) {
 	e.Start(&transport{uc: uc})
-	e.Go(func() {
-		msgs := make([]udpio.Message, readBatch)
-		for i := range msgs {
-			msgs[i].Buf = udpio.GetBuffer()
-		}
-		defer func() {
-			for i := range msgs {
-				udpio.PutBuffer(msgs[i].Buf)
-			}
-		}()
-		for {
-			n, err := uc.ReadBatch(msgs)
-			if n > 0 {
-				e.InputBatch(msgs[:n])
-			}
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return
-				}
-				select {
-				case <-e.Done():
-					return
-				default: // an ICMP error surfaced as a read error: go on
-				}
-			}
-		}
-	})
 }

@@ -49,6 +49,11 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // Options.CombineWrites the wake-up waits for the engine's unlock, after
 // the datagrams queued with it are written (see Engine.unlock).
 func (c *Conn) signalLocked() {
+	if c.e.reading == c {
+		// Its Receive is reading the socket for it (Reader): news
+		// from elsewhere (a timeout, a close) must end that read.
+		c.e.interruptReadLocked()
+	}
 	if !c.waited {
 		return
 	}
@@ -146,6 +151,7 @@ func (c *Conn) Send(ctx context.Context, channel int, msg []byte, reliable bool)
 			return err
 		}
 		wait := c.waitLocked()
+		e.needInputLocked() // the acks that make room
 		e.mu.Unlock()
 		select {
 		case <-wait:
@@ -178,11 +184,35 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 			e.mu.Unlock()
 			return Message{}, err
 		}
+		// Wait for a message, or for the read role (see Reader) to
+		// read the socket here. TCP has no role: token is nil.
 		wait := c.waitLocked()
+		token := e.token
+		if token != nil {
+			e.receivers++
+		}
 		e.mu.Unlock()
 		select {
 		case <-wait:
+			if token != nil {
+				e.mu.Lock()
+				e.receivers--
+				e.mu.Unlock()
+			}
+		case <-token:
+			e.mu.Lock()
+			e.receivers--
+			e.role = roleReceive
+			e.mu.Unlock()
+			if err := c.readFor(ctx); err != nil {
+				return Message{}, err
+			}
 		case <-ctx.Done():
+			if token != nil {
+				e.mu.Lock()
+				e.receivers--
+				e.mu.Unlock()
+			}
 			return Message{}, ctx.Err()
 		}
 	}
@@ -222,6 +252,7 @@ func (c *Conn) CloseWithReason(reason string) error {
 		if c.err == nil {
 			c.signalLocked()
 		}
+		e.needInputLocked() // the acks of what lingers
 	}
 	e.unlock()
 	<-c.done
@@ -239,6 +270,7 @@ func (c *Conn) Abort(reason string) error {
 	if c.err == nil {
 		e.ep.Abort(e.clk.Now(), c.h, reason)
 		e.flushLocked()
+		e.needInputLocked()
 	}
 	e.unlock()
 	<-c.done
@@ -274,6 +306,7 @@ func (e *Engine) Dial(ctx context.Context, addr netip.AddrPort) (*Conn, error) {
 		e.mu.Lock()
 		wait := c.waitLocked()
 		est, cerr := c.established, c.err
+		e.needInputLocked() // the handshake's answer
 		e.mu.Unlock()
 		switch {
 		case est:

@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -130,7 +131,7 @@ type Engine struct {
 	wakes    []*Conn    // connections to signal at unlock
 
 	timer    *time.Timer
-	deadline clock.Time
+	deadline clock.Time    // when timer fires; 0: not armed
 	kick     chan struct{} // a Send left its transmits to the timer goroutine
 	unsent   bool          // a Send queued data no flush has polled yet
 	done     chan struct{}
@@ -139,6 +140,20 @@ type Engine struct {
 
 	// Server side.
 	listener *Listener
+
+	// Reading the socket (Reader, see read.go).
+	rd           Reader
+	rmsgs        []udpio.Message // the role holder's read buffers
+	token        chan struct{}   // holds the read role while it is free
+	turn         chan struct{}   // tells the background reader to take it
+	role         readRole
+	freeSince    clock.Time // when the role was left free
+	wanted       bool       // turn was sent and the role not yet taken
+	receivers    int        // Receive calls waiting that would take the role
+	pendingSince clock.Time // when out got datagrams a Receive left unwritten
+	pending      int        // how many: they lead out
+	reading      *Conn      // the Receive holding the role is in a read for it
+	interrupted  bool       // that read's deadline was set to end it
 }
 
 // NewEngine creates the endpoint. The transport is attached with Start.
@@ -179,10 +194,14 @@ func NewEngine(cfg fastnet.Config, opts Options) (*Engine, error) {
 // Config returns the endpoint's configuration with defaults filled in.
 func (e *Engine) Config() fastnet.Config { return e.cfg }
 
-// Start attaches the transport and starts the timer goroutine. Reader
-// goroutines are the transport's; register them with Go.
+// Start attaches the transport and starts the timer goroutine. If tr is a
+// Reader, the engine reads it (see Reader); otherwise reader goroutines
+// are the transport's, registered with Go.
 func (e *Engine) Start(tr Transport) {
 	e.tr = tr
+	if rd, ok := tr.(Reader); ok {
+		e.startReader(rd)
+	}
 	e.Go(e.timerLoop)
 }
 
@@ -212,8 +231,11 @@ func (e *Engine) timerLoop() {
 		case <-e.timer.C:
 			e.mu.Lock()
 			if !e.closed {
-				e.ep.HandleTimeout(e.clk.Now())
+				e.deadline = 0
+				now := e.clk.Now()
+				e.ep.HandleTimeout(now)
 				e.flushLocked()
+				e.checkReadLocked(now)
 			}
 			e.unlock()
 		}
@@ -310,15 +332,21 @@ func (e *Engine) flushLocked() {
 		}
 		e.dispatchLocked(ev)
 	}
-	if d, ok := e.ep.NextDeadline(); !ok {
-		if e.deadline != 0 {
-			e.timer.Stop()
-			e.deadline = 0
-		}
-	} else if d != e.deadline {
-		e.deadline = d
-		e.timer.Reset(max(d.Sub(e.clk.Now()), 0))
+	if d, ok := e.ep.NextDeadline(); ok {
+		e.armLocked(d)
 	}
+}
+
+// armLocked makes the timer fire by d. A timer armed earlier is left as it
+// is: it fires, finds nothing due, and is armed again for what is. Moving
+// it only ever earlier keeps the runtime's timer work off the path of a
+// round trip, whose resend deadline comes and goes with each message.
+func (e *Engine) armLocked(d clock.Time) {
+	if e.deadline != 0 && e.deadline <= d {
+		return
+	}
+	e.deadline = d
+	e.timer.Reset(max(d.Sub(e.clk.Now()), 0))
 }
 
 // sentLocked follows a Send that queued data. Without
@@ -384,6 +412,15 @@ func (e *Engine) release(yield bool) {
 		}
 	}
 	for len(e.out) > 0 && !e.closed {
+		if p := e.pending; p > 0 && p < len(e.out) {
+			// A Receive left its acks at the head, and a Send
+			// queued more since (an echo's reply): the reply goes
+			// first, so that it is what wakes the peer.
+			slices.Reverse(e.out[:p])
+			slices.Reverse(e.out[p:])
+			slices.Reverse(e.out)
+		}
+		e.pendingSince, e.pending = 0, 0
 		batch, bufs := e.out, e.bufs
 		e.out, e.bufs = e.wout[:0], e.wbufs
 		e.mu.Unlock()
@@ -501,6 +538,7 @@ func (e *Engine) Close() error {
 		clear(e.out)
 		e.out = e.out[:0]
 	}
+	e.pendingSince, e.pending = 0, 0
 	for _, c := range e.conns {
 		c.endLocked(&fastnet.LocalCloseError{Reason: "endpoint closed"}, true)
 	}

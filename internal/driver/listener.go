@@ -57,6 +57,7 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 			return nil, fastnet.ErrClosed
 		}
 		wait := l.notify
+		e.needInputLocked() // new connections
 		e.mu.Unlock()
 		select {
 		case <-wait:
@@ -90,6 +91,7 @@ func (l *Listener) CloseWithReason(reason string) error {
 		waits = append(waits, c.done)
 	}
 	e.flushLocked()
+	e.needInputLocked() // the acks of what lingers
 	e.unlock()
 	limit := time.After(e.cfg.Linger + time.Second)
 	for _, w := range waits {

@@ -794,6 +794,12 @@ func testContextUnblocks(t *testing.T, d Driver) {
 			t.Fatalf("Receive = %v, want context.Canceled", err)
 		}
 		exchange(t, ctx, c, sc)
+		// Once traffic has flowed, a UDP Receive waits in the socket
+		// read itself (driver.Reader): the context must end that too.
+		if _, err := c.Receive(cancelSoon(ctx)); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Receive after traffic = %v, want context.Canceled", err)
+		}
+		exchange(t, ctx, c, sc)
 	})
 	t.Run("Accept", func(t *testing.T) {
 		checkGoroutines(t)

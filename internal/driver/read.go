@@ -1,0 +1,276 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/internal/udpio"
+)
+
+// A Reader is a transport whose datagrams all arrive on one socket that any
+// goroutine may read (UDP). The engine then reads it itself, holding a read
+// role that one goroutine has at a time:
+//
+//   - A goroutine waiting in Conn.Receive takes the role when it is free and
+//     reads the socket itself until its own message arrives. An echo or a
+//     request and its reply then cost no goroutine hand-off at all: the
+//     goroutine that waits is the one the kernel wakes, as with a plain
+//     socket read.
+//   - Otherwise a background goroutine reads: when something other than
+//     Receive waits for input (Dial, Accept, a Send on a full queue, a
+//     graceful close), or when the role has been left free for readIdle.
+//     It gives the role to a waiting Receive after each batch it reads.
+//
+// Datagrams polled by a Receive about to return (its acks) are not written
+// at once: the next Send carries them in its batched write (an echo's acks
+// and its reply leave in one system call), or the next read before it
+// blocks, or the timer goroutine after writeIdle.
+type Reader interface {
+	// ReadBatch blocks until at least one datagram arrives and reads as
+	// many as are waiting into msgs, as udpio.Conn.ReadBatch does.
+	ReadBatch(msgs []udpio.Message) (int, error)
+	// SetReadDeadline sets the deadline of pending and future reads; a
+	// time in the past unblocks a pending read, the zero time removes it.
+	SetReadDeadline(t time.Time) error
+}
+
+const (
+	// readIdle is how long the socket may go unread while nobody waits
+	// for input before the background goroutine reads it again: the acks
+	// and pings of an application busy between two Receive calls wait no
+	// longer (the runtime's timers make it about a millisecond when the
+	// process is idle, well under the resend floor, MinResendRTT).
+	readIdle = time.Millisecond
+	// writeIdle is how long the datagrams polled by a returning Receive
+	// may wait for a Send or a read to write them.
+	writeIdle = time.Millisecond
+	// readBatch is how many datagrams one read may take.
+	readBatch = 64
+)
+
+// readRole says who holds the read role.
+type readRole uint8
+
+const (
+	roleFree       readRole = iota // nobody: the token is in Engine.token
+	roleBackground                 // the background goroutine, readLoop
+	roleReceive                    // a goroutine in Conn.Receive
+)
+
+// startReader sets the engine up to read rd itself. The background
+// goroutine starts with the role.
+func (e *Engine) startReader(rd Reader) {
+	e.rd = rd
+	e.token = make(chan struct{}, 1)
+	e.turn = make(chan struct{}, 1)
+	e.role = roleBackground
+	e.rmsgs = make([]udpio.Message, readBatch)
+	for i := range e.rmsgs {
+		e.rmsgs[i].Buf = udpio.GetBuffer()
+	}
+	e.Go(e.readLoop)
+}
+
+// readLoop is the background reader: it reads while it holds the role,
+// hands the role over when a Receive waits for it, and waits for its turn
+// (needInputLocked, readIdle) to take it again.
+func (e *Engine) readLoop() {
+	defer func() {
+		// The buffers are the role's: with the engine closed, no
+		// Receive takes the role again.
+		e.mu.Lock()
+		for e.role == roleReceive {
+			e.written.Wait()
+		}
+		for i := range e.rmsgs {
+			udpio.PutBuffer(e.rmsgs[i].Buf)
+			e.rmsgs[i].Buf = nil
+		}
+		e.mu.Unlock()
+	}()
+	for {
+		if !e.readBackground() {
+			return
+		}
+		e.releaseRole()
+		select {
+		case <-e.turn:
+		case <-e.done:
+			return
+		}
+		select {
+		case <-e.token:
+		case <-e.done:
+			return
+		}
+		e.mu.Lock()
+		e.role = roleBackground
+		e.wanted = false
+		e.mu.Unlock()
+	}
+}
+
+// readBackground reads the socket until a Receive waits for the role
+// (true) or the engine closes (false).
+func (e *Engine) readBackground() bool {
+	for {
+		e.mu.Lock()
+		closed, handOver := e.closed, e.receivers > 0
+		e.mu.Unlock()
+		switch {
+		case closed:
+			return false
+		case handOver:
+			return true
+		}
+		n, err := e.rd.ReadBatch(e.rmsgs)
+		if n > 0 {
+			e.InputBatch(e.rmsgs[:n])
+		}
+		if err != nil && errors.Is(err, net.ErrClosed) {
+			return false
+		}
+		// Another error is an ICMP error surfaced by a read, or a
+		// deadline a Receive set and cleared: go on.
+	}
+}
+
+// releaseRole leaves the role free: a goroutine waiting for it (a Receive,
+// or the background reader) takes it; if none, the timer hands it to the
+// background reader after readIdle.
+func (e *Engine) releaseRole() {
+	e.mu.Lock()
+	if e.rd != nil {
+		e.endReadLocked()
+	}
+	e.role = roleFree
+	now := e.clk.Now()
+	e.freeSince = now
+	if !e.closed && e.receivers == 0 && !e.wanted {
+		e.armLocked(now.Add(readIdle))
+	}
+	e.written.Broadcast() // readLoop may wait for the role to end at Close
+	e.mu.Unlock()
+	e.token <- struct{}{}
+}
+
+// needInputLocked is called by a goroutine about to wait for something
+// only input brings, other than its own message in Receive: the background
+// reader takes the role if nobody reads.
+func (e *Engine) needInputLocked() {
+	if e.rd == nil || e.role == roleBackground || e.wanted {
+		return
+	}
+	e.wanted = true
+	select {
+	case e.turn <- struct{}{}:
+	default:
+	}
+}
+
+// checkReadLocked runs when the timer fires: a role left free for
+// readIdle goes to the background reader.
+func (e *Engine) checkReadLocked(now clock.Time) {
+	if e.rd == nil || e.role != roleFree || e.wanted {
+		return
+	}
+	if at := e.freeSince.Add(readIdle); now < at {
+		e.armLocked(at)
+		return
+	}
+	e.needInputLocked()
+}
+
+// readFor reads the socket for c's Receive, holding the role, until c has
+// a message or has ended, the engine closes, or ctx is done; then it
+// releases the role. It returns ctx.Err() if ctx ended the read.
+func (c *Conn) readFor(ctx context.Context) error {
+	e := c.e
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			e.mu.Lock()
+			if e.reading == c {
+				e.interruptReadLocked()
+			}
+			e.mu.Unlock()
+		})
+		defer stop()
+	}
+	for {
+		e.mu.Lock()
+		e.endReadLocked()
+		if c.head < len(c.queue) || c.err != nil || e.closed {
+			e.mu.Unlock()
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			e.mu.Unlock()
+			e.releaseRole()
+			return err
+		}
+		e.reading = c
+		e.unlock() // writes what waits, before the read blocks
+		n, err := e.rd.ReadBatch(e.rmsgs)
+		if n > 0 {
+			e.inputFor(c, e.rmsgs[:n])
+		}
+		if err != nil && errors.Is(err, net.ErrClosed) {
+			break
+		}
+	}
+	e.releaseRole()
+	return nil
+}
+
+// endReadLocked follows a read of the role's holder: the deadline an
+// interruption set is cleared before anyone reads again.
+func (e *Engine) endReadLocked() {
+	e.reading = nil
+	if e.interrupted {
+		e.interrupted = false
+		e.rd.SetReadDeadline(time.Time{})
+	}
+}
+
+// interruptReadLocked ends the pending read of a Receive holding the role:
+// its connection has news that did not come from its own read (a timeout,
+// a close from another goroutine), or its context is done.
+func (e *Engine) interruptReadLocked() {
+	if !e.interrupted {
+		e.interrupted = true
+		e.rd.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// inputFor feeds datagrams c's Receive read. If c now has a message (or
+// has ended), the Receive returns at once: the datagrams polled are left
+// for the next Send or read to write (writeIdle at the latest).
+func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) {
+	e.mu.Lock()
+	e.endReadLocked()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	now := e.clk.Now()
+	for i := range msgs {
+		e.ep.HandleDatagram(now, msgs[i].Addr, msgs[i].Buf[:msgs[i].N])
+	}
+	e.flushLocked()
+	if c.head == len(c.queue) && c.err == nil {
+		e.unlock()
+		return
+	}
+	if len(e.out) > 0 && !e.writing {
+		if e.pendingSince == 0 {
+			e.pendingSince = now
+			e.armLocked(now.Add(writeIdle))
+		}
+		e.pending = len(e.out)
+	}
+	e.wakeLocked()
+	e.mu.Unlock()
+}
