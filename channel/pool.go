@@ -52,6 +52,20 @@ func (p *bufPool) put(b []byte) {
 	p.retained += n
 }
 
+// trim forgets free buffers, the largest first, until at most keep bytes
+// are retained.
+func (p *bufPool) trim(keep int) {
+	for c := numClasses - 1; c >= 0 && p.retained > keep; c-- {
+		f := p.free[c]
+		for len(f) > 0 && p.retained > keep {
+			p.retained -= cap(f[len(f)-1])
+			f[len(f)-1] = nil
+			f = f[:len(f)-1]
+		}
+		p.free[c] = f
+	}
+}
+
 // drain forgets every free buffer.
 func (p *bufPool) drain() {
 	for c := range p.free {

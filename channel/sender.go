@@ -101,9 +101,10 @@ var fib = func() (t [numBuckets + 2]int64) {
 
 // Retention bounds of a Sender's free lists.
 const (
-	senderRetain  = 1 << 20 // bytes of free message buffers kept
-	maxFreeMsgs   = 1024    // free message structs kept
-	idleKeepSlots = 4096    // in-flight bookkeeping kept when idle
+	senderRetain  = 4 << 20   // bytes of free message buffers kept while busy
+	idleRetain    = 256 << 10 // and once idle
+	maxFreeMsgs   = 1024      // free message structs kept
+	idleKeepSlots = 4096      // in-flight bookkeeping kept when idle
 )
 
 // NewSender returns the sender of message channel id. Its first packet has
@@ -431,6 +432,9 @@ func (s *Sender) idle() {
 	s.deadSeq = 0
 	if cap(s.recs) > idleKeepSlots {
 		s.recs, s.freeRecs = nil, nil
+	}
+	if s.pending.len() == 0 {
+		s.bufs.trim(idleRetain)
 	}
 }
 

@@ -407,3 +407,38 @@ func TestSenderReset(t *testing.T) {
 		t.Errorf("after Reset: %+v, want seq 1, R 2 (numbers continue)", pkts[0].h)
 	}
 }
+
+// TestBufferRetention checks the sender's free buffers: a burst of
+// reliable messages acked in one go keeps its buffers for the next burst
+// (up to senderRetain), and what is kept shrinks to idleRetain once
+// nothing is queued or in flight.
+func TestBufferRetention(t *testing.T) {
+	s := NewSender(1)
+	const n = 2000 // 2000 messages of 1 KiB: 4 MiB of 2 KiB buffers
+	for i := range n {
+		s.Queue(payload(i, 1024), true)
+	}
+	var seqs []Seq
+	for s.HasNew() {
+		_, st := s.AppendNew(nil, t0, 2000)
+		if st.Bytes == 0 {
+			t.Fatal("AppendNew sent nothing with messages queued")
+		}
+		seqs = append(seqs, st.Seq)
+	}
+	for i, q := range seqs {
+		if i == len(seqs)-1 {
+			// Before the last ack: every buffer but one is free, and
+			// kept up to senderRetain.
+			if r, want := s.bufs.retained, min((n-1)*2048, senderRetain); r != want {
+				t.Errorf("retained %d bytes during the burst, want %d", r, want)
+			}
+		}
+		if _, ok := s.HandleAck(q); !ok {
+			t.Fatalf("ack of %d not taken", q)
+		}
+	}
+	if r := s.bufs.retained; r > idleRetain {
+		t.Errorf("retained %d bytes once idle, want at most %d", r, idleRetain)
+	}
+}
