@@ -28,12 +28,14 @@ type Conn struct {
 	queue      []Message
 	head       int
 	queueBytes int
-	dropped    uint64        // unreliable messages dropped unread
-	notify     chan struct{} // closed and replaced on any change
-	waited     bool          // a goroutine may be waiting on notify
-	wake       bool          // in the engine's wakes
-	err        error         // set once the connection has ended
-	done       chan struct{} // closed once the connection has ended
+	dropped    uint64          // unreliable messages dropped unread
+	notify     chan struct{}   // closed and replaced on any change
+	waited     bool            // a goroutine may be waiting on notify
+	wake       bool            // in the engine's wakes
+	err        error           // set once the connection has ended
+	done       chan struct{}   // closed once the connection has ended
+	watched    context.Context // the context that interrupts reads for c
+	unwatch    func() bool     // stops watching it
 }
 
 // ID returns the Fastnet connection ID, the same on both sides.
@@ -92,6 +94,10 @@ func (c *Conn) endLocked(err error, local bool) {
 		err = &CloseError{Local: local, Err: err}
 	}
 	c.err = err
+	if c.unwatch != nil {
+		c.unwatch()
+		c.watched, c.unwatch = nil, nil
+	}
 	delete(c.e.conns, c.h)
 	if c.e.byAddr[c.remote] == c {
 		delete(c.e.byAddr, c.remote)

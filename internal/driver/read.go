@@ -47,8 +47,12 @@ const (
 	// writeIdle is how long the datagrams polled by a returning Receive
 	// may wait for a Send or a read to write them.
 	writeIdle = time.Millisecond
-	// readBatch is how many datagrams one read may take.
-	readBatch = 64
+	// readBatch is how many datagrams one read may take, and
+	// minReadBatch how many it asks for at least: a batched read costs
+	// user-space work for every datagram it could take (a latency-bound
+	// exchange takes one or two), so the batch follows the traffic.
+	readBatch    = 64
+	minReadBatch = 8
 )
 
 // readRole says who holds the read role.
@@ -68,6 +72,7 @@ func (e *Engine) startReader(rd Reader) {
 	e.turn = make(chan struct{}, 1)
 	e.role = roleBackground
 	e.rmsgs = make([]udpio.Message, readBatch)
+	e.rsize = readBatch
 	for i := range e.rmsgs {
 		e.rmsgs[i].Buf = udpio.GetBuffer()
 	}
@@ -126,7 +131,7 @@ func (e *Engine) readBackground() bool {
 		case handOver:
 			return true
 		}
-		n, err := e.rd.ReadBatch(e.rmsgs)
+		n, err := e.read()
 		if n > 0 {
 			e.InputBatch(e.rmsgs[:n])
 		}
@@ -136,6 +141,21 @@ func (e *Engine) readBackground() bool {
 		// Another error is an ICMP error surfaced by a read, or a
 		// deadline a Receive set and cleared: go on.
 	}
+}
+
+// read reads a batch into rmsgs, for the role's holder, asking for twice
+// as many datagrams after a read that filled its batch and half as many
+// after one that took less than a quarter.
+func (e *Engine) read() (int, error) {
+	k := e.rsize
+	n, err := e.rd.ReadBatch(e.rmsgs[:k])
+	switch {
+	case n == k:
+		e.rsize = min(2*k, readBatch)
+	case n < k/4:
+		e.rsize = max(k/2, minReadBatch)
+	}
+	return n, err
 }
 
 // releaseRole leaves the role free: a goroutine waiting for it (a Receive,
@@ -190,14 +210,9 @@ func (e *Engine) checkReadLocked(now clock.Time) {
 func (c *Conn) readFor(ctx context.Context) error {
 	e := c.e
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() {
-			e.mu.Lock()
-			if e.reading == c {
-				e.interruptReadLocked()
-			}
-			e.mu.Unlock()
-		})
-		defer stop()
+		e.mu.Lock()
+		c.watchLocked(ctx)
+		e.mu.Unlock()
 	}
 	for {
 		e.mu.Lock()
@@ -213,7 +228,7 @@ func (c *Conn) readFor(ctx context.Context) error {
 		}
 		e.reading = c
 		e.unlock() // writes what waits, before the read blocks
-		n, err := e.rd.ReadBatch(e.rmsgs)
+		n, err := e.read()
 		if n > 0 {
 			e.inputFor(c, e.rmsgs[:n])
 		}
@@ -223,6 +238,28 @@ func (c *Conn) readFor(ctx context.Context) error {
 	}
 	e.releaseRole()
 	return nil
+}
+
+// watchLocked makes ctx interrupt the reads made for c. The watch stays
+// for the next Receive, which usually has the same context (an
+// application's loop), until another context replaces it or c ends: a
+// watch that fires for a later read only makes it read again.
+func (c *Conn) watchLocked(ctx context.Context) {
+	if c.watched == ctx {
+		return
+	}
+	if c.unwatch != nil {
+		c.unwatch()
+	}
+	e := c.e
+	c.watched = ctx
+	c.unwatch = context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		if e.reading == c {
+			e.interruptReadLocked()
+		}
+		e.mu.Unlock()
+	})
 }
 
 // endReadLocked follows a read of the role's holder: the deadline an
