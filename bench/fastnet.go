@@ -89,7 +89,7 @@ func (s fastnetSystem) Name() string {
 }
 
 func (s fastnetSystem) Supports(w Workload) bool {
-	return !s.tcp || w.Name != "W4"
+	return w.Name != "W4K" && (!s.tcp || w.Name != "W4")
 }
 
 // engine is the engine's configuration for w.

@@ -43,6 +43,7 @@ func workloads(quick bool) []Workload {
 		{Name: "W2", Title: "small reliable throughput", Messages: 200000, Size: 64},
 		{Name: "W3", Title: "1 KiB reliable throughput", Messages: 100000, Size: 1024},
 		{Name: "W4", Title: "unreliable rate", Messages: 1000000, Size: 64, Silence: time.Second},
+		{Name: "W4K", Title: "unreliable rate, 1 KiB (W3's baseline)", Messages: 300000, Size: 1024, Silence: time.Second},
 	}
 	for i := range w {
 		w[i].WarmUp = 5 * time.Second
@@ -55,6 +56,7 @@ func workloads(quick bool) []Workload {
 		w[1].Messages = 20000
 		w[2].Messages = 10000
 		w[3].Messages, w[3].Silence = 50000, 200*time.Millisecond
+		w[4].Messages, w[4].Silence = 20000, 200*time.Millisecond
 	}
 	return w
 }
@@ -124,6 +126,7 @@ func systems() []System {
 	return []System{
 		rawUDP{batch: 1},
 		rawUDP{batch: 64},
+		rawAcked{},
 		udpioSystem{batch: 64},
 		fastnetSystem{tcp: false},
 		fastnetSystem{tcp: true},
@@ -286,7 +289,7 @@ func measure(ctx context.Context, exe string, sys System, w Workload, o Options,
 
 // derive adds the metrics computed from others.
 func derive(w Workload, m Metrics) {
-	if w.Name != "W4" {
+	if !isRate(w) {
 		return
 	}
 	if m[ReceiveSeconds] > 0 {
@@ -299,6 +302,11 @@ func derive(w Workload, m Metrics) {
 		m[Loss] = 100 * (m[Sent] - m[Received]) / m[Sent]
 	}
 }
+
+// isRate reports whether w is W4 or its 1 KiB variant W4K, which measures
+// the datagram rate of raw UDP for 1 KiB datagrams: the baseline of W3,
+// whose messages are sent one per datagram.
+func isRate(w Workload) bool { return w.Name == "W4" || w.Name == "W4K" }
 
 // result is one row of the table: every run of one system on one workload.
 type result struct {
@@ -375,7 +383,7 @@ func brief(w Workload, m Metrics) string {
 	switch w.Name {
 	case "W1":
 		return fmt.Sprintf("p50 %.1f µs, p99 %.1f µs", m[P50], m[P99])
-	case "W4":
+	case "W4", "W4K":
 		return fmt.Sprintf("%s received/s, loss %.1f %%, sent %s/s", si(m[Rate]), m[Loss], si(m[SendRate]))
 	}
 	return fmt.Sprintf("%s msg/s", si(m[Rate]))
@@ -398,6 +406,7 @@ func printTable(out io.Writer, results []*result, runs int) {
 // project's socket layer with its large buffers does not).
 const (
 	latencyBaseline = "raw-udp-plain"
+	ackedBaseline   = "raw-udp-acked"
 	rateBaseline    = "raw-udp-batch64"
 )
 
@@ -427,14 +436,36 @@ func ratioCell(r *result, results []*result) string {
 		return x.med / y.med, true
 	}
 	if r.w.Name == "W1" {
-		p50, ok1 := ratio(find(latencyBaseline, "W1"), P50, P50)
-		p99, ok2 := ratio(find(latencyBaseline, "W1"), P99, P99)
-		if ok1 && ok2 {
-			return fmt.Sprintf("p50 %.2fx, p99 %.2fx %s", p50, p99, latencyBaseline)
+		var parts []string
+		for _, base := range []string{latencyBaseline, ackedBaseline} {
+			if base == r.system {
+				continue
+			}
+			p50, ok1 := ratio(find(base, "W1"), P50, P50)
+			p99, ok2 := ratio(find(base, "W1"), P99, P99)
+			if ok1 && ok2 {
+				parts = append(parts, fmt.Sprintf("p50 %.2fx, p99 %.2fx %s", p50, p99, base))
+			}
 		}
-		return "-"
+		if len(parts) == 0 {
+			return "-"
+		}
+		return strings.Join(parts, "; ")
 	}
 	var parts []string
+	if r.w.Name == "W3" || r.w.Name == "W4K" {
+		// One 1 KiB message per datagram: raw UDP's rate for datagrams
+		// of that size is the fair baseline.
+		if x, ok := ratio(find(rateBaseline, "W4K"), Rate, Rate); ok {
+			parts = append(parts, fmt.Sprintf("%.2fx %s W4K", x, rateBaseline))
+		}
+		if r.w.Name == "W4K" {
+			if len(parts) == 0 {
+				return "-"
+			}
+			return parts[0]
+		}
+	}
 	if x, ok := ratio(find(rateBaseline, "W4"), Rate, Rate); ok {
 		parts = append(parts, fmt.Sprintf("%.2fx %s W4", x, rateBaseline))
 	}
@@ -485,7 +516,7 @@ func cell(r *result) string {
 	case "W3":
 		mbs := func(x float64) string { return fmt.Sprintf("%.0f", x*float64(r.w.Size)/1e6) }
 		return f(Rate, si) + " msg/s, " + f(Rate, mbs) + " MB/s" + extras(r)
-	case "W4":
+	case "W4", "W4K":
 		return f(Rate, si) + " received/s, loss " + f(Loss, pct) + " %, sent " + f(SendRate, si) + "/s" + extras(r)
 	}
 	return f(Rate, si) + " msg/s" + extras(r)

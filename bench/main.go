@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	runs := fs.Int("runs", 3, "runs of each workload on each system")
-	wl := fs.String("workloads", "W1,W2,W3,W4", "comma-separated workloads")
+	wl := fs.String("workloads", "W1,W2,W3,W4,W4K", "comma-separated workloads (W4K: raw UDP with 1 KiB datagrams, W3's baseline)")
 	sl := fs.String("systems", "", "comma-separated systems (default all)")
 	quick := fs.Bool("quick", false, "reduced counts for a smoke run")
 	sockbuf := fs.Int("sockbuf", 0, "socket buffer size in bytes (0: OS default)")
@@ -129,7 +129,7 @@ func parseConfig(runs int, workloadList, systemList string, quick bool) (config,
 			}
 		}
 		if !found {
-			return cfg, fmt.Errorf("unknown workload %q (want W1, W2, W3 or W4)", name)
+			return cfg, fmt.Errorf("unknown workload %q (want W1, W2, W3, W4 or W4K)", name)
 		}
 	}
 	if systemList == "" {

@@ -19,7 +19,7 @@ import (
 // per message, with one system call per datagram (batch 1) or batches of
 // datagrams per recvmmsg and sendmmsg call (x/net ipv4 ReadBatch and
 // WriteBatch). It does W1 (plain calls only: a round trip is one datagram
-// each way) and W4.
+// each way), W4 and W4K.
 type rawUDP struct{ batch int }
 
 func (s rawUDP) Name() string {
@@ -30,7 +30,7 @@ func (s rawUDP) Name() string {
 }
 
 func (s rawUDP) Supports(w Workload) bool {
-	return w.Name == "W4" || (w.Name == "W1" && s.batch <= 1)
+	return isRate(w) || (w.Name == "W1" && s.batch <= 1)
 }
 
 func (s rawUDP) Server(ctx context.Context, w Workload, o Options, ready func(string)) (Metrics, error) {

@@ -18,7 +18,7 @@ type udpioSystem struct{ batch int }
 
 func (s udpioSystem) Name() string { return fmt.Sprintf("udpio-batch%d", s.batch) }
 
-func (s udpioSystem) Supports(w Workload) bool { return w.Name == "W1" || w.Name == "W4" }
+func (s udpioSystem) Supports(w Workload) bool { return w.Name == "W1" || isRate(w) }
 
 func (s udpioSystem) listen(ctx context.Context, o Options) (*udpio.Conn, error) {
 	return udpio.Listen(ctx, "udp4", "127.0.0.1:0", udpio.Options{SocketBuffer: o.SocketBuffer})
