@@ -4,7 +4,8 @@
 // events into the blocking, context-aware Conn and Listener API.
 //
 // Inputs come from the transport's reader goroutines (Input, InputBatch,
-// TransportClosed) and from API calls; each takes the lock, feeds the
+// TransportClosed), or, for a transport that is a Reader (UDP), from the
+// engine's own reads of its socket (see Reader), and from API calls; each takes the lock, feeds the
 // endpoint one input with one reading of the clock, drains PollTransmit into
 // the transport and PollEvent into the connections, and re-arms the timer,
 // exactly as the fastnet package documentation asks.
