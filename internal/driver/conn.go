@@ -198,28 +198,28 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 			e.receivers++
 		}
 		e.mu.Unlock()
+		var err error
+		took := false
 		select {
 		case <-wait:
-			if token != nil {
-				e.mu.Lock()
-				e.receivers--
-				e.mu.Unlock()
-			}
 		case <-token:
+			took = true
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if token != nil {
 			e.mu.Lock()
 			e.receivers--
-			e.role = roleReceive
+			if took {
+				e.role = roleReceive
+			}
 			e.mu.Unlock()
-			if err := c.readFor(ctx); err != nil {
-				return Message{}, err
-			}
-		case <-ctx.Done():
-			if token != nil {
-				e.mu.Lock()
-				e.receivers--
-				e.mu.Unlock()
-			}
-			return Message{}, ctx.Err()
+		}
+		if took {
+			err = c.readFor(ctx)
+		}
+		if err != nil {
+			return Message{}, err
 		}
 	}
 }

@@ -5,8 +5,8 @@
 //
 // Inputs come from the transport's reader goroutines (Input, InputBatch,
 // TransportClosed), or, for a transport that is a Reader (UDP), from the
-// engine's own reads of its socket (see Reader), and from API calls; each takes the lock, feeds the
-// endpoint one input with one reading of the clock, drains PollTransmit into
+// engine's own reads of its socket, and from API calls; each takes the
+// lock, feeds the endpoint one input with one reading of the clock, drains PollTransmit into
 // the transport and PollEvent into the connections, and re-arms the timer,
 // exactly as the fastnet package documentation asks.
 package driver
@@ -143,19 +143,18 @@ type Engine struct {
 	listener *Listener
 
 	// Reading the socket (Reader, see read.go).
-	rd           Reader
-	rmsgs        []udpio.Message // the role holder's read buffers
-	rsize        int             // how many of them the next read asks for
-	token        chan struct{}   // holds the read role while it is free
-	turn         chan struct{}   // tells the background reader to take it
-	role         readRole
-	freeSince    clock.Time // when the role was left free
-	wanted       bool       // turn was sent and the role not yet taken
-	receivers    int        // Receive calls waiting that would take the role
-	pendingSince clock.Time // when out got datagrams a Receive left unwritten
-	pending      int        // how many: they lead out
-	reading      *Conn      // the Receive holding the role is in a read for it
-	interrupted  bool       // that read's deadline was set to end it
+	rd          Reader
+	rmsgs       []udpio.Message // the role holder's read buffers
+	rsize       int             // how many of them the next read asks for
+	token       chan struct{}   // holds the read role while it is free
+	turn        chan struct{}   // tells the background reader to take it
+	role        readRole
+	freeSince   clock.Time // when the role was left free
+	wanted      bool       // turn was sent and the role not yet taken
+	receivers   int        // Receive calls waiting that would take the role
+	pending     int        // datagrams a Receive left unwritten at the head of out
+	reading     *Conn      // the Receive holding the role is in a read for it
+	interrupted bool       // that read's deadline was set to end it
 }
 
 // NewEngine creates the endpoint. The transport is attached with Start.
@@ -422,7 +421,7 @@ func (e *Engine) release(yield bool) {
 			slices.Reverse(e.out[p:])
 			slices.Reverse(e.out)
 		}
-		e.pendingSince, e.pending = 0, 0
+		e.pending = 0
 		batch, bufs := e.out, e.bufs
 		e.out, e.bufs = e.wout[:0], e.wbufs
 		e.mu.Unlock()
@@ -540,7 +539,7 @@ func (e *Engine) Close() error {
 		clear(e.out)
 		e.out = e.out[:0]
 	}
-	e.pendingSince, e.pending = 0, 0
+	e.pending = 0
 	for _, c := range e.conns {
 		c.endLocked(&fastnet.LocalCloseError{Reason: "endpoint closed"}, true)
 	}

@@ -163,9 +163,7 @@ func (e *Engine) read() (int, error) {
 // background reader after readIdle.
 func (e *Engine) releaseRole() {
 	e.mu.Lock()
-	if e.rd != nil {
-		e.endReadLocked()
-	}
+	e.endReadLocked()
 	e.role = roleFree
 	now := e.clk.Now()
 	e.freeSince = now
@@ -214,6 +212,7 @@ func (c *Conn) readFor(ctx context.Context) error {
 		c.watchLocked(ctx)
 		e.mu.Unlock()
 	}
+	var err error
 	for {
 		e.mu.Lock()
 		e.endReadLocked()
@@ -221,23 +220,22 @@ func (c *Conn) readFor(ctx context.Context) error {
 			e.mu.Unlock()
 			break
 		}
-		if err := ctx.Err(); err != nil {
+		if err = ctx.Err(); err != nil {
 			e.mu.Unlock()
-			e.releaseRole()
-			return err
+			break
 		}
 		e.reading = c
 		e.unlock() // writes what waits, before the read blocks
-		n, err := e.read()
+		n, rerr := e.read()
 		if n > 0 {
 			e.inputFor(c, e.rmsgs[:n])
 		}
-		if err != nil && errors.Is(err, net.ErrClosed) {
+		if rerr != nil && errors.Is(rerr, net.ErrClosed) {
 			break
 		}
 	}
 	e.releaseRole()
-	return nil
+	return err
 }
 
 // watchLocked makes ctx interrupt the reads made for c. The watch stays
@@ -302,11 +300,8 @@ func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) {
 		return
 	}
 	if len(e.out) > 0 && !e.writing {
-		if e.pendingSince == 0 {
-			e.pendingSince = now
-			e.armLocked(now.Add(writeIdle))
-		}
 		e.pending = len(e.out)
+		e.armLocked(now.Add(writeIdle)) // the timer goroutine's unlock writes them
 	}
 	e.wakeLocked()
 	e.mu.Unlock()

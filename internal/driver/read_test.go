@@ -81,6 +81,16 @@ func waitFor(t *testing.T, e *Engine, what string, cond func() bool) {
 	}
 }
 
+// warm exchanges a few messages both ways: the client's read role moves
+// from the background reader to its Receive calls.
+func warm(t *testing.T, ctx context.Context, c, sc *Conn) {
+	t.Helper()
+	for i := range 3 {
+		echo(t, ctx, c, sc, fmt.Sprint("ping ", i))
+		echo(t, ctx, sc, c, fmt.Sprint("pong ", i))
+	}
+}
+
 // echo sends msg from a and receives it at b.
 func echo(t *testing.T, ctx context.Context, a, b *Conn, msg string) {
 	t.Helper()
@@ -100,10 +110,7 @@ func TestReceiveReadsInline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, sc := pair(t, ctx)
-	for i := range 3 { // the role moves from the background reader
-		echo(t, ctx, c, sc, fmt.Sprint("ping ", i))
-		echo(t, ctx, sc, c, fmt.Sprint("pong ", i))
-	}
+	warm(t, ctx, c, sc)
 	got := make(chan error, 1)
 	go func() {
 		m, err := c.Receive(ctx)
@@ -127,10 +134,7 @@ func TestReceiveCancelWhileReading(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, sc := pair(t, ctx)
-	for i := range 3 {
-		echo(t, ctx, c, sc, fmt.Sprint("ping ", i))
-		echo(t, ctx, sc, c, fmt.Sprint("pong ", i))
-	}
+	warm(t, ctx, c, sc)
 	rctx, rcancel := context.WithCancel(ctx)
 	got := make(chan error, 1)
 	go func() {
@@ -162,10 +166,7 @@ func TestIdleRoleGoesToBackground(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, sc := pair(t, ctx)
-	for i := range 3 {
-		echo(t, ctx, c, sc, fmt.Sprint("ping ", i))
-		echo(t, ctx, sc, c, fmt.Sprint("pong ", i))
-	}
+	warm(t, ctx, c, sc)
 	// c's application is now busy: no Receive for a while.
 	resent := sc.Stats().PacketsResent
 	const n = 200
