@@ -59,6 +59,7 @@ type conn struct {
 	wantWritable int // > 0: a Send was refused for this many bytes; report EventWritable once they fit
 
 	recvBudget channel.Budget
+	recvPaused bool // SetReceivePaused
 
 	payloadMTU int
 	estimator  *mtu.Estimator // nil on Stream transports and when disabled

@@ -44,6 +44,10 @@ func (c *conn) handleData(now clock.Time, ch int16, p []byte) {
 		c.stats.Dropped[DropBadHeader]++
 		return
 	}
+	if c.recvPaused {
+		c.stats.Dropped[DropPaused]++
+		return
+	}
 	chunk := p[channel.HeaderLen:]
 	if len(p) > c.stats.PeerPayloadMTU {
 		c.stats.PeerPayloadMTU = len(p)

@@ -196,3 +196,51 @@ func TestDropExpiredAndOrphanedCounted(t *testing.T) {
 		t.Fatalf("server delivered %q, want only the message after", got)
 	}
 }
+
+// D22: a connection whose receiving is paused drops its message packets
+// unacked (DropPaused) and stays up; once resumed, the peer's resends
+// deliver every reliable message once and in order.
+func TestReceivePaused(t *testing.T) {
+	cfg := Config{MTU: MTUConfig{Disabled: true}}
+	p := newPair(t, cfg, cfg)
+	if err := p.srv.SetReceivePaused(p.sh, true); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ch1 true one", "ch1 true two", "ch1 true three"}
+	for _, m := range []string{"one", "two", "three"} {
+		if err := p.cli.Send(p.now, p.ch, 1, []byte(m), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.cli.Send(p.now, p.ch, 2, []byte("lost"), false)
+	p.flush()
+	p.advance(300 * time.Millisecond) // resends, heartbeats
+	if got := messagesOf(p.srvEvs); len(got) != 0 {
+		t.Fatalf("delivered while paused: %q", got)
+	}
+	st, _ := p.srv.Stats(p.sh)
+	if st.Dropped[DropPaused] < 4 {
+		t.Fatalf("DropPaused = %d, want the 4 packets and their resends", st.Dropped[DropPaused])
+	}
+	cst, _ := p.cli.Stats(p.ch)
+	if cst.PacketsResent == 0 {
+		t.Fatal("nothing resent: the paused packets were acked")
+	}
+	if len(p.cliEvs) != 0 || len(p.srvEvs) != 0 {
+		t.Fatalf("events while paused: client %v, server %v", p.cliEvs, p.srvEvs)
+	}
+	if err := p.srv.SetReceivePaused(p.sh, false); err != nil {
+		t.Fatal(err)
+	}
+	p.advance(2 * time.Second)
+	if got := messagesOf(p.srvEvs); len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("delivered %q, want %q", got, want)
+	}
+	if err := p.srv.SetReceivePaused(Handle(12345), true); !errors.Is(err, ErrUnknownConn) {
+		t.Fatalf("unknown handle: %v", err)
+	}
+	s := newPair(t, Config{Transport: Stream}, Config{Transport: Stream})
+	if err := s.srv.SetReceivePaused(s.sh, true); !errors.Is(err, ErrStreamPause) {
+		t.Fatalf("Stream: %v", err)
+	}
+}

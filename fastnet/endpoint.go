@@ -388,6 +388,29 @@ func (e *Endpoint) Close(now clock.Time, h Handle, reason string) error {
 	return nil
 }
 
+// SetReceivePaused stops or resumes the intake of connection h's
+// messages on a Datagram transport. While paused, every packet on a
+// message channel is dropped (DropPaused) and not acked, as when receive
+// memory runs out (D22): the peer resends its reliable packets later, so
+// nothing reliable is lost, and the messages already queued inside the
+// endpoint still complete. A driver pauses a connection whose application
+// falls behind, so that the memory of undelivered messages stays bounded
+// without ending the connection. Control packets (heartbeats, acks, MTU
+// probes, queries) are still handled. On a Stream transport it returns
+// ErrStreamPause: a packet dropped there is never resent, and the driver
+// stops reading the stream instead.
+func (e *Endpoint) SetReceivePaused(h Handle, paused bool) error {
+	c := e.conns[h]
+	if c == nil {
+		return ErrUnknownConn
+	}
+	if e.cfg.Transport == Stream {
+		return ErrStreamPause
+	}
+	c.recvPaused = paused
+	return nil
+}
+
 // Abort closes h at once: queued data is dropped, "disconnect" with reason
 // goes to the peer and EventDisconnected is reported.
 func (e *Endpoint) Abort(now clock.Time, h Handle, reason string) error {

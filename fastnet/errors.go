@@ -18,6 +18,9 @@ var (
 	ErrBadChannel = errors.New("fastnet: channel out of range 0..32767")
 	// ErrUnknownConn is returned for a handle that names no live connection.
 	ErrUnknownConn = errors.New("fastnet: unknown connection")
+	// ErrStreamPause is returned by SetReceivePaused on a Stream
+	// transport, where the driver pauses by not reading the stream.
+	ErrStreamPause = errors.New("fastnet: a Stream connection pauses by not reading its stream")
 	// ErrNotConnected is returned by Send before the handshake completes.
 	ErrNotConnected = errors.New("fastnet: not connected")
 	// ErrClosed is returned for a connection that is closing or closed; it is

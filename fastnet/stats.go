@@ -22,6 +22,7 @@ const (
 	DropTooLarge                           // a datagram above the payload limits
 	DropOrphaned                           // an unreliable message whose first packet was lost (D11)
 	DropSkipped                            // queued unreliable packets the receive window moved past (D9)
+	DropPaused                             // a message channel packet while the application's queue is full (not acked, D22)
 	numDropReasons
 )
 
@@ -40,6 +41,7 @@ var dropReasonNames = [...]string{
 	DropTooLarge:         "too-large",
 	DropOrphaned:         "orphaned",
 	DropSkipped:          "skipped",
+	DropPaused:           "paused",
 }
 
 func (r DropReason) String() string {

@@ -14,8 +14,8 @@ func TestConformance(t *testing.T) {
 	drivertest.Run(t, drivertest.Driver{
 		Name: "tcp",
 		TCP:  true,
-		Listen: func(ctx context.Context, addr string, engine fastnet.Config) (*tcpdriver.Listener, error) {
-			return tcpdriver.Listen(ctx, addr, tcpdriver.Config{Engine: engine})
+		Listen: func(ctx context.Context, addr string, engine fastnet.Config, receiveQueue int) (*tcpdriver.Listener, error) {
+			return tcpdriver.Listen(ctx, addr, tcpdriver.Config{Engine: engine, ReceiveQueue: receiveQueue})
 		},
 		Dial: func(ctx context.Context, addr string, engine fastnet.Config) (*tcpdriver.Conn, error) {
 			return tcpdriver.Dial(ctx, addr, tcpdriver.Config{Engine: engine})

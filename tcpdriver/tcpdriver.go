@@ -29,10 +29,6 @@ type Message = driver.Message
 // fastnet.ErrClosed and unwraps to the reason.
 type CloseError = driver.CloseError
 
-// ErrReceiveOverflow ends a connection whose application does not Receive
-// its reliable messages (see Config.ReceiveQueue).
-var ErrReceiveOverflow = driver.ErrReceiveOverflow
-
 // Config configures a TCP endpoint. The zero value works.
 type Config struct {
 	// Engine is the protocol configuration; Role and Transport are set by
@@ -40,7 +36,10 @@ type Config struct {
 	// overhead, D20) bounds the frames accepted from the peer.
 	Engine fastnet.Config
 	// ReceiveQueue bounds the bytes of received messages waiting for
-	// Receive, per connection (see udpdriver.Config.ReceiveQueue).
+	// Receive, per connection. When they reach it the connection's TCP
+	// stream is no longer read until Receive has taken half, and TCP's
+	// flow control holds the sender. Default: 4*MaxMessageSize, at least
+	// 16 MiB.
 	ReceiveQueue int
 	// WriteQueue bounds the bytes waiting to be written to one TCP
 	// connection: Send blocks while it is exceeded. Default 4 MiB.
@@ -132,8 +131,10 @@ type tcpConn struct {
 	mu          sync.Mutex
 	pending     []byte // packets waiting for the writer, each behind its length
 	ready       chan struct{}
-	ending      bool // this side ends the connection: write pending, then close
-	established bool // the Fastnet handshake completed
+	ending      bool          // this side ends the connection: write pending, then close
+	established bool          // the Fastnet handshake completed
+	paused      bool          // Receive is behind: the reader waits (driver.Pauser)
+	resume      chan struct{} // wakes the paused reader
 }
 
 func newTransport(e *driver.Engine, cfg Config) *transport {
@@ -179,7 +180,7 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	c := &tcpConn{nc: nc, remote: remote, ready: make(chan struct{}, 1), readerDone: make(chan struct{})}
+	c := &tcpConn{nc: nc, remote: remote, ready: make(chan struct{}, 1), resume: make(chan struct{}, 1), readerDone: make(chan struct{})}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -201,6 +202,9 @@ func (t *transport) readLoop(c *tcpConn) {
 	fr := newFrameReader(c.nc, t.maxPacket, 0)
 	established := false
 	for {
+		if !t.waitResume(c) {
+			return
+		}
 		p, err := fr.next()
 		if err != nil {
 			c.mu.Lock()
@@ -223,6 +227,54 @@ func (t *transport) readLoop(c *tcpConn) {
 			}
 			c.mu.Unlock()
 		}
+	}
+}
+
+// waitResume returns once c's reader may read: at once unless the
+// application is behind (PauseRead), when the connection ends from this
+// side (the reader then drains the stream), or false when the engine shuts
+// down.
+func (t *transport) waitResume(c *tcpConn) bool {
+	for {
+		c.mu.Lock()
+		wait := c.paused && !c.ending
+		c.mu.Unlock()
+		if !wait {
+			return true
+		}
+		select {
+		case <-c.resume:
+		case <-t.e.Done():
+			return false
+		}
+	}
+}
+
+// conn returns the connection to addr, or nil.
+func (t *transport) conn(addr netip.AddrPort) *tcpConn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.conns[addr]
+}
+
+// PauseRead stops or resumes the reading of the connection to addr
+// (driver.Pauser): while it is paused, TCP's flow control holds the peer.
+func (t *transport) PauseRead(addr netip.AddrPort, paused bool) {
+	c := t.conn(addr)
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.paused = paused
+	c.mu.Unlock()
+	c.wakeReader()
+}
+
+// wakeReader makes a paused reader look at its state again.
+func (c *tcpConn) wakeReader() {
+	select {
+	case c.resume <- struct{}{}:
+	default:
 	}
 }
 
@@ -287,6 +339,7 @@ func (t *transport) finish(c *tcpConn, fw *frameWriter) {
 	c.nc.SetWriteDeadline(deadline)
 	c.nc.SetReadDeadline(deadline)
 	c.mu.Unlock()
+	c.wakeReader()
 	err := writeFrames(fw, batch)
 	if tc, ok := c.nc.(*net.TCPConn); ok && err == nil && established {
 		tc.CloseWrite()
@@ -331,9 +384,7 @@ func (t *transport) WriteBatch(msgs []udpio.Message) {
 // Blocked reports whether the connection to addr has more than the write
 // queue's worth waiting (driver.Backpressure).
 func (t *transport) Blocked(addr netip.AddrPort) bool {
-	t.mu.Lock()
-	c := t.conns[addr]
-	t.mu.Unlock()
+	c := t.conn(addr)
 	if c == nil {
 		return false
 	}
@@ -345,15 +396,14 @@ func (t *transport) Blocked(addr netip.AddrPort) bool {
 // Ended closes the TCP connection to addr once what is queued for it is
 // written (driver.Ender): the Fastnet connection is over.
 func (t *transport) Ended(addr netip.AddrPort) {
-	t.mu.Lock()
-	c := t.conns[addr]
-	t.mu.Unlock()
+	c := t.conn(addr)
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	c.ending = true
 	c.mu.Unlock()
+	c.wakeReader()
 	select {
 	case c.ready <- struct{}{}:
 	default:
@@ -383,6 +433,7 @@ func (t *transport) Close() error {
 		c.nc.SetWriteDeadline(deadline)
 		c.nc.SetReadDeadline(deadline)
 		c.mu.Unlock()
+		c.wakeReader()
 	}
 	return err
 }

@@ -13,8 +13,8 @@ import (
 func TestConformance(t *testing.T) {
 	drivertest.Run(t, drivertest.Driver{
 		Name: "udp",
-		Listen: func(ctx context.Context, addr string, engine fastnet.Config) (*udpdriver.Listener, error) {
-			return udpdriver.Listen(ctx, addr, udpdriver.Config{Engine: engine})
+		Listen: func(ctx context.Context, addr string, engine fastnet.Config, receiveQueue int) (*udpdriver.Listener, error) {
+			return udpdriver.Listen(ctx, addr, udpdriver.Config{Engine: engine, ReceiveQueue: receiveQueue})
 		},
 		Dial: func(ctx context.Context, addr string, engine fastnet.Config) (*udpdriver.Conn, error) {
 			return udpdriver.Dial(ctx, addr, udpdriver.Config{Engine: engine})

@@ -42,18 +42,17 @@ type Message = driver.Message
 // fastnet.ErrClosed and unwraps to the reason.
 type CloseError = driver.CloseError
 
-// ErrReceiveOverflow ends a connection whose application does not Receive
-// its reliable messages (see Config.ReceiveQueue).
-var ErrReceiveOverflow = driver.ErrReceiveOverflow
-
 // Config configures a UDP endpoint. The zero value works.
 type Config struct {
 	// Engine is the protocol configuration; Role and Transport are set by
 	// Listen and Dial.
 	Engine fastnet.Config
 	// ReceiveQueue bounds the bytes of received messages waiting for
-	// Receive, per connection. Beyond it unreliable messages are dropped
-	// and a reliable one closes the connection with ErrReceiveOverflow.
+	// Receive, per connection. When they reach it the connection stops
+	// taking the peer's messages until Receive has taken half: their
+	// packets are dropped unacked and the peer resends the reliable ones
+	// (D22), so nothing reliable is lost and the connection stays up.
+	// Unreliable messages that do not fit are dropped (Conn.DroppedUnread).
 	// Default: 4*MaxMessageSize, at least 16 MiB.
 	ReceiveQueue int
 	// SocketBuffer is the size asked for the socket's buffers (default

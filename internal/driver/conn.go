@@ -29,6 +29,8 @@ type Conn struct {
 	head       int
 	queueBytes int
 	dropped    uint64          // unreliable messages dropped unread
+	paused     bool            // intake paused: the queue is full (N13)
+	pauses     uint64          // how often it was
 	notify     chan struct{}   // closed and replaced on any change
 	waited     bool            // a goroutine may be waiting on notify
 	wake       bool            // in the engine's wakes
@@ -109,19 +111,43 @@ func (c *Conn) endLocked(err error, local bool) {
 	}
 }
 
+// deliverLocked queues a message for Receive. When the queue reaches
+// Options.ReceiveQueue bytes the connection's intake pauses (N13): the
+// endpoint drops its message packets unacked, or the stream is no longer
+// read, until Receive has taken half the queue. Reliable messages the
+// endpoint already delivered are queued all the same (they were acked);
+// an unreliable one that does not fit is dropped.
 func (c *Conn) deliverLocked(ev fastnet.Event) {
-	if c.queueBytes+len(ev.Data) > c.e.opts.ReceiveQueue && len(c.queue) > c.head {
-		if !ev.Reliable {
-			c.dropped++
-			return
-		}
-		c.e.ep.Abort(c.e.clk.Now(), c.h, ErrReceiveOverflow.Error())
-		c.endLocked(ErrReceiveOverflow, true)
+	limit := c.e.opts.ReceiveQueue
+	if !ev.Reliable && c.queueBytes+len(ev.Data) > limit && len(c.queue) > c.head {
+		c.dropped++
+		c.pauseLocked(true)
 		return
 	}
 	c.queue = append(c.queue, Message{Channel: ev.Channel, Reliable: ev.Reliable, Data: ev.Data})
 	c.queueBytes += len(ev.Data)
+	if c.queueBytes >= limit {
+		c.pauseLocked(true)
+	}
 	c.signalLocked()
+}
+
+// pauseLocked pauses or resumes the intake of c's messages (N13): a
+// transport that reads a stream per peer stops reading it (Pauser); on
+// datagrams the endpoint drops them unacked, and the peer resends.
+func (c *Conn) pauseLocked(paused bool) {
+	if c.paused == paused || c.err != nil {
+		return
+	}
+	c.paused = paused
+	if paused {
+		c.pauses++
+	}
+	if p, ok := c.e.tr.(Pauser); ok {
+		p.PauseRead(c.remote, paused)
+		return
+	}
+	c.e.ep.SetReceivePaused(c.h, paused)
 }
 
 // Send sends msg on channel (0..32767), reliably or not. It blocks while the
@@ -182,6 +208,9 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 			if c.head == len(c.queue) {
 				c.queue, c.head = c.queue[:0], 0
 			}
+			if c.paused && c.queueBytes <= e.opts.ReceiveQueue/2 {
+				c.pauseLocked(false)
+			}
 			e.mu.Unlock()
 			return m, nil
 		}
@@ -239,6 +268,21 @@ func (c *Conn) DroppedUnread() uint64 {
 	c.e.mu.Lock()
 	defer c.e.mu.Unlock()
 	return c.dropped
+}
+
+// Queued returns the bytes of the messages waiting for Receive.
+func (c *Conn) Queued() int {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return c.queueBytes
+}
+
+// Pauses returns how many times the connection's intake paused because
+// Receive fell ReceiveQueue bytes behind (N13).
+func (c *Conn) Pauses() uint64 {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return c.pauses
 }
 
 // Close closes the connection gracefully (D18): messages already sent get

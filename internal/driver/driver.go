@@ -48,13 +48,23 @@ type Ender interface {
 	Ended(addr netip.AddrPort)
 }
 
+// Pauser is implemented by a transport with a stream per peer (TCP), which
+// must not drop packets: PauseRead stops or resumes reading the stream
+// from addr, and the stream's own flow control holds the peer (N13). It
+// runs under the engine's lock and must not block.
+type Pauser interface {
+	PauseRead(addr netip.AddrPort, paused bool)
+}
+
 // Options are the driver settings beyond the endpoint's.
 type Options struct {
 	// ReceiveQueue bounds the bytes of delivered messages a connection
-	// holds until Receive takes them. Beyond it unreliable messages are
-	// dropped (counted in DroppedUnread) and a reliable one closes the
-	// connection with ErrReceiveOverflow. Default: 4*MaxMessageSize, at
-	// least 16 MiB.
+	// holds until Receive takes them (N13). When they reach it the
+	// connection's intake pauses until Receive has taken half: the peer's
+	// packets are dropped unacked and resent later, or its stream is not
+	// read. Unreliable messages that do not fit are dropped (counted in
+	// DroppedUnread); reliable ones are never lost. Default:
+	// 4*MaxMessageSize, at least 16 MiB.
 	ReceiveQueue int
 	// Batch is how many datagrams one batched write carries. Default 64.
 	Batch int
@@ -77,10 +87,6 @@ type Options struct {
 // sendBurst is how soon after the previous one a Send counts as part of a
 // burst (Options.CombineWrites). A round trip on loopback is longer.
 const sendBurst = 20 * time.Microsecond
-
-// ErrReceiveOverflow is the reason a connection is closed when the
-// application does not Receive its reliable messages fast enough.
-var ErrReceiveOverflow = errors.New("fastnet: receive queue overflow: the application is not reading")
 
 // CloseError is the error of a connection that has ended: Local says whether
 // this side closed it, and Err is why (fastnet.ErrTimeout, a

@@ -37,7 +37,8 @@ type Driver struct {
 	TCP bool
 	// Listen starts a server on addr ("127.0.0.1:0") with the given
 	// engine configuration; Role and Transport are the driver's to set.
-	Listen func(ctx context.Context, addr string, engine fastnet.Config) (*driver.Listener, error)
+	// receiveQueue is the driver's ReceiveQueue setting (0: its default).
+	Listen func(ctx context.Context, addr string, engine fastnet.Config, receiveQueue int) (*driver.Listener, error)
 	// Dial connects a client to addr with the given engine configuration.
 	Dial func(ctx context.Context, addr string, engine fastnet.Config) (*driver.Conn, error)
 }
@@ -52,6 +53,7 @@ func Run(t *testing.T, d Driver) {
 		{"ManyClients", testManyClients},
 		{"LargeMessages", testLargeMessages},
 		{"ConcurrentSenders", testConcurrentSenders},
+		{"SlowReader", testSlowReader},
 		{"Unreliable", testUnreliable},
 		{"GracefulClose", testGracefulClose},
 		{"ListenerClose", testListenerClose},
@@ -131,7 +133,13 @@ func config() fastnet.Config {
 // listen starts a server, closed when the test ends.
 func listen(t *testing.T, ctx context.Context, d Driver, cfg fastnet.Config) *driver.Listener {
 	t.Helper()
-	l, err := d.Listen(ctx, "127.0.0.1:0", cfg)
+	return listenQueue(t, ctx, d, cfg, 0)
+}
+
+// listenQueue is listen with the driver's ReceiveQueue setting.
+func listenQueue(t *testing.T, ctx context.Context, d Driver, cfg fastnet.Config, receiveQueue int) *driver.Listener {
+	t.Helper()
+	l, err := d.Listen(ctx, "127.0.0.1:0", cfg, receiveQueue)
 	if err != nil {
 		t.Fatalf("%s: Listen: %v", d.Name, err)
 	}

@@ -291,6 +291,66 @@ func testConcurrentSenders(t *testing.T, d Driver) {
 	}
 }
 
+// testSlowReader has a server application that falls behind: it starts
+// reading only after the client has sent many times its ReceiveQueue. The
+// connection pauses its intake instead of growing memory or ending (N13,
+// D22), and every message then arrives once, intact and in order per
+// channel; over UDP the paused packets come back as resends.
+func testSlowReader(t *testing.T, d Driver) {
+	const (
+		queue = 32 << 10
+		n     = 600
+		size  = 1 << 10
+	)
+	ctx := testContext(t)
+	cfg := config()
+	l := listenQueue(t, ctx, d, cfg, queue)
+	c := dial(t, ctx, d, l.Addr().String(), cfg)
+	sc := accept(t, ctx, l)
+
+	sent := make(chan error, 1)
+	go func() {
+		for seq := range uint32(n) {
+			ch := 1 + seq%2
+			if err := c.Send(ctx, int(ch), payload(ch, seq/2, size), true); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	// The application is busy elsewhere while the messages arrive.
+	time.Sleep(300 * time.Millisecond)
+	if sc.Pauses() == 0 {
+		t.Errorf("%d bytes arrived for a queue of %d and the intake never paused", n*size, queue)
+	}
+	// Beyond the bound: what one read completed after the pause (64
+	// datagrams), one frame over TCP.
+	slack := 64 * size
+	if d.TCP {
+		slack = size
+	}
+	if q := sc.Queued(); q > queue+slack {
+		t.Errorf("%d bytes queued for Receive, bound %d", q, queue+slack)
+	}
+	t.Logf("queued %d bytes for a bound of %d", sc.Queued(), queue)
+	if err := receiveN(ctx, sc, n, true); err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	if err := <-sent; err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	exchange(t, ctx, c, sc)
+	if !d.TCP {
+		if st := sc.Stats(); st.Dropped[fastnet.DropPaused] == 0 {
+			t.Errorf("no packet dropped while paused: %v", st.Dropped)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
 // testUnreliable sends unreliable messages and a reliable one behind them on
 // the same channel. Every unreliable message that arrives is intact, arrives
 // once and in order, and before the reliable one (D7, D8); over TCP all
