@@ -138,12 +138,16 @@ type Engine struct {
 	wakes    []*Conn    // connections to signal at unlock
 
 	timer    *time.Timer
-	deadline clock.Time    // when timer fires; 0: not armed
-	kick     chan struct{} // a Send left its transmits to the timer goroutine
-	unsent   bool          // a Send queued data no flush has polled yet
-	done     chan struct{}
-	wg       sync.WaitGroup
-	closed   bool
+	deadline clock.Time  // when timer fires; 0: not armed
+	idle     *time.Timer // the idle timer (idleLocked, read.go)
+	idleAt   clock.Time  // when it fires; 0: not armed
+	// idleDelay is maxIdleDelay, or MinResendRTT/2 if shorter (read.go).
+	idleDelay time.Duration
+	kick      chan struct{} // a Send left its transmits to the timer goroutine
+	unsent    bool          // a Send queued data no flush has polled yet
+	done      chan struct{}
+	wg        sync.WaitGroup
+	closed    bool
 
 	// Server side.
 	listener *Listener
@@ -192,8 +196,11 @@ func NewEngine(cfg fastnet.Config, opts Options) (*Engine, error) {
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		timer:   time.NewTimer(time.Hour),
+		idle:    time.NewTimer(time.Hour),
 	}
 	e.timer.Stop()
+	e.idle.Stop()
+	e.idleDelay = max(min(maxIdleDelay, cfg.MinResendRTT/2), minIdleDelay)
 	e.written = sync.NewCond(&e.mu)
 	return e, nil
 }
@@ -239,12 +246,17 @@ func (e *Engine) timerLoop() {
 			e.mu.Lock()
 			if !e.closed {
 				e.deadline = 0
-				now := e.clk.Now()
-				e.ep.HandleTimeout(now)
+				e.ep.HandleTimeout(e.clk.Now())
 				e.flushLocked()
-				e.checkReadLocked(now)
 			}
 			e.unlock()
+		case <-e.idle.C:
+			e.mu.Lock()
+			e.idleAt = 0
+			if !e.closed {
+				e.checkReadLocked(e.clk.Now())
+			}
+			e.unlock() // writes what a Receive left (e.pending)
 		}
 	}
 }
@@ -554,6 +566,7 @@ func (e *Engine) Close() error {
 	}
 	close(e.done)
 	e.timer.Stop()
+	e.idle.Stop()
 	e.wakeLocked()
 	e.mu.Unlock()
 	err := e.tr.Close()

@@ -21,13 +21,13 @@ import (
 //     socket read.
 //   - Otherwise a background goroutine reads: when something other than
 //     Receive waits for input (Dial, Accept, a Send on a full queue, a
-//     graceful close), or when the role has been left free for readIdle.
+//     graceful close), or when the role has been left free for idleDelay.
 //     It gives the role to a waiting Receive after each batch it reads.
 //
 // Datagrams polled by a Receive about to return (its acks) are not written
 // at once: the next Send carries them in its batched write (an echo's acks
 // and its reply leave in one system call), or the next read before it
-// blocks, or the timer goroutine after writeIdle.
+// blocks, or the timer goroutine after idleDelay.
 type Reader interface {
 	// ReadBatch blocks until at least one datagram arrives and reads as
 	// many as are waiting into msgs, as udpio.Conn.ReadBatch does.
@@ -38,15 +38,22 @@ type Reader interface {
 }
 
 const (
-	// readIdle is how long the socket may go unread while nobody waits
-	// for input before the background goroutine reads it again: the acks
+	// maxIdleDelay bounds two waits, counted from the last time a Receive
+	// left the role: how long the socket may go unread while nobody waits
+	// for input before the background goroutine reads it again (the acks
 	// and pings of an application busy between two Receive calls wait no
-	// longer (the runtime's timers make it about a millisecond when the
-	// process is idle, well under the resend floor, MinResendRTT).
-	readIdle = time.Millisecond
-	// writeIdle is how long the datagrams polled by a returning Receive
-	// may wait for a Send or a read to write them.
-	writeIdle = time.Millisecond
+	// longer), and how long the datagrams polled by a returning Receive
+	// may wait for a Send or a read to write them. The engine uses the
+	// smaller of it and MinResendRTT/2, a quarter of the first resend
+	// interval (D14), so that a delayed ack never causes a resend.
+	//
+	// It is not shorter because every move of a timer that makes it the
+	// next one due wakes the runtime's network poller or another thread:
+	// at 1 ms the idle timer cost W1 about 15 % of its round trip on
+	// loopback, at 5 ms with idleLocked's rule nothing measurable (N26).
+	maxIdleDelay = 5 * time.Millisecond
+	// minIdleDelay keeps a tiny MinResendRTT from spinning the timer.
+	minIdleDelay = 100 * time.Microsecond
 	// readBatch is how many datagrams one read may take, and
 	// minReadBatch how many it asks for at least: a batched read costs
 	// user-space work for every datagram it could take (a latency-bound
@@ -81,7 +88,7 @@ func (e *Engine) startReader(rd Reader) {
 
 // readLoop is the background reader: it reads while it holds the role,
 // hands the role over when a Receive waits for it, and waits for its turn
-// (needInputLocked, readIdle) to take it again.
+// (needInputLocked, idleDelay) to take it again.
 func (e *Engine) readLoop() {
 	defer func() {
 		// The buffers are the role's: with the engine closed, no
@@ -160,15 +167,17 @@ func (e *Engine) read() (int, error) {
 
 // releaseRole leaves the role free: a goroutine waiting for it (a Receive,
 // or the background reader) takes it; if none, the timer hands it to the
-// background reader after readIdle.
+// background reader after idleDelay.
 func (e *Engine) releaseRole() {
 	e.mu.Lock()
 	e.endReadLocked()
 	e.role = roleFree
 	now := e.clk.Now()
 	e.freeSince = now
-	if !e.closed && e.receivers == 0 && !e.wanted {
-		e.armLocked(now.Add(readIdle))
+	if !e.closed {
+		// Even with a Receive waiting: it may leave without the role,
+		// its message having come in the batch just read.
+		e.idleLocked()
 	}
 	e.written.Broadcast() // readLoop may wait for the role to end at Close
 	e.mu.Unlock()
@@ -189,14 +198,30 @@ func (e *Engine) needInputLocked() {
 	}
 }
 
-// checkReadLocked runs when the timer fires: a role left free for
-// readIdle goes to the background reader.
+// idleLocked makes the idle timer fire within idleDelay from now. A timer
+// that fires at least half of idleDelay from now is left as it is: moving
+// a timer makes the runtime wake its network poller, which at every round
+// trip would cost more than the timer saves (checkReadLocked re-arms it
+// if it fires before the role has been free for idleDelay).
+func (e *Engine) idleLocked() {
+	now := e.clk.Now()
+	if e.idleAt != 0 && e.idleAt >= now.Add(e.idleDelay/2) {
+		return
+	}
+	e.idleAt = now.Add(e.idleDelay)
+	e.idle.Reset(e.idleDelay)
+}
+
+// checkReadLocked runs when the idle timer fires: a role left free for
+// idleDelay goes to the background reader. The datagrams a Receive left
+// are written by the caller's unlock.
 func (e *Engine) checkReadLocked(now clock.Time) {
 	if e.rd == nil || e.role != roleFree || e.wanted {
 		return
 	}
-	if at := e.freeSince.Add(readIdle); now < at {
-		e.armLocked(at)
+	if at := e.freeSince.Add(e.idleDelay); now < at {
+		e.idleAt = at
+		e.idle.Reset(at.Sub(now))
 		return
 	}
 	e.needInputLocked()
@@ -282,7 +307,7 @@ func (e *Engine) interruptReadLocked() {
 
 // inputFor feeds datagrams c's Receive read. If c now has a message (or
 // has ended), the Receive returns at once: the datagrams polled are left
-// for the next Send or read to write (writeIdle at the latest).
+// for the next Send or read to write (idleDelay at the latest).
 func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) {
 	e.mu.Lock()
 	e.endReadLocked()
@@ -301,7 +326,7 @@ func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) {
 	}
 	if len(e.out) > 0 && !e.writing {
 		e.pending = len(e.out)
-		e.armLocked(now.Add(writeIdle)) // the timer goroutine's unlock writes them
+		e.idleLocked() // the timer goroutine's unlock writes them
 	}
 	e.wakeLocked()
 	e.mu.Unlock()

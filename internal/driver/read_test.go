@@ -159,8 +159,8 @@ func TestReceiveCancelWhileReading(t *testing.T) {
 }
 
 // An application that stops calling Receive still acknowledges what
-// arrives: the background reader takes the role after readIdle, so the
-// peer's reliable messages are acked in time (with readIdle far below the
+// arrives: the background reader takes the role after idleDelay, so the
+// peer's reliable messages are acked in time (with idleDelay far below the
 // resend floor, none is resent).
 func TestIdleRoleGoesToBackground(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
