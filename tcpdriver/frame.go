@@ -28,6 +28,9 @@ type frameReader struct {
 	// bytes that actually arrive and is kept (at most maxPacket bytes) for the
 	// next long packet.
 	long []byte
+	// longLen is the length of the long packet being read, whose header is
+	// consumed; 0 when none is.
+	longLen int
 }
 
 // newFrameReader returns a reader of the packets on r, refusing any longer
@@ -46,9 +49,13 @@ func newFrameReader(r io.Reader, maxPacket, bufSize int) *frameReader {
 // At the end of the stream between two packets next returns io.EOF, within
 // a packet io.ErrUnexpectedEOF. A length above the maximum yields
 // ErrFrameTooLarge before anything is allocated or read past the length.
-// After any error the stream is out of step and next must not be called
-// again.
+// A read deadline that passes (os.ErrDeadlineExceeded) loses nothing: the
+// next call goes on where this one stopped. After any other error the
+// stream is out of step and next must not be called again.
 func (fr *frameReader) next() ([]byte, error) {
+	if fr.longLen > 0 {
+		return fr.readLong()
+	}
 	hdr, err := fr.br.Peek(frameHeaderLen)
 	if err != nil {
 		if err == io.EOF && len(hdr) > 0 {
@@ -60,25 +67,41 @@ func (fr *frameReader) next() ([]byte, error) {
 	if uint64(n) > uint64(fr.maxPacket) {
 		return nil, ErrFrameTooLarge
 	}
-	fr.br.Discard(frameHeaderLen)
-	if int(n) <= fr.br.Size() {
-		// The packet fits in the read buffer: hand it out in place.
-		p, err := fr.br.Peek(int(n))
+	if frameHeaderLen+int(n) <= fr.br.Size() {
+		// The packet fits in the read buffer: hand it out in place. Until
+		// all of it has arrived nothing is consumed.
+		p, err := fr.br.Peek(frameHeaderLen + int(n))
 		if err != nil {
 			return nil, noEOF(err)
 		}
-		fr.br.Discard(int(n))
-		return p, nil
+		fr.br.Discard(frameHeaderLen + int(n))
+		return p[frameHeaderLen:], nil
 	}
-	return fr.readLong(int(n))
+	fr.br.Discard(frameHeaderLen)
+	fr.longLen = int(n)
+	fr.long = fr.long[:0]
+	return fr.readLong()
 }
 
-// readLong reads a packet of n bytes, more than the read buffer holds, into
-// fr.long. The buffer grows at most by the length already received (and by
-// at least one read buffer), so a peer that announces a long packet and
-// sends little of it gets little memory.
-func (fr *frameReader) readLong(n int) ([]byte, error) {
-	b := fr.long[:0]
+// buffered reports whether the next packet is already in the read buffer
+// whole, so that next returns it without reading the stream.
+func (fr *frameReader) buffered() bool {
+	if fr.longLen > 0 || fr.br.Buffered() < frameHeaderLen {
+		return false
+	}
+	hdr, _ := fr.br.Peek(frameHeaderLen)
+	n := int(binary.BigEndian.Uint32(hdr))
+	return n <= fr.maxPacket && frameHeaderLen+n <= fr.br.Buffered()
+}
+
+// readLong reads the packet of fr.longLen bytes, more than the read buffer
+// holds, into fr.long. The buffer grows at most by the length already
+// received (and by at least one read buffer), so a peer that announces a
+// long packet and sends little of it gets little memory. What arrived
+// stays in fr.long when a read fails.
+func (fr *frameReader) readLong() ([]byte, error) {
+	n := fr.longLen
+	b := fr.long
 	for len(b) < n {
 		if len(b) == cap(b) {
 			grown := make([]byte, len(b), len(b)+min(n-len(b), max(len(b), fr.br.Size())))
@@ -88,11 +111,12 @@ func (fr *frameReader) readLong(n int) ([]byte, error) {
 		m, err := fr.br.Read(b[len(b):min(n, cap(b))])
 		b = b[:len(b)+m]
 		if err != nil {
-			fr.long = b[:0]
+			fr.long = b
 			return nil, noEOF(err)
 		}
 	}
-	fr.long = b
+	fr.long = b[:0]
+	fr.longLen = 0
 	return b, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"testing/iotest"
 )
@@ -476,4 +477,63 @@ func byteSize(n int) string {
 		return fmt.Sprintf("%dKiB", n/1024)
 	}
 	return fmt.Sprintf("%dB", n)
+}
+
+// timeoutReader hands out its data a few bytes at a time, with a deadline
+// error (what a read interrupted by a past deadline returns) between every
+// two pieces.
+type timeoutReader struct {
+	data  []byte
+	piece int
+	fail  bool
+}
+
+func (r *timeoutReader) Read(p []byte) (int, error) {
+	if r.fail = !r.fail; r.fail {
+		return 0, os.ErrDeadlineExceeded
+	}
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.piece)], r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// TestFrameReaderResumesAfterDeadline: a read the driver interrupts with a
+// past deadline (a Receive reading the stream itself, N26) loses nothing;
+// the next call goes on, inside a short or a long packet alike.
+func TestFrameReaderResumesAfterDeadline(t *testing.T) {
+	const bufSize = 64
+	sizes := []int{0, 1, 17, bufSize - frameHeaderLen, bufSize - 1, bufSize, 3*bufSize + 5, 1000}
+	for _, piece := range []int{1, 3, 50} {
+		var wire []byte
+		for _, n := range sizes {
+			wire = append(wire, frame(pattern(n))...)
+		}
+		fr := newFrameReader(&timeoutReader{data: wire, piece: piece}, 4096, bufSize)
+		for i := 0; i < len(sizes); {
+			p, err := fr.next()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("piece %d, packet %d: %v", piece, i, err)
+			}
+			if !bytes.Equal(p, pattern(sizes[i])) {
+				t.Fatalf("piece %d, packet %d: got %d bytes, want pattern(%d)", piece, i, len(p), sizes[i])
+			}
+			i++
+		}
+		for {
+			_, err := fr.next()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
+			if err != io.EOF {
+				t.Fatalf("piece %d: at the end: %v, want io.EOF", piece, err)
+			}
+			break
+		}
+	}
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
@@ -95,7 +97,12 @@ func newEngine(cfg Config) (*driver.Engine, error) {
 }
 
 // transport carries one endpoint's packets over its TCP connections, one
-// per peer address, each with a reader and a writer goroutine.
+// per peer address, each with a reader and a writer goroutine. Neither is
+// on the path of a request and its reply (N27): a goroutine waiting in
+// Receive reads the stream itself while it holds the stream's read role,
+// and a Send writes its packet itself when the socket takes it at once;
+// the goroutines read while nobody receives, and write bursts, long
+// packets and what the socket could not take.
 //
 // A connection ends in one of two ways. The peer ends it (EOF, reset, a
 // frame above the maximum packet size (D20)): the reader stops, reports it
@@ -128,14 +135,50 @@ type tcpConn struct {
 	remote     netip.AddrPort
 	readerDone chan struct{} // closed when the reader returns
 
+	// The stream's read role (driver.StreamReader): the reader goroutine
+	// holds it, or a goroutine in Receive. fr is the holder's.
+	fr    *frameReader
+	token chan struct{} // holds the role while it is free
+	wake  chan struct{} // the reader goroutine looks at its state again
+	idle  *time.Timer   // hands a role left free to the reader goroutine
+
+	rc syscall.RawConn // for writes by the goroutine that sends (nil: none)
+
 	mu          sync.Mutex
 	pending     []byte // packets waiting for the writer, each behind its length
+	partial     []byte // the end of a packet written in part by a Send
+	writing     bool   // the writer goroutine is writing
+	lastWrite   time.Time
+	wbuf        []byte // the framing of a packet written by a Send
 	ready       chan struct{}
-	ending      bool          // this side ends the connection: write pending, then close
-	established bool          // the Fastnet handshake completed
-	paused      bool          // Receive is behind: the reader waits (driver.Pauser)
-	resume      chan struct{} // wakes the paused reader
+	ending      bool // this side ends the connection: write pending, then close
+	established bool // the Fastnet handshake completed
+	paused      bool // Receive is behind: the reader waits (driver.Pauser)
+	deadline    time.Time
+	// Read role state.
+	role      role
+	receivers int       // Receive calls waiting for the role
+	freeSince time.Time // when the role was left free
+	idleAt    time.Time // when idle fires; zero: not armed
+	reading   bool      // a Receive holding the role is in a read
+	interrupt bool      // Interrupt was called: ReadFor asks done again
+	past      bool      // the read deadline is in the past to end that read
+	rerr      error     // the stream failed: nobody reads it again
 }
+
+// role says who holds a stream's read role.
+type role uint8
+
+const (
+	roleReader  role = iota // the reader goroutine (readLoop)
+	roleFree                // nobody: the token is in tcpConn.token
+	roleReceive             // a goroutine in Receive (ReadFor)
+)
+
+// idleDelay is how long a stream's read role may stay free before the
+// reader goroutine takes it: the heartbeats of an application busy between
+// two Receive calls wait no longer (N26).
+const idleDelay = 5 * time.Millisecond
 
 func newTransport(e *driver.Engine, cfg Config) *transport {
 	wq := cfg.WriteQueue
@@ -177,10 +220,20 @@ func (t *transport) acceptLoop() {
 func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 	ap := nc.RemoteAddr().(*net.TCPAddr).AddrPort()
 	remote := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	var rc syscall.RawConn
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+		if inlineWrites {
+			rc, _ = tc.SyscallConn()
+		}
 	}
-	c := &tcpConn{nc: nc, remote: remote, ready: make(chan struct{}, 1), resume: make(chan struct{}, 1), readerDone: make(chan struct{})}
+	c := &tcpConn{
+		nc: nc, remote: remote, rc: rc, readerDone: make(chan struct{}),
+		fr:    newFrameReader(nc, t.maxPacket, 0),
+		ready: make(chan struct{}, 1), token: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+		idle: time.NewTimer(time.Hour),
+	}
+	c.idle.Stop()
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -190,63 +243,274 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 	t.conns[remote] = c
 	t.mu.Unlock()
 	if server {
-		nc.SetReadDeadline(time.Now().Add(t.connectTO))
+		c.deadline = time.Now().Add(t.connectTO)
+		nc.SetReadDeadline(c.deadline)
 	}
 	t.e.Go(func() { t.readLoop(c) })
 	t.e.Go(func() { t.writeLoop(c) })
 	return remote
 }
 
+// readLoop is the connection's reader goroutine. It reads the stream
+// while it holds the read role, gives the role to a Receive that waits for
+// it (after the packet it is reading), and takes it again when the role
+// has been free for idleDelay or the connection ends from this side (to
+// drain the stream). It returns once the stream has ended or failed.
 func (t *transport) readLoop(c *tcpConn) {
 	defer close(c.readerDone)
-	fr := newFrameReader(c.nc, t.maxPacket, 0)
-	established := false
-	for {
-		if !t.waitResume(c) {
+	defer c.idle.Stop()
+	for t.readBackground(c) {
+		t.releaseRole(c)
+		if !t.takeRole(c) {
 			return
 		}
-		p, err := fr.next()
-		if err != nil {
-			c.mu.Lock()
-			ending := c.ending
+	}
+}
+
+// readBackground reads the stream for the reader goroutine until a Receive
+// waits for the role (true) or the stream ends or fails (false).
+func (t *transport) readBackground(c *tcpConn) bool {
+	for {
+		c.mu.Lock()
+		for c.paused && !c.ending && c.rerr == nil {
 			c.mu.Unlock()
-			if !ending {
-				// The peer closed or broke the connection: the writer
-				// closes the socket.
-				t.e.TransportClosed(c.remote)
+			select {
+			case <-c.wake:
+			case <-t.e.Done():
+				// The endpoint is closing: Close sets ending.
+				<-c.wake
 			}
-			return
+			c.mu.Lock()
+		}
+		rerr, handOver := c.rerr, c.receivers > 0 && !c.ending
+		c.mu.Unlock()
+		switch {
+		case rerr != nil:
+			return false
+		case handOver:
+			return true
+		}
+		p, err := c.fr.next()
+		if err != nil {
+			t.failed(c, err)
+			return false
 		}
 		t.e.Input(c.remote, p)
-		if !established && t.e.Established(c.remote) {
-			established = true
+		if !c.established && t.e.Established(c.remote) {
 			c.mu.Lock()
 			c.established = true
 			if !c.ending { // an ending connection keeps its deadline
-				c.nc.SetReadDeadline(time.Time{})
+				c.deadline = time.Time{}
+				c.nc.SetReadDeadline(c.deadline)
 			}
 			c.mu.Unlock()
 		}
 	}
 }
 
-// waitResume returns once c's reader may read: at once unless the
-// application is behind (PauseRead), when the connection ends from this
-// side (the reader then drains the stream), or false when the engine shuts
-// down.
-func (t *transport) waitResume(c *tcpConn) bool {
+// failed records that the stream ended or broke. If the peer did it (this
+// side is not ending the connection), the engine hears it, and the writer
+// then closes the socket.
+func (t *transport) failed(c *tcpConn, err error) {
+	c.mu.Lock()
+	if c.rerr == nil {
+		c.rerr = err
+	}
+	ending := c.ending
+	c.mu.Unlock()
+	if !ending {
+		t.e.TransportClosed(c.remote)
+	}
+}
+
+// releaseRole leaves c's read role free for a waiting Receive. The reader
+// goroutine takes it back after idleDelay, or at once when the connection
+// ends or its stream failed.
+func (t *transport) releaseRole(c *tcpConn) {
+	c.mu.Lock()
+	c.role = roleFree
+	now := time.Now()
+	c.freeSince = now
+	if c.ending || c.rerr != nil {
+		c.wakeLocked()
+	} else if c.idleAt.IsZero() || c.idleAt.Sub(now) < idleDelay/2 {
+		// Moved only when due soon: moving a timer wakes the runtime's
+		// poller (N26).
+		c.idleAt = now.Add(idleDelay)
+		c.idle.Reset(idleDelay)
+	}
+	c.mu.Unlock()
+	c.token <- struct{}{}
+}
+
+// takeRole waits until the reader goroutine is to read again, takes the
+// role, and reports whether the stream is still to be read.
+func (t *transport) takeRole(c *tcpConn) bool {
 	for {
-		c.mu.Lock()
-		wait := c.paused && !c.ending
-		c.mu.Unlock()
-		if !wait {
-			return true
-		}
 		select {
-		case <-c.resume:
-		case <-t.e.Done():
-			return false
+		case <-c.wake:
+		case <-c.idle.C:
+			c.mu.Lock()
+			c.idleAt = time.Time{}
+			c.mu.Unlock()
 		}
+		c.mu.Lock()
+		ending := c.ending || c.rerr != nil
+		due := c.role == roleFree && c.receivers == 0 && !c.paused
+		if due && !ending {
+			if at := c.freeSince.Add(idleDelay); time.Now().Before(at) {
+				c.idleAt = at
+				c.idle.Reset(time.Until(at))
+				due = false
+			}
+		}
+		c.mu.Unlock()
+		if !ending && !due {
+			continue
+		}
+		// A Receive holding the role gives it up when the connection
+		// ends (it is interrupted) or when its message has come.
+		<-c.token
+		c.mu.Lock()
+		c.role = roleReader
+		rerr := c.rerr
+		c.mu.Unlock()
+		return rerr == nil
+	}
+}
+
+// WaitRole registers a Receive waiting for the read role of the stream
+// from addr (driver.StreamReader).
+func (t *transport) WaitRole(addr netip.AddrPort) <-chan struct{} {
+	c := t.conn(addr)
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ending || c.rerr != nil {
+		return nil
+	}
+	c.receivers++
+	return c.token
+}
+
+// UnwaitRole undoes WaitRole (driver.StreamReader).
+func (t *transport) UnwaitRole(addr netip.AddrPort, took bool) {
+	c := t.conn(addr)
+	if c == nil {
+		return // forgotten once its reader returned, holding the role
+	}
+	c.mu.Lock()
+	c.receivers--
+	if took {
+		c.role = roleReceive
+		c.interrupt = false
+	}
+	c.mu.Unlock()
+}
+
+// ReadFor reads the stream from addr for a Receive holding its read role
+// (driver.StreamReader).
+func (t *transport) ReadFor(ctx context.Context, addr netip.AddrPort, done func() bool) error {
+	c := t.conn(addr)
+	if c == nil {
+		return nil
+	}
+	defer t.releaseRole(c)
+	for !done() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		if c.ending || c.rerr != nil || c.paused {
+			c.mu.Unlock()
+			return nil
+		}
+		if c.interrupt {
+			c.interrupt = false
+			c.mu.Unlock()
+			continue
+		}
+		c.reading = true
+		c.mu.Unlock()
+		p, err := c.fr.next()
+		c.mu.Lock()
+		c.reading = false
+		if c.past {
+			c.past = false
+			c.nc.SetReadDeadline(c.deadline)
+		}
+		c.mu.Unlock()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			continue // interrupted, or the connection is ending: look again
+		}
+		if err != nil {
+			t.failed(c, err)
+			return nil
+		}
+		t.e.Input(c.remote, p)
+		// The packets that came with it cost no system call: they
+		// go to the queue now, and the Receive calls that follow
+		// take them without the role.
+		for i := 1; i < readAhead && c.fr.buffered(); i++ {
+			c.mu.Lock()
+			paused := c.paused
+			c.mu.Unlock()
+			if paused {
+				break
+			}
+			p, err := c.fr.next()
+			if err != nil {
+				t.failed(c, err)
+				return nil
+			}
+			t.e.Input(c.remote, p)
+		}
+	}
+	return nil
+}
+
+// readAhead bounds the packets one read of ReadFor hands to the engine.
+const readAhead = 64
+
+// Interrupt makes ReadFor look at its state again (driver.StreamReader).
+func (t *transport) Interrupt(addr netip.AddrPort) {
+	c := t.conn(addr)
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.interruptLocked()
+	c.mu.Unlock()
+}
+
+// interruptLocked ends the read of a Receive holding the role, if it is in
+// one, through a deadline in the past.
+func (c *tcpConn) interruptLocked() {
+	c.interrupt = true
+	if c.reading && !c.past {
+		c.past = true
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// wakeLocked makes the reader goroutine, and a Receive reading, look at
+// the connection's state again: it ends, or it pauses or resumes.
+func (c *tcpConn) wakeLocked() {
+	c.interruptLocked()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// setDeadlineLocked sets the read deadline the connection's state asks for
+// (an interrupted read restores it).
+func (c *tcpConn) setDeadlineLocked(d time.Time) {
+	c.deadline = d
+	if !c.past {
+		c.nc.SetReadDeadline(d)
 	}
 }
 
@@ -266,16 +530,8 @@ func (t *transport) PauseRead(addr netip.AddrPort, paused bool) {
 	}
 	c.mu.Lock()
 	c.paused = paused
+	c.wakeLocked()
 	c.mu.Unlock()
-	c.wakeReader()
-}
-
-// wakeReader makes a paused reader look at its state again.
-func (c *tcpConn) wakeReader() {
-	select {
-	case c.resume <- struct{}{}:
-	default:
-	}
 }
 
 func (t *transport) writeLoop(c *tcpConn) {
@@ -293,10 +549,20 @@ func (t *transport) writeLoop(c *tcpConn) {
 		}
 		c.mu.Lock()
 		batch, c.pending = c.pending, batch[:0]
+		partial := c.partial
+		c.partial = nil
 		ending := c.ending
+		c.writing = true
 		c.mu.Unlock()
 		t.e.Wake(c.remote) // Send may go on
-		if err := writeFrames(fw, batch); err != nil {
+		err := writeRaw(c.nc, partial)
+		if err == nil {
+			err = writeFrames(fw, batch)
+		}
+		c.mu.Lock()
+		c.writing = false
+		c.mu.Unlock()
+		if err != nil {
 			// The connection is broken: the reader fails too and
 			// reports it.
 			c.nc.Close()
@@ -310,6 +576,15 @@ func (t *transport) writeLoop(c *tcpConn) {
 			return
 		}
 	}
+}
+
+// writeRaw writes b, bytes already framed.
+func writeRaw(nc net.Conn, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	_, err := nc.Write(b)
+	return err
 }
 
 // writeFrames writes the packets of batch, each behind its length, and
@@ -335,12 +610,17 @@ func (t *transport) finish(c *tcpConn, fw *frameWriter) {
 	c.ending = true
 	batch := c.pending
 	c.pending = nil
+	partial := c.partial
+	c.partial = nil
 	established := c.established
 	c.nc.SetWriteDeadline(deadline)
-	c.nc.SetReadDeadline(deadline)
+	c.setDeadlineLocked(deadline)
+	c.wakeLocked()
 	c.mu.Unlock()
-	c.wakeReader()
-	err := writeFrames(fw, batch)
+	err := writeRaw(c.nc, partial)
+	if err == nil {
+		err = writeFrames(fw, batch)
+	}
 	if tc, ok := c.nc.(*net.TCPConn); ok && err == nil && established {
 		tc.CloseWrite()
 	} else {
@@ -360,25 +640,63 @@ func (t *transport) forget(c *tcpConn) {
 	t.mu.Unlock()
 }
 
-// WriteBatch queues packets for their connections' writers. It runs under
-// the engine's lock and never blocks on the network.
+// WriteBatch writes each packet from the calling goroutine when that cannot
+// block (writeNowLocked), or queues it for its connection's writer. It runs
+// under the engine's lock and never blocks on the network.
 func (t *transport) WriteBatch(msgs []udpio.Message) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	for _, m := range msgs {
-		c := t.conns[m.Addr]
+		c := t.conn(m.Addr)
 		if c == nil {
 			continue
 		}
 		c.mu.Lock()
-		c.pending = binary.BigEndian.AppendUint32(c.pending, uint32(len(m.Buf)))
-		c.pending = append(c.pending, m.Buf...)
+		if !c.writeNowLocked(m.Buf) {
+			c.pending = binary.BigEndian.AppendUint32(c.pending, uint32(len(m.Buf)))
+			c.pending = append(c.pending, m.Buf...)
+		}
+		kick := len(c.pending) > 0 || c.partial != nil
 		c.mu.Unlock()
-		select {
-		case c.ready <- struct{}{}:
-		default:
+		if kick {
+			select {
+			case c.ready <- struct{}{}:
+			default:
+			}
 		}
 	}
+}
+
+// writeBurst is how soon after the previous one a packet counts as part of
+// a burst, which the writer goroutine writes in batches.
+const writeBurst = 20 * time.Microsecond
+
+// maxInlineWrite is the largest packet a Send writes itself; the writer
+// goroutine writes longer ones, which gain nothing from it.
+const maxInlineWrite = 16 << 10
+
+// writeNowLocked writes packet p to the socket from the goroutine that
+// sends it, under the engine's lock, if that cannot block: nothing waits
+// for the writer goroutine, the packet does not follow another within
+// writeBurst, and the system takes it without waiting (what it does not
+// take is left in partial for the writer). An echo then costs no hand-off
+// to the writer goroutine, whose wake-up on two busy processors costs more
+// than the write (N27). It reports whether p was taken.
+func (c *tcpConn) writeNowLocked(p []byte) bool {
+	if c.rc == nil || len(p) > maxInlineWrite {
+		return false
+	}
+	now := time.Now()
+	burst := now.Sub(c.lastWrite) < writeBurst
+	c.lastWrite = now
+	if burst || c.ending || c.writing || len(c.pending) > 0 || c.partial != nil {
+		return false
+	}
+	b := binary.BigEndian.AppendUint32(c.wbuf[:0], uint32(len(p)))
+	b = append(b, p...)
+	c.wbuf = b[:0]
+	if n := tryWrite(c.rc, b); n < len(b) {
+		c.partial = append([]byte(nil), b[n:]...)
+	}
+	return true
 }
 
 // Blocked reports whether the connection to addr has more than the write
@@ -402,8 +720,8 @@ func (t *transport) Ended(addr netip.AddrPort) {
 	}
 	c.mu.Lock()
 	c.ending = true
+	c.wakeLocked()
 	c.mu.Unlock()
-	c.wakeReader()
 	select {
 	case c.ready <- struct{}{}:
 	default:
@@ -431,9 +749,9 @@ func (t *transport) Close() error {
 		c.mu.Lock()
 		c.ending = true
 		c.nc.SetWriteDeadline(deadline)
-		c.nc.SetReadDeadline(deadline)
+		c.setDeadlineLocked(deadline)
+		c.wakeLocked()
 		c.mu.Unlock()
-		c.wakeReader()
 	}
 	return err
 }

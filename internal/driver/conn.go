@@ -37,6 +37,7 @@ type Conn struct {
 	err        error           // set once the connection has ended
 	done       chan struct{}   // closed once the connection has ended
 	watched    context.Context // the context that interrupts reads for c
+	streamRead bool            // its Receive reads its stream (StreamReader)
 	unwatch    func() bool     // stops watching it
 }
 
@@ -53,11 +54,10 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // Options.CombineWrites the wake-up waits for the engine's unlock, after
 // the datagrams queued with it are written (see Engine.unlock).
 func (c *Conn) signalLocked() {
-	if c.e.reading == c {
-		// Its Receive is reading the socket for it (Reader): news
-		// from elsewhere (a timeout, a close) must end that read.
-		c.e.interruptReadLocked()
-	}
+	// If its Receive is reading the socket or stream for it (Reader,
+	// StreamReader), news from elsewhere (a timeout, a close) must end
+	// that read.
+	c.interruptLocked()
 	if !c.waited {
 		return
 	}
@@ -219,12 +219,18 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 			e.mu.Unlock()
 			return Message{}, err
 		}
-		// Wait for a message, or for the read role (see Reader) to
-		// read the socket here. TCP has no role: token is nil.
+		// Wait for a message, or for the read role (see Reader and
+		// StreamReader) to read the socket or stream here.
 		wait := c.waitLocked()
-		token := e.token
+		var token <-chan struct{}
+		if e.token != nil {
+			token = e.token
+		}
+		sr, _ := e.tr.(StreamReader)
 		if token != nil {
 			e.receivers++
+		} else if sr != nil {
+			token = sr.WaitRole(c.remote)
 		}
 		e.mu.Unlock()
 		var err error
@@ -236,16 +242,22 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
-		if token != nil {
+		switch {
+		case e.token != nil:
 			e.mu.Lock()
 			e.receivers--
 			if took {
 				e.role = roleReceive
 			}
 			e.mu.Unlock()
-		}
-		if took {
-			err = c.readFor(ctx)
+			if took {
+				err = c.readFor(ctx)
+			}
+		case token != nil:
+			sr.UnwaitRole(c.remote, took)
+			if took {
+				err = c.readStream(ctx, sr)
+			}
 		}
 		if err != nil {
 			return Message{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/clock"
@@ -35,6 +36,29 @@ type Reader interface {
 	// SetReadDeadline sets the deadline of pending and future reads; a
 	// time in the past unblocks a pending read, the zero time removes it.
 	SetReadDeadline(t time.Time) error
+}
+
+// A StreamReader is a transport with a stream per peer (TCP) that lets the
+// goroutine waiting in Conn.Receive read its connection's stream itself,
+// as the engine does with a Reader: each stream has a read role that one
+// goroutine holds at a time, the transport's own reader when no Receive
+// waits. Its methods may be called with the engine's lock held, except
+// ReadFor, and must not call the engine then.
+type StreamReader interface {
+	// WaitRole registers a Receive waiting for the read role of addr's
+	// stream and returns the channel a value of which gives the role, or
+	// nil if Receive is not to read the stream (it is ending or failed).
+	WaitRole(addr netip.AddrPort) <-chan struct{}
+	// UnwaitRole undoes WaitRole; took says the role was received.
+	UnwaitRole(addr netip.AddrPort, took bool)
+	// ReadFor reads addr's stream for a Receive holding the role, feeding
+	// its packets to the engine, until done reports true, the stream
+	// ends, fails or pauses, or ctx is done; then it gives the role up.
+	// It returns ctx.Err() if ctx ended it.
+	ReadFor(ctx context.Context, addr netip.AddrPort, done func() bool) error
+	// Interrupt makes ReadFor ask done again, ending the read it is
+	// blocked in if there is one.
+	Interrupt(addr netip.AddrPort)
 }
 
 const (
@@ -278,11 +302,42 @@ func (c *Conn) watchLocked(ctx context.Context) {
 	c.watched = ctx
 	c.unwatch = context.AfterFunc(ctx, func() {
 		e.mu.Lock()
-		if e.reading == c {
-			e.interruptReadLocked()
-		}
+		c.interruptLocked()
 		e.mu.Unlock()
 	})
+}
+
+// interruptLocked ends the read a Receive makes for c, if there is one:
+// c has news that did not come from that read (a timeout, a close from
+// another goroutine), or the Receive's context is done.
+func (c *Conn) interruptLocked() {
+	if c.e.reading == c {
+		c.e.interruptReadLocked()
+	} else if c.streamRead {
+		c.e.tr.(StreamReader).Interrupt(c.remote)
+	}
+}
+
+// readStream reads c's stream for its Receive, which holds the stream's
+// read role (StreamReader), until c has a message or has ended, the engine
+// closes, or ctx is done.
+func (c *Conn) readStream(ctx context.Context, sr StreamReader) error {
+	e := c.e
+	e.mu.Lock()
+	if ctx.Done() != nil {
+		c.watchLocked(ctx)
+	}
+	c.streamRead = true
+	e.mu.Unlock()
+	err := sr.ReadFor(ctx, c.remote, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return c.head < len(c.queue) || c.err != nil || e.closed
+	})
+	e.mu.Lock()
+	c.streamRead = false
+	e.mu.Unlock()
+	return err
 }
 
 // endReadLocked follows a read of the role's holder: the deadline an

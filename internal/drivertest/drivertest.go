@@ -54,6 +54,7 @@ func Run(t *testing.T, d Driver) {
 		{"LargeMessages", testLargeMessages},
 		{"ConcurrentSenders", testConcurrentSenders},
 		{"SlowReader", testSlowReader},
+		{"IdleReceiver", testIdleReceiver},
 		{"Unreliable", testUnreliable},
 		{"GracefulClose", testGracefulClose},
 		{"ListenerClose", testListenerClose},

@@ -351,6 +351,35 @@ func testSlowReader(t *testing.T, d Driver) {
 	}
 }
 
+// testIdleReceiver has a client application that stops calling Receive
+// for a while after one exchange, with a short Timeout. The reader in the
+// background takes the socket or stream back (N26), so the client keeps
+// answering heartbeats and acking: the connection outlives several
+// Timeouts, and the messages sent meanwhile are all there afterwards.
+func testIdleReceiver(t *testing.T, d Driver) {
+	const n = 20
+	ctx := testContext(t)
+	cfg := config()
+	cfg.Timeout = 500 * time.Millisecond
+	l := listen(t, ctx, d, cfg)
+	c := dial(t, ctx, d, l.Addr().String(), cfg)
+	sc := accept(t, ctx, l)
+	exchange(t, ctx, c, sc) // the client's Receive read the socket itself
+	for seq := range uint32(n) {
+		if err := sc.Send(ctx, 1, payload(1, seq, 100), true); err != nil {
+			t.Fatalf("server: message %d: %v", seq, err)
+		}
+		time.Sleep(75 * time.Millisecond)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("the server's connection ended while the client was busy: %v", err)
+	}
+	if err := receiveN(ctx, c, n, true); err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	exchange(t, ctx, c, sc)
+}
+
 // testUnreliable sends unreliable messages and a reliable one behind them on
 // the same channel. Every unreliable message that arrives is intact, arrives
 // once and in order, and before the reliable one (D7, D8); over TCP all
