@@ -40,8 +40,8 @@ type Config struct {
 	// ReceiveQueue bounds the bytes of received messages waiting for
 	// Receive, per connection. When they reach it the connection's TCP
 	// stream is no longer read until Receive has taken half, and TCP's
-	// flow control holds the sender. Default: 4*MaxMessageSize, at least
-	// 16 MiB.
+	// flow control holds the sender. Default (0): 4*MaxMessageSize, at
+	// least 16 MiB; negative is refused.
 	ReceiveQueue int
 	// WriteQueue bounds the bytes waiting to be written to one TCP
 	// connection: Send blocks while it is exceeded. Default 4 MiB.
@@ -308,17 +308,19 @@ func (t *transport) readBackground(c *tcpConn) bool {
 	}
 }
 
-// failed records that the stream ended or broke. If the peer did it (this
-// side is not ending the connection), the engine hears it, and the writer
-// then closes the socket.
+// failed records that the stream ended or broke, from a read or a write.
+// If the peer did it (this side is not ending the connection), the engine
+// hears it, and the writer then closes the socket.
 func (t *transport) failed(c *tcpConn, err error) {
 	c.mu.Lock()
-	if c.rerr == nil {
+	first := c.rerr == nil
+	if first {
 		c.rerr = err
 	}
 	ending := c.ending
+	c.wakeLocked() // a paused reader goroutine returns
 	c.mu.Unlock()
-	if !ending {
+	if first && !ending {
 		t.e.TransportClosed(c.remote)
 	}
 }
@@ -406,6 +408,12 @@ func (t *transport) UnwaitRole(addr netip.AddrPort, took bool) {
 	if took {
 		c.role = roleReceive
 		c.interrupt = false
+	} else if c.receivers == 0 && c.role == roleFree && c.idleAt.IsZero() {
+		// The idle timer may have fired while this Receive waited, and
+		// left the role to it: it goes without, so the timer hands the
+		// role to the reader goroutine instead.
+		c.idleAt = time.Now().Add(idleDelay)
+		c.idle.Reset(idleDelay)
 	}
 	c.mu.Unlock()
 }
@@ -563,9 +571,10 @@ func (t *transport) writeLoop(c *tcpConn) {
 		c.writing = false
 		c.mu.Unlock()
 		if err != nil {
-			// The connection is broken: the reader fails too and
-			// reports it.
+			// The connection is broken: the reader, which may be
+			// paused, stops too.
 			c.nc.Close()
+			t.failed(c, err)
 			<-c.readerDone
 			t.forget(c)
 			return

@@ -53,7 +53,7 @@ type Config struct {
 	// packets are dropped unacked and the peer resends the reliable ones
 	// (D22), so nothing reliable is lost and the connection stays up.
 	// Unreliable messages that do not fit are dropped (Conn.DroppedUnread).
-	// Default: 4*MaxMessageSize, at least 16 MiB.
+	// Default (0): 4*MaxMessageSize, at least 16 MiB; negative is refused.
 	ReceiveQueue int
 	// SocketBuffer is the size asked for the socket's buffers (default
 	// 8 MiB, halved until the system accepts); negative keeps the system's.

@@ -37,8 +37,10 @@ type Conn struct {
 	err        error           // set once the connection has ended
 	done       chan struct{}   // closed once the connection has ended
 	watched    context.Context // the context that interrupts reads for c
-	streamRead bool            // its Receive reads its stream (StreamReader)
-	unwatch    func() bool     // stops watching it
+	// streamReads counts its Receive calls in readStream: the role may
+	// pass from one to the next before the first has left.
+	streamReads int
+	unwatch     func() bool // stops watching it
 }
 
 // ID returns the Fastnet connection ID, the same on both sides.

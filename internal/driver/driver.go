@@ -14,6 +14,7 @@ package driver
 import (
 	crand "crypto/rand"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -179,6 +180,9 @@ func NewEngine(cfg fastnet.Config, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	cfg = ep.Config()
+	if opts.ReceiveQueue < 0 {
+		return nil, fmt.Errorf("fastnet: ReceiveQueue %d is negative", opts.ReceiveQueue)
+	}
 	if opts.ReceiveQueue == 0 {
 		opts.ReceiveQueue = max(4*cfg.MaxMessageSize, 16<<20)
 	}

@@ -84,3 +84,11 @@ func TestCloseWaitsForWrite(t *testing.T) {
 		t.Error("the transport was closed during a write")
 	}
 }
+
+// A negative ReceiveQueue is refused: the queue could never resume from
+// a pause (N13).
+func TestNegativeReceiveQueue(t *testing.T) {
+	if _, err := NewEngine(fastnet.Config{}, Options{ReceiveQueue: -1}); err == nil {
+		t.Fatal("NewEngine accepted ReceiveQueue -1")
+	}
+}

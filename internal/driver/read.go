@@ -313,7 +313,7 @@ func (c *Conn) watchLocked(ctx context.Context) {
 func (c *Conn) interruptLocked() {
 	if c.e.reading == c {
 		c.e.interruptReadLocked()
-	} else if c.streamRead {
+	} else if c.streamReads > 0 {
 		c.e.tr.(StreamReader).Interrupt(c.remote)
 	}
 }
@@ -327,7 +327,7 @@ func (c *Conn) readStream(ctx context.Context, sr StreamReader) error {
 	if ctx.Done() != nil {
 		c.watchLocked(ctx)
 	}
-	c.streamRead = true
+	c.streamReads++
 	e.mu.Unlock()
 	err := sr.ReadFor(ctx, c.remote, func() bool {
 		e.mu.Lock()
@@ -335,7 +335,7 @@ func (c *Conn) readStream(ctx context.Context, sr StreamReader) error {
 		return c.head < len(c.queue) || c.err != nil || e.closed
 	})
 	e.mu.Lock()
-	c.streamRead = false
+	c.streamReads--
 	e.mu.Unlock()
 	return err
 }

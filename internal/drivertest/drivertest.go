@@ -55,6 +55,7 @@ func Run(t *testing.T, d Driver) {
 		{"ConcurrentSenders", testConcurrentSenders},
 		{"SlowReader", testSlowReader},
 		{"IdleReceiver", testIdleReceiver},
+		{"ConcurrentReceiveCancel", testConcurrentReceiveCancel},
 		{"Unreliable", testUnreliable},
 		{"GracefulClose", testGracefulClose},
 		{"ListenerClose", testListenerClose},

@@ -1,0 +1,89 @@
+package tcpdriver
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/driver"
+)
+
+// dialTransport is Dial that also returns the client's transport, for
+// tests that drive the read role as Conn.Receive does.
+func dialTransport(t *testing.T, ctx context.Context, addr string, cfg Config) (*driver.Conn, *transport) {
+	t.Helper()
+	cfg.Engine.Role = fastnet.Client
+	e, err := newEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTransport(e, cfg)
+	e.Start(tr)
+	c, err := e.Dial(ctx, tr.add(nc, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Abort("test over") })
+	return c, tr
+}
+
+// TestRoleLeftByWaitingReceive: a Receive registers for a free read role
+// (WaitRole), the idle timer fires meanwhile and leaves the role to it,
+// and the Receive goes without the role (its message came another way, or
+// its context ended). The reader goroutine must still take the role, or
+// nobody reads the stream while the application does not Receive (N27).
+func TestRoleLeftByWaitingReceive(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg := Config{}
+	cfg.Engine.Timeout = time.Second
+	l, err := Listen(ctx, "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, tr := dialTransport(t, ctx, l.Addr().String(), cfg)
+	sc, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := tr.conn(c.RemoteAddr())
+	// A Receive that takes the role and leaves it free.
+	for free := false; !free; {
+		if err := sc.Send(ctx, 1, []byte("ping"), true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tc.mu.Lock()
+		free = tc.role == roleFree
+		tc.mu.Unlock()
+	}
+	if tr.WaitRole(c.RemoteAddr()) == nil {
+		t.Fatal("WaitRole: no role to wait for")
+	}
+	time.Sleep(4 * idleDelay) // the idle timer fires
+	tr.UnwaitRole(c.RemoteAddr(), false)
+	const n = 5
+	for i := range n {
+		if err := sc.Send(ctx, 1, []byte{byte(i)}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// More than Timeout without a Receive: the peer's heartbeats are
+	// answered only if the reader goroutine reads.
+	time.Sleep(2 * cfg.Engine.Timeout)
+	if err := c.Err(); err != nil {
+		t.Fatalf("the connection ended while nobody read its stream: %v", err)
+	}
+	if q := c.Queued(); q != n {
+		t.Fatalf("%d bytes queued, want the %d messages read in the background", q, n)
+	}
+}
