@@ -138,9 +138,9 @@ type tcpConn struct {
 	// The stream's read role (driver.StreamReader): the reader goroutine
 	// holds it, or a goroutine in Receive. fr is the holder's.
 	fr    *frameReader
-	token chan struct{} // holds the role while it is free
-	wake  chan struct{} // the reader goroutine looks at its state again
-	idle  *time.Timer   // hands a role left free to the reader goroutine
+	token chan struct{}     // holds the role while it is free
+	wake  chan struct{}     // the reader goroutine looks at its state again
+	idle  *driver.IdleTimer // hands a role left free to the reader goroutine (c.mu)
 
 	rc syscall.RawConn // for writes by the goroutine that sends (nil: none)
 
@@ -151,15 +151,14 @@ type tcpConn struct {
 	lastWrite   time.Time
 	wbuf        []byte // the framing of a packet written by a Send
 	ready       chan struct{}
-	ending      bool // this side ends the connection: write pending, then close
-	established bool // the Fastnet handshake completed
-	paused      bool // Receive is behind: the reader waits (driver.Pauser)
-	deadline    time.Time
+	ending      bool      // this side ends the connection: write pending, then close
+	established bool      // the Fastnet handshake completed
+	paused      bool      // Receive is behind: the reader waits (driver.Pauser)
+	deadline    time.Time // the read deadline of the connection's state (setDeadlineLocked)
 	// Read role state.
 	role      role
 	receivers int       // Receive calls waiting for the role
 	freeSince time.Time // when the role was left free
-	idleAt    time.Time // when idle fires; zero: not armed
 	reading   bool      // a Receive holding the role is in a read
 	interrupt bool      // Interrupt was called: ReadFor asks done again
 	past      bool      // the read deadline is in the past to end that read
@@ -231,9 +230,8 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 		nc: nc, remote: remote, rc: rc, readerDone: make(chan struct{}),
 		fr:    newFrameReader(nc, t.maxPacket, 0),
 		ready: make(chan struct{}, 1), token: make(chan struct{}, 1), wake: make(chan struct{}, 1),
-		idle: time.NewTimer(time.Hour),
+		idle: driver.NewIdleTimer(idleDelay),
 	}
-	c.idle.Stop()
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -258,7 +256,11 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 // drain the stream). It returns once the stream has ended or failed.
 func (t *transport) readLoop(c *tcpConn) {
 	defer close(c.readerDone)
-	defer c.idle.Stop()
+	defer func() {
+		c.mu.Lock()
+		c.idle.Stop()
+		c.mu.Unlock()
+	}()
 	for t.readBackground(c) {
 		t.releaseRole(c)
 		if !t.takeRole(c) {
@@ -331,15 +333,11 @@ func (t *transport) failed(c *tcpConn, err error) {
 func (t *transport) releaseRole(c *tcpConn) {
 	c.mu.Lock()
 	c.role = roleFree
-	now := time.Now()
-	c.freeSince = now
+	c.freeSince = time.Now()
 	if c.ending || c.rerr != nil {
 		c.wakeLocked()
-	} else if c.idleAt.IsZero() || c.idleAt.Sub(now) < idleDelay/2 {
-		// Moved only when due soon: moving a timer wakes the runtime's
-		// poller (N26).
-		c.idleAt = now.Add(idleDelay)
-		c.idle.Reset(idleDelay)
+	} else {
+		c.idle.Arm()
 	}
 	c.mu.Unlock()
 	c.token <- struct{}{}
@@ -353,16 +351,15 @@ func (t *transport) takeRole(c *tcpConn) bool {
 		case <-c.wake:
 		case <-c.idle.C:
 			c.mu.Lock()
-			c.idleAt = time.Time{}
+			c.idle.Fired()
 			c.mu.Unlock()
 		}
 		c.mu.Lock()
 		ending := c.ending || c.rerr != nil
 		due := c.role == roleFree && c.receivers == 0 && !c.paused
 		if due && !ending {
-			if at := c.freeSince.Add(idleDelay); time.Now().Before(at) {
-				c.idleAt = at
-				c.idle.Reset(time.Until(at))
+			if left := time.Until(c.freeSince.Add(idleDelay)); left > 0 {
+				c.idle.ArmIn(left)
 				due = false
 			}
 		}
@@ -408,12 +405,11 @@ func (t *transport) UnwaitRole(addr netip.AddrPort, took bool) {
 	if took {
 		c.role = roleReceive
 		c.interrupt = false
-	} else if c.receivers == 0 && c.role == roleFree && c.idleAt.IsZero() {
+	} else if c.receivers == 0 && c.role == roleFree && !c.idle.Armed() {
 		// The idle timer may have fired while this Receive waited, and
 		// left the role to it: it goes without, so the timer hands the
 		// role to the reader goroutine instead.
-		c.idleAt = time.Now().Add(idleDelay)
-		c.idle.Reset(idleDelay)
+		c.idle.Arm()
 	}
 	c.mu.Unlock()
 }
@@ -500,6 +496,14 @@ func (c *tcpConn) interruptLocked() {
 	if c.reading && !c.past {
 		c.past = true
 		c.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// kickWriter makes the writer goroutine look for packets to write.
+func (c *tcpConn) kickWriter() {
+	select {
+	case c.ready <- struct{}{}:
+	default:
 	}
 }
 
@@ -666,10 +670,7 @@ func (t *transport) WriteBatch(msgs []udpio.Message) {
 		kick := len(c.pending) > 0 || c.partial != nil
 		c.mu.Unlock()
 		if kick {
-			select {
-			case c.ready <- struct{}{}:
-			default:
-			}
+			c.kickWriter()
 		}
 	}
 }
@@ -731,10 +732,7 @@ func (t *transport) Ended(addr netip.AddrPort) {
 	c.ending = true
 	c.wakeLocked()
 	c.mu.Unlock()
-	select {
-	case c.ready <- struct{}{}:
-	default:
-	}
+	c.kickWriter()
 }
 
 // Close closes the listener and ends every connection: each writer gets

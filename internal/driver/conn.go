@@ -37,10 +37,10 @@ type Conn struct {
 	err        error           // set once the connection has ended
 	done       chan struct{}   // closed once the connection has ended
 	watched    context.Context // the context that interrupts reads for c
+	unwatch    func() bool     // stops watching it
 	// streamReads counts its Receive calls in readStream: the role may
 	// pass from one to the next before the first has left.
 	streamReads int
-	unwatch     func() bool // stops watching it
 }
 
 // ID returns the Fastnet connection ID, the same on both sides.
@@ -225,13 +225,12 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 		// StreamReader) to read the socket or stream here.
 		wait := c.waitLocked()
 		var token <-chan struct{}
-		if e.token != nil {
-			token = e.token
-		}
 		sr, _ := e.tr.(StreamReader)
-		if token != nil {
+		switch {
+		case e.token != nil:
+			token = e.token
 			e.receivers++
-		} else if sr != nil {
+		case sr != nil:
 			token = sr.WaitRole(c.remote)
 		}
 		e.mu.Unlock()

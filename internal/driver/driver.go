@@ -139,16 +139,15 @@ type Engine struct {
 	wakes    []*Conn    // connections to signal at unlock
 
 	timer    *time.Timer
-	deadline clock.Time  // when timer fires; 0: not armed
-	idle     *time.Timer // the idle timer (idleLocked, read.go)
-	idleAt   clock.Time  // when it fires; 0: not armed
-	// idleDelay is maxIdleDelay, or MinResendRTT/2 if shorter (read.go).
-	idleDelay time.Duration
-	kick      chan struct{} // a Send left its transmits to the timer goroutine
-	unsent    bool          // a Send queued data no flush has polled yet
-	done      chan struct{}
-	wg        sync.WaitGroup
-	closed    bool
+	deadline clock.Time // when timer fires; 0: not armed
+	// idle hands a read role left free to the background reader; its
+	// delay is maxIdleDelay, or MinResendRTT/2 if shorter (read.go).
+	idle   *IdleTimer
+	kick   chan struct{} // a Send left its transmits to the timer goroutine
+	unsent bool          // a Send queued data no flush has polled yet
+	done   chan struct{}
+	wg     sync.WaitGroup
+	closed bool
 
 	// Server side.
 	listener *Listener
@@ -200,11 +199,9 @@ func NewEngine(cfg fastnet.Config, opts Options) (*Engine, error) {
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		timer:   time.NewTimer(time.Hour),
-		idle:    time.NewTimer(time.Hour),
+		idle:    NewIdleTimer(max(min(maxIdleDelay, cfg.MinResendRTT/2), minIdleDelay)),
 	}
 	e.timer.Stop()
-	e.idle.Stop()
-	e.idleDelay = max(min(maxIdleDelay, cfg.MinResendRTT/2), minIdleDelay)
 	e.written = sync.NewCond(&e.mu)
 	return e, nil
 }
@@ -256,7 +253,7 @@ func (e *Engine) timerLoop() {
 			e.unlock()
 		case <-e.idle.C:
 			e.mu.Lock()
-			e.idleAt = 0
+			e.idle.Fired()
 			if !e.closed {
 				e.checkReadLocked(e.clk.Now())
 			}

@@ -74,7 +74,7 @@ const (
 	// It is not shorter because every move of a timer that makes it the
 	// next one due wakes the runtime's network poller or another thread:
 	// at 1 ms the idle timer cost W1 about 15 % of its round trip on
-	// loopback, at 5 ms with idleLocked's rule nothing measurable (N26).
+	// loopback, at 5 ms with IdleTimer's rule nothing measurable (N26).
 	maxIdleDelay = 5 * time.Millisecond
 	// minIdleDelay keeps a tiny MinResendRTT from spinning the timer.
 	minIdleDelay = 100 * time.Microsecond
@@ -196,12 +196,11 @@ func (e *Engine) releaseRole() {
 	e.mu.Lock()
 	e.endReadLocked()
 	e.role = roleFree
-	now := e.clk.Now()
-	e.freeSince = now
+	e.freeSince = e.clk.Now()
 	if !e.closed {
 		// Even with a Receive waiting: it may leave without the role,
 		// its message having come in the batch just read.
-		e.idleLocked()
+		e.idle.Arm()
 	}
 	e.written.Broadcast() // readLoop may wait for the role to end at Close
 	e.mu.Unlock()
@@ -222,20 +221,6 @@ func (e *Engine) needInputLocked() {
 	}
 }
 
-// idleLocked makes the idle timer fire within idleDelay from now. A timer
-// that fires at least half of idleDelay from now is left as it is: moving
-// a timer makes the runtime wake its network poller, which at every round
-// trip would cost more than the timer saves (checkReadLocked re-arms it
-// if it fires before the role has been free for idleDelay).
-func (e *Engine) idleLocked() {
-	now := e.clk.Now()
-	if e.idleAt != 0 && e.idleAt >= now.Add(e.idleDelay/2) {
-		return
-	}
-	e.idleAt = now.Add(e.idleDelay)
-	e.idle.Reset(e.idleDelay)
-}
-
 // checkReadLocked runs when the idle timer fires: a role left free for
 // idleDelay goes to the background reader. The datagrams a Receive left
 // are written by the caller's unlock.
@@ -243,9 +228,8 @@ func (e *Engine) checkReadLocked(now clock.Time) {
 	if e.rd == nil || e.role != roleFree || e.wanted {
 		return
 	}
-	if at := e.freeSince.Add(e.idleDelay); now < at {
-		e.idleAt = at
-		e.idle.Reset(at.Sub(now))
+	if left := e.freeSince.Add(e.idle.Delay()).Sub(now); left > 0 {
+		e.idle.ArmIn(left)
 		return
 	}
 	e.needInputLocked()
@@ -265,7 +249,7 @@ func (c *Conn) readFor(ctx context.Context) error {
 	for {
 		e.mu.Lock()
 		e.endReadLocked()
-		if c.head < len(c.queue) || c.err != nil || e.closed {
+		if c.readDoneLocked() {
 			e.mu.Unlock()
 			break
 		}
@@ -285,6 +269,12 @@ func (c *Conn) readFor(ctx context.Context) error {
 	}
 	e.releaseRole()
 	return err
+}
+
+// readDoneLocked reports whether a Receive reading for c has what it read
+// for: a message, the end of c, or of the engine.
+func (c *Conn) readDoneLocked() bool {
+	return c.head < len(c.queue) || c.err != nil || c.e.closed
 }
 
 // watchLocked makes ctx interrupt the reads made for c. The watch stays
@@ -332,7 +322,7 @@ func (c *Conn) readStream(ctx context.Context, sr StreamReader) error {
 	err := sr.ReadFor(ctx, c.remote, func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return c.head < len(c.queue) || c.err != nil || e.closed
+		return c.readDoneLocked()
 	})
 	e.mu.Lock()
 	c.streamReads--
@@ -381,7 +371,7 @@ func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) {
 	}
 	if len(e.out) > 0 && !e.writing {
 		e.pending = len(e.out)
-		e.idleLocked() // the timer goroutine's unlock writes them
+		e.idle.Arm() // the timer goroutine's unlock writes them
 	}
 	e.wakeLocked()
 	e.mu.Unlock()
