@@ -105,14 +105,14 @@ func (s fastnetSystem) listen(ctx context.Context, w Workload, o Options) (*udpd
 	if s.tcp {
 		return tcpdriver.Listen(ctx, "127.0.0.1:0", tcpdriver.Config{Engine: s.engine(w, o)})
 	}
-	return udpdriver.Listen(ctx, "127.0.0.1:0", udpdriver.Config{Engine: s.engine(w, o), SocketBuffer: o.SocketBuffer})
+	return udpdriver.Listen(ctx, "127.0.0.1:0", udpdriver.Config{Engine: s.engine(w, o), SocketBuffer: o.SocketBuffer, NoOffload: o.NoOffload})
 }
 
 func (s fastnetSystem) dial(ctx context.Context, w Workload, o Options, addr string) (*udpdriver.Conn, error) {
 	if s.tcp {
 		return tcpdriver.Dial(ctx, addr, tcpdriver.Config{Engine: s.engine(w, o)})
 	}
-	return udpdriver.Dial(ctx, addr, udpdriver.Config{Engine: s.engine(w, o), SocketBuffer: o.SocketBuffer})
+	return udpdriver.Dial(ctx, addr, udpdriver.Config{Engine: s.engine(w, o), SocketBuffer: o.SocketBuffer, NoOffload: o.NoOffload})
 }
 
 func (s fastnetSystem) Server(ctx context.Context, w Workload, o Options, ready func(string)) (Metrics, error) {

@@ -16,6 +16,11 @@ func TestRatioCell(t *testing.T) {
 	udpioW4 := &result{system: "udpio-batch64", w: w["W4"], runs: []Metrics{{Rate: 400e3}}}
 	fnW1 := &result{system: "fastnet-udp", w: w["W1"], runs: []Metrics{{P50: 30, P99: 150}, {P50: 50, P99: 300}, {P50: 40, P99: 200}}}
 	fnW2 := &result{system: "fastnet-udp", w: w["W2"], runs: []Metrics{{Rate: 200e3}}}
+	ackedW1 := &result{system: "raw-udp-acked", w: w["W1"], runs: []Metrics{{P50: 40, P99: 200}}}
+	udpioAckedW1 := &result{system: "udpio-acked", w: w["W1"], runs: []Metrics{{P50: 30, P99: 133.33333333333334}}}
+	batchW4K := &result{system: "raw-udp-batch64", w: w["W4K"], runs: []Metrics{{Rate: 100e3}}}
+	udpioW4K := &result{system: "udpio-batch64", w: w["W4K"], runs: []Metrics{{Rate: 1.5e6}}}
+	fnW3 := &result{system: "fastnet-udp", w: w["W3"], runs: []Metrics{{Rate: 150e3}}}
 	tests := []struct {
 		name    string
 		r       *result
@@ -24,9 +29,11 @@ func TestRatioCell(t *testing.T) {
 	}{
 		{"latency, median of runs", fnW1, []*result{plainW1, fnW1}, "p50 2.00x, p99 2.00x raw-udp-plain"},
 		{"latency without baseline", fnW1, []*result{fnW1, batchW4}, "-"},
-		{"rate, both baselines", fnW2, []*result{batchW4, udpioW4, fnW2}, "2.00x raw-udp-batch64 W4, 0.50x udpio-batch64 W4 (best baseline)"},
-		{"rate, batch64 best", fnW2, []*result{batchW4, fnW2}, "2.00x raw-udp-batch64 W4"},
-		{"rate, only udpio", fnW2, []*result{udpioW4, fnW2}, "0.50x udpio-batch64 W4 (best baseline)"},
+		{"latency, every floor", fnW1, []*result{plainW1, ackedW1, udpioAckedW1, fnW1}, "p50 2.00x, p99 2.00x raw-udp-plain; p50 1.00x, p99 1.00x raw-udp-acked; p50 1.33x, p99 1.50x udpio-acked"},
+		{"rate, both baselines", fnW2, []*result{batchW4, udpioW4, fnW2}, "2.00x raw-udp-batch64 W4, 0.50x udpio-batch64 W4"},
+		{"rate, batch64 only", fnW2, []*result{batchW4, fnW2}, "2.00x raw-udp-batch64 W4"},
+		{"rate, only udpio", fnW2, []*result{udpioW4, fnW2}, "0.50x udpio-batch64 W4"},
+		{"W3 against 1 KiB datagrams", fnW3, []*result{batchW4, batchW4K, udpioW4K, fnW3}, "1.50x raw-udp-batch64 W4K, 0.10x udpio-batch64 W4K"},
 		{"rate without baseline", fnW2, []*result{fnW2}, "-"},
 		{"baseline itself", batchW4, []*result{batchW4}, "1.00x raw-udp-batch64 W4"},
 	}

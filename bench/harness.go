@@ -100,6 +100,10 @@ type Options struct {
 	// the resend RTT (fastnet.Config.MinResendRTT, D14) in the fastnet
 	// systems, for measuring that default.
 	MinResendRTT time.Duration
+	// NoOffload turns UDP segmentation offload (GSO and GRO) off in the
+	// systems that use the project's socket layer (udpio-batch64 and
+	// fastnet-udp), for measuring what it brings.
+	NoOffload bool
 }
 
 // A System is one implementation under test; it gives one row of the
@@ -128,6 +132,7 @@ func systems() []System {
 		rawUDP{batch: 64},
 		rawAcked{},
 		udpioSystem{batch: 64},
+		udpioSystem{batch: 64, acked: true},
 		fastnetSystem{tcp: false},
 		fastnetSystem{tcp: true},
 	}
@@ -399,19 +404,21 @@ func printTable(out io.Writer, results []*result, runs int) {
 }
 
 // The baselines the ratios compare with, measured in the same run: echo
-// latency against plain UDP calls; every rate against raw-udp-batch64's W4
-// received rate and against the best W4 received rate of any baseline
-// system (the machine's datagram rate: raw-udp-batch64 loses most of what
-// it sends when its socket buffers are the system's small default, the
-// project's socket layer with its large buffers does not).
+// latency against plain UDP calls, and against the floors of four
+// datagrams per round trip (raw-udp-acked with plain batched calls,
+// udpio-acked through the project's socket layer with offload); every rate
+// against raw-udp-batch64's received rate (the machine's datagram rate with
+// batched calls) and udpio-batch64's (the socket layer's, with
+// segmentation offload where the kernel has it), for datagrams of 64 bytes
+// (W4) or, for W3, of 1 KiB (W4K).
 const (
 	latencyBaseline = "raw-udp-plain"
-	ackedBaseline   = "raw-udp-acked"
 	rateBaseline    = "raw-udp-batch64"
+	layerBaseline   = "udpio-batch64"
 )
 
-// baselineSystems are the systems that are not the engine.
-var baselineSystems = []string{"raw-udp-plain", "raw-udp-batch64", "udpio-batch64"}
+// latencyBaselines are the systems W1 is compared with.
+var latencyBaselines = []string{latencyBaseline, "raw-udp-acked", "udpio-acked"}
 
 // ratioCell compares r's median with its baselines'. It is "-" when no
 // baseline was run.
@@ -437,7 +444,7 @@ func ratioCell(r *result, results []*result) string {
 	}
 	if r.w.Name == "W1" {
 		var parts []string
-		for _, base := range []string{latencyBaseline, ackedBaseline} {
+		for _, base := range latencyBaselines {
 			if base == r.system {
 				continue
 			}
@@ -452,38 +459,16 @@ func ratioCell(r *result, results []*result) string {
 		}
 		return strings.Join(parts, "; ")
 	}
-	var parts []string
+	workload := "W4"
 	if r.w.Name == "W3" || r.w.Name == "W4K" {
-		// One 1 KiB message per datagram: raw UDP's rate for datagrams
-		// of that size is the fair baseline.
-		if x, ok := ratio(find(rateBaseline, "W4K"), Rate, Rate); ok {
-			parts = append(parts, fmt.Sprintf("%.2fx %s W4K", x, rateBaseline))
-		}
-		if r.w.Name == "W4K" {
-			if len(parts) == 0 {
-				return "-"
-			}
-			return parts[0]
-		}
+		// One 1 KiB message per datagram: the rate for datagrams of
+		// that size is the fair baseline.
+		workload = "W4K"
 	}
-	if x, ok := ratio(find(rateBaseline, "W4"), Rate, Rate); ok {
-		parts = append(parts, fmt.Sprintf("%.2fx %s W4", x, rateBaseline))
-	}
-	var best *result
-	for _, name := range baselineSystems {
-		b := find(name, "W4")
-		if b == nil {
-			continue
-		}
-		if s, ok := b.spread(Rate); ok {
-			if bs, _ := best.rateSpread(); best == nil || s.med > bs.med {
-				best = b
-			}
-		}
-	}
-	if best != nil && best.system != rateBaseline {
-		if x, ok := ratio(best, Rate, Rate); ok {
-			parts = append(parts, fmt.Sprintf("%.2fx %s W4 (best baseline)", x, best.system))
+	var parts []string
+	for _, base := range []string{rateBaseline, layerBaseline} {
+		if x, ok := ratio(find(base, workload), Rate, Rate); ok {
+			parts = append(parts, fmt.Sprintf("%.2fx %s %s", x, base, workload))
 		}
 	}
 	if len(parts) == 0 {

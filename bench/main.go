@@ -16,6 +16,8 @@
 //	-quick           reduced counts, for a smoke run of a few seconds
 //	-sockbuf BYTES   socket buffer size for the raw UDP systems (default: OS default)
 //	-min-resend-rtt D  floor of the fastnet systems' resend RTT (default: the engine's)
+//	-no-offload      turn UDP segmentation offload (GSO, GRO) off in
+//	                 udpio-batch64 and fastnet-udp
 //	-timeout D       limit on each run (default 2m)
 //	-cpuprofile FILE write a CPU profile of the clients (this process) to
 //	                 FILE, and of each server to FILE-SYSTEM-WORKLOAD.server
@@ -27,12 +29,16 @@
 //
 // The systems are the baselines, raw-udp-plain (one system call per
 // datagram), raw-udp-batch64 (x/net ipv4 WriteBatch and ReadBatch, 64
-// datagrams per call) and udpio-batch64 (the same through the project's
-// socket layer, internal/udpio), and the engine itself: fastnet-udp (W1-W4,
-// through udpdriver) and fastnet-tcp (W1-W3, through tcpdriver). The last
-// column of the table compares each median with a baseline of the same run:
-// W1 latency with raw-udp-plain's, every rate with raw-udp-batch64's W4
-// rate, the machine's datagram rate.
+// datagrams per call), raw-udp-acked (W1 with an ack datagram after each
+// message, the floor of Fastnet 1.0's four datagrams per round trip),
+// udpio-batch64 (batches through the project's socket layer,
+// internal/udpio, with segmentation offload where the kernel has it) and
+// udpio-acked (raw-udp-acked through that layer), and the engine itself:
+// fastnet-udp (W1-W4, through udpdriver) and fastnet-tcp (W1-W3, through
+// tcpdriver). The last column of the table compares each median with
+// baselines of the same run: W1 latency with raw-udp-plain's and the two
+// acked floors, every rate with raw-udp-batch64's and udpio-batch64's
+// received rate for datagrams of the same size (W4, or W4K for W3).
 package main
 
 import (
@@ -73,6 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	minResend := fs.Duration("min-resend-rtt", 0, "floor of the resend RTT of the fastnet systems (0: the engine's default)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "limit on each run")
 	list := fs.Bool("list", false, "list the systems and exit")
+	noOffload := fs.Bool("no-offload", false, "turn UDP segmentation offload (GSO, GRO) off in udpio-batch64 and fastnet-udp")
 	cpuprofile := fs.String("cpuprofile", "", "write CPU profiles of clients and servers to this file (and FILE-SYSTEM-WORKLOAD.server)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -88,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
-	cfg.opts = Options{SocketBuffer: *sockbuf, CPUProfile: *cpuprofile, MinResendRTT: *minResend}
+	cfg.opts = Options{SocketBuffer: *sockbuf, CPUProfile: *cpuprofile, MinResendRTT: *minResend, NoOffload: *noOffload}
 	if *cpuprofile != "" {
 		stop, err := startCPUProfile(*cpuprofile)
 		if err != nil {

@@ -1,7 +1,10 @@
 // Package udpdriver runs Fastnet over UDP: one socket per endpoint, read and
 // written in batches where the platform allows (recvmmsg/sendmmsg through
 // golang.org/x/net), IPv4 and IPv6. A server serves every connection from
-// one socket.
+// one socket. On Linux, datagrams for one peer written together cross the
+// kernel's network stack as one buffer (UDP_SEGMENT), and datagrams that
+// arrive together are read as one (UDP_GRO); the datagrams on the wire are
+// the same (Config.NoOffload turns this off).
 //
 //	l, err := udpdriver.Listen(ctx, ":7000", udpdriver.Config{})
 //	c, err := l.Accept(ctx)
@@ -60,6 +63,11 @@ type Config struct {
 	SocketBuffer int
 	// NoBatch turns batched system calls off.
 	NoBatch bool
+	// NoOffload turns segmentation offload off: where the kernel has it
+	// (Linux UDP_SEGMENT and UDP_GRO), datagrams for one peer written
+	// together cross the network stack as one buffer, and datagrams
+	// arriving together are read as one (N28).
+	NoOffload bool
 }
 
 // Listen starts a Fastnet server on the UDP address addr ("host:port").
@@ -69,7 +77,7 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	uc, err := udpio.Listen(ctx, "udp", addr, udpio.Options{NoBatch: cfg.NoBatch, SocketBuffer: cfg.SocketBuffer})
+	uc, err := udpio.Listen(ctx, "udp", addr, udpio.Options{NoBatch: cfg.NoBatch, NoOffload: cfg.NoOffload, SocketBuffer: cfg.SocketBuffer})
 	if err != nil {
 		return nil, fmt.Errorf("udpdriver: listen %s: %w", addr, err)
 	}
@@ -96,7 +104,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	if raddr.Addr().Is6() {
 		network, local = "udp6", "[::]:0"
 	}
-	uc, err := udpio.Listen(ctx, network, local, udpio.Options{NoBatch: cfg.NoBatch, SocketBuffer: cfg.SocketBuffer})
+	uc, err := udpio.Listen(ctx, network, local, udpio.Options{NoBatch: cfg.NoBatch, NoOffload: cfg.NoOffload, SocketBuffer: cfg.SocketBuffer})
 	if err != nil {
 		return nil, fmt.Errorf("udpdriver: dial %s: %w", addr, err)
 	}

@@ -282,7 +282,9 @@ func (e *Engine) InputBatch(msgs []udpio.Message) {
 	}
 	now := e.clk.Now()
 	for i := range msgs {
-		e.ep.HandleDatagram(now, msgs[i].Addr, msgs[i].Buf[:msgs[i].N])
+		for d := range msgs[i].Datagrams() {
+			e.ep.HandleDatagram(now, msgs[i].Addr, d)
+		}
 	}
 	e.flushLocked()
 }

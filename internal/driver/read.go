@@ -362,7 +362,9 @@ func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) {
 	}
 	now := e.clk.Now()
 	for i := range msgs {
-		e.ep.HandleDatagram(now, msgs[i].Addr, msgs[i].Buf[:msgs[i].N])
+		for d := range msgs[i].Datagrams() {
+			e.ep.HandleDatagram(now, msgs[i].Addr, d)
+		}
 	}
 	e.flushLocked()
 	if c.head == len(c.queue) && c.err == nil {

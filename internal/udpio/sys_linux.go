@@ -1,6 +1,7 @@
 package udpio
 
 import (
+	"encoding/binary"
 	"errors"
 	"net"
 	"syscall"
@@ -53,4 +54,93 @@ func getsockopt(uc *net.UDPConn, opt int) int {
 		}
 	})
 	return v
+}
+
+// Segmentation offload (Linux 4.18 for UDP_SEGMENT, 5.0 for UDP_GRO): a
+// write hands the kernel several datagrams for one destination in one
+// buffer, which crosses the stack once and is cut into datagrams at the
+// last moment (by the device, or on loopback by the receiving socket if it
+// does not take them whole); a socket with UDP_GRO receives datagrams from
+// one sender that arrive together as one buffer and a segment size.
+const (
+	solUDP     = syscall.IPPROTO_UDP
+	udpSegment = 103 // UDP_SEGMENT: the cmsg (uint16) or option giving the segment size
+	udpGRO     = 104 // UDP_GRO: the option turning receive offload on, and its cmsg (int)
+)
+
+// offloadSupported says whether the platform may have segmentation offload.
+const offloadSupported = true
+
+// enableOffload turns receive offload on for uc and reports which
+// directions the kernel supports.
+func enableOffload(uc *net.UDPConn) (gso, gro bool) {
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return false, false
+	}
+	rc.Control(func(fd uintptr) {
+		_, err := syscall.GetsockoptInt(int(fd), solUDP, udpSegment)
+		gso = err == nil
+		gro = syscall.SetsockoptInt(int(fd), solUDP, udpGRO, 1) == nil
+	})
+	return gso, gro
+}
+
+// segmentCmsgLen is the size of the control message putSegmentCmsg writes.
+var segmentCmsgLen = syscall.CmsgSpace(2)
+
+// groCmsgLen is the room a read needs for the UDP_GRO control message.
+var groCmsgLen = syscall.CmsgSpace(4)
+
+// putSegmentCmsg writes into b (segmentCmsgLen bytes) the control message
+// that makes a write be cut into datagrams of size bytes.
+func putSegmentCmsg(b []byte, size int) {
+	putCmsghdr(b, syscall.CmsgLen(2), solUDP, udpSegment)
+	binary.NativeEndian.PutUint16(b[syscall.CmsgLen(0):], uint16(size))
+}
+
+// A control message header is struct cmsghdr: a length as wide as a
+// pointer (size_t), then level and type as 32-bit integers.
+const cmsgLenWidth = syscall.SizeofCmsghdr - 8
+
+func putCmsghdr(b []byte, n, level, typ int) {
+	if cmsgLenWidth == 8 {
+		binary.NativeEndian.PutUint64(b, uint64(n))
+	} else {
+		binary.NativeEndian.PutUint32(b, uint32(n))
+	}
+	binary.NativeEndian.PutUint32(b[cmsgLenWidth:], uint32(level))
+	binary.NativeEndian.PutUint32(b[cmsgLenWidth+4:], uint32(typ))
+}
+
+func cmsghdr(b []byte) (n, level, typ int) {
+	if cmsgLenWidth == 8 {
+		n = int(min(binary.NativeEndian.Uint64(b), uint64(len(b))+1))
+	} else {
+		n = int(min(binary.NativeEndian.Uint32(b), uint32(len(b))+1))
+	}
+	return n, int(int32(binary.NativeEndian.Uint32(b[cmsgLenWidth:]))), int(int32(binary.NativeEndian.Uint32(b[cmsgLenWidth+4:])))
+}
+
+// groSegment returns the segment size a read's control messages give, or
+// 0 if they give none.
+func groSegment(oob []byte) int {
+	for len(oob) >= syscall.SizeofCmsghdr {
+		n, level, typ := cmsghdr(oob)
+		if n < syscall.SizeofCmsghdr || n > len(oob) {
+			return 0
+		}
+		if level == solUDP && typ == udpGRO && n >= syscall.CmsgLen(4) {
+			return int(int32(binary.NativeEndian.Uint32(oob[syscall.CmsgLen(0):])))
+		}
+		oob = oob[min(syscall.CmsgSpace(n-syscall.CmsgLen(0)), len(oob)):]
+	}
+	return 0
+}
+
+// gsoDisabled reports whether err says the kernel cannot offload a write
+// (a device without checksum offload answers EIO), in which case the Conn
+// stops asking.
+func gsoDisabled(err error) bool {
+	return errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOPROTOOPT)
 }

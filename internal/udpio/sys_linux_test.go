@@ -1,6 +1,7 @@
 package udpio
 
 import (
+	"encoding/binary"
 	"net"
 	"os"
 	"syscall"
@@ -30,4 +31,13 @@ func TestUnsupported(t *testing.T) {
 			t.Errorf("unsupported(%v) = %v, want %v", tt.err, got, tt.want)
 		}
 	}
+}
+
+// segmentOf reads back the segment size putSegmentCmsg wrote.
+func segmentOf(oob []byte) int {
+	n, level, typ := cmsghdr(oob)
+	if n != syscall.CmsgLen(2) || level != solUDP || typ != udpSegment {
+		return -1
+	}
+	return int(binary.NativeEndian.Uint16(oob[syscall.CmsgLen(0):]))
 }

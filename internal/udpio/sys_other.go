@@ -15,3 +15,16 @@ func unsupported(error) bool { return false }
 func bufferSize(*net.UDPConn, bool) int { return 0 }
 
 func forceBuffer(*net.UDPConn, int, bool) {}
+
+// offloadSupported says whether the platform may have segmentation offload.
+const offloadSupported = false
+
+func enableOffload(*net.UDPConn) (gso, gro bool) { return false, false }
+
+var segmentCmsgLen, groCmsgLen = 0, 0
+
+func putSegmentCmsg([]byte, int) {}
+
+func groSegment([]byte) int { return 0 }
+
+func gsoDisabled(error) bool { return false }

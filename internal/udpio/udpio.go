@@ -9,6 +9,13 @@
 // Addresses are netip.AddrPort values; IPv4 peers of a dual-stack socket are
 // reported unmapped (1.2.3.4, not ::ffff:1.2.3.4).
 //
+// Where the kernel offers segmentation offload (Linux: UDP_SEGMENT and
+// UDP_GRO), a batched write hands consecutive datagrams for one
+// destination, all of one size but the last, to the kernel as one buffer,
+// which crosses the network stack once; and a read may return several
+// datagrams from one sender in one buffer, which [Message.Datagrams] cuts
+// apart. The datagrams on the wire are the same as without offload.
+//
 // A Conn serves one reading goroutine and one writing goroutine at the same
 // time (ReadBatch may run concurrently with WriteBatch, but not with another
 // ReadBatch); Close and SetReadDeadline may be called from any goroutine and
@@ -18,9 +25,11 @@ package udpio
 import (
 	"context"
 	"errors"
+	"iter"
 	"net"
 	"net/netip"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/ipv4"
@@ -55,6 +64,30 @@ type Message struct {
 	N int
 	// Addr is the sender (ReadBatch) or the destination (WriteBatch).
 	Addr netip.AddrPort
+	// Seg is set by ReadBatch when the kernel delivered several datagrams
+	// from Addr at once (receive offload): Buf[:N] then holds datagrams of
+	// Seg bytes each, the last one possibly shorter. It is 0 for a single
+	// datagram. Read the datagrams with Datagrams.
+	Seg int
+}
+
+// Datagrams returns the datagrams a read put in m: Buf[:N], cut into
+// pieces of Seg bytes if Seg is set. Each has no capacity beyond its end.
+func (m *Message) Datagrams() iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		b, seg := m.Buf[:m.N:m.N], m.Seg
+		if seg <= 0 || seg >= len(b) {
+			yield(b)
+			return
+		}
+		for len(b) > 0 {
+			n := min(seg, len(b))
+			if !yield(b[:n:n]) {
+				return
+			}
+			b = b[n:]
+		}
+	}
 }
 
 // Options configures a Conn. The zero value is the default.
@@ -67,6 +100,9 @@ type Options struct {
 	// operating system's defaults. If the platform refuses the size, smaller
 	// ones are tried down to 64 KiB.
 	SocketBuffer int
+	// NoOffload turns segmentation offload off (see the package
+	// documentation); it is on where the kernel has it.
+	NoOffload bool
 }
 
 // batchConn is what *ipv4.PacketConn and *ipv6.PacketConn have in common
@@ -86,16 +122,29 @@ type Conn struct {
 	readBatched  atomic.Bool
 	writeBatched atomic.Bool
 
+	// gso says whether writes still ask for segmentation offload, gro
+	// whether reads may return several datagrams in one buffer.
+	gso atomic.Bool
+	gro bool
+
 	// Scratch of ReadBatch, reused so that steady-state calls allocate
 	// nothing of their own.
 	rms  []ipv4.Message
 	rbuf [][]byte
+	roob []byte
 
 	// Scratch of WriteBatch.
 	wms   []ipv4.Message
 	wbuf  [][]byte
 	waddr []net.UDPAddr
 	wip   [][net.IPv6len]byte
+	woob  []byte
+	wn    []int // how many of the caller's messages each entry of wms carries
+	wsize []int // and the size of its first
+
+	// gsoMax is the largest datagram an offloaded write may carry: a
+	// write the kernel refused as too large for its path lowers it.
+	gsoMax atomic.Int64
 
 	readBufSize, writeBufSize int
 }
@@ -139,8 +188,20 @@ func New(uc *net.UDPConn, o Options) *Conn {
 		}
 		c.readBatched.Store(true)
 		c.writeBatched.Store(true)
+		c.gsoMax.Store(MaxDatagram)
+		if offloadSupported && !o.NoOffload {
+			gso, gro := enableOffload(uc)
+			c.gso.Store(gso)
+			c.gro = gro
+		}
 	}
 	return c
+}
+
+// Offload reports whether writes use segmentation offload, and whether
+// reads may return several datagrams in one buffer.
+func (c *Conn) Offload() (write, read bool) {
+	return c.gso.Load(), c.gro
 }
 
 // LocalAddr returns the address the socket is bound to.
@@ -197,11 +258,21 @@ func (c *Conn) ReadBatch(msgs []Message) (int, error) {
 		}
 		c.readBatched.Store(false)
 	}
+	if c.gro {
+		var oob [64]byte
+		n, oobn, _, ap, err := c.uc.ReadMsgUDPAddrPort(msgs[0].Buf, oob[:])
+		if err != nil {
+			return 0, err
+		}
+		msgs[0].N, msgs[0].Seg = n, groSegment(oob[:oobn])
+		msgs[0].Addr = unmap(ap)
+		return 1, nil
+	}
 	n, ap, err := c.uc.ReadFromUDPAddrPort(msgs[0].Buf)
 	if err != nil {
 		return 0, err
 	}
-	msgs[0].N = n
+	msgs[0].N, msgs[0].Seg = n, 0
 	msgs[0].Addr = unmap(ap)
 	return 1, nil
 }
@@ -214,6 +285,9 @@ func (c *Conn) readBatch(msgs []Message) (int, error) {
 	if k > len(c.rms) {
 		c.rms = make([]ipv4.Message, k)
 		c.rbuf = make([][]byte, k)
+		if c.gro {
+			c.roob = make([]byte, k*groCmsgLen)
+		}
 	}
 	ms := c.rms[:k]
 	for i := range ms {
@@ -221,12 +295,20 @@ func (c *Conn) readBatch(msgs []Message) (int, error) {
 		ms[i].Buffers = c.rbuf[i : i+1]
 		ms[i].N = 0
 		ms[i].Addr = nil
+		if c.gro {
+			ms[i].OOB = c.roob[i*groCmsgLen : (i+1)*groCmsgLen]
+			ms[i].NN = 0
+		}
 	}
 	n, err := c.bc.ReadBatch(ms, 0)
 	n = max(n, 0) // x/net passes on the -1 of a failed recvmmsg
 	for i := 0; i < n; i++ {
 		msgs[i].N = ms[i].N
 		msgs[i].Addr = addrPort(ms[i].Addr)
+		msgs[i].Seg = 0
+		if c.gro && ms[i].NN > 0 {
+			msgs[i].Seg = groSegment(ms[i].OOB[:ms[i].NN])
+		}
 	}
 	for i := range ms {
 		c.rbuf[i] = nil
@@ -260,21 +342,50 @@ func (c *Conn) WriteBatch(msgs []Message) (int, error) {
 	return len(msgs), nil
 }
 
+// Limits of one offloaded write: Linux cuts at most 64 segments from one
+// buffer (UDP_MAX_SEGMENTS, 64 before 6.? and more since), and the buffer
+// must fit one IP packet (65,507 bytes of UDP payload over IPv4).
+const (
+	maxSegments = 64
+	maxGSOBytes = 65000
+)
+
 func (c *Conn) writeBatch(msgs []Message) (int, error) {
 	sent := 0
+	plainEnd := 0 // msgs[:plainEnd] go one per entry: their offloaded write failed
 	for sent < len(msgs) {
-		k := c.packWrite(msgs[sent:])
+		var k int
+		if sent < plainEnd {
+			k = c.packWrite(msgs[sent:plainEnd], false)
+		} else {
+			k = c.packWrite(msgs[sent:], c.gso.Load())
+		}
 		if k == 0 {
 			return sent, ErrInvalidAddr
 		}
 		n, err := c.bc.WriteBatch(c.wms[:k], 0)
 		n = max(n, 0) // x/net passes on the -1 of a failed sendmmsg
 		for i := range k {
-			c.wbuf[i] = nil
-			c.wms[i].Addr = nil
+			ms := &c.wms[i]
+			clear(ms.Buffers)
+			ms.Buffers, ms.Addr, ms.OOB = nil, nil, nil
 		}
-		sent += n
+		for i := range n {
+			sent += c.wn[i]
+		}
 		if err != nil {
+			if n < k && c.wn[n] > 1 {
+				// The kernel refused to cut this write into datagrams:
+				// send them one by one, and stop asking if it never
+				// will (a device without checksum offload).
+				if gsoDisabled(err) {
+					c.gso.Store(false)
+				} else if size := c.wsize[n]; errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EMSGSIZE) {
+					c.gsoMax.Store(int64(min(int(c.gsoMax.Load()), size-1)))
+				}
+				plainEnd = sent + c.wn[n]
+				continue
+			}
 			return sent, err
 		}
 		if n == 0 {
@@ -288,9 +399,13 @@ func (c *Conn) writeBatch(msgs []Message) (int, error) {
 
 var errNoProgress = errors.New("udpio: sendmmsg sent nothing")
 
-// packWrite fills the write scratch with the longest prefix of msgs (at most
-// maxBatch) whose addresses are valid, and returns its length.
-func (c *Conn) packWrite(msgs []Message) int {
+// packWrite fills the write scratch with entries for the longest prefix of
+// msgs (at most maxBatch messages) whose addresses are valid, and returns
+// how many entries it made. With gso, consecutive messages for one
+// destination, all of one size but the last, which may be shorter, share
+// an entry that the kernel cuts into datagrams (c.wn says how many
+// messages each entry carries).
+func (c *Conn) packWrite(msgs []Message, gso bool) int {
 	if len(msgs) > maxBatch {
 		msgs = msgs[:maxBatch]
 	}
@@ -300,29 +415,58 @@ func (c *Conn) packWrite(msgs []Message) int {
 		c.wbuf = make([][]byte, k)
 		c.waddr = make([]net.UDPAddr, k)
 		c.wip = make([][net.IPv6len]byte, k)
+		c.wn = make([]int, k)
+		c.wsize = make([]int, k)
+		c.woob = make([]byte, k*segmentCmsgLen)
 	}
-	for i := range msgs {
+	gsoMax := int(c.gsoMax.Load())
+	k := 0
+	for i := 0; i < len(msgs); k++ {
 		ap := msgs[i].Addr
 		if !ap.IsValid() {
-			return i
+			break
+		}
+		size := len(msgs[i].Buf)
+		j := i + 1
+		if gso && size > 0 && size <= gsoMax {
+			total := size
+			for j < len(msgs) && j-i < maxSegments && msgs[j].Addr == ap {
+				n := len(msgs[j].Buf)
+				if n == 0 || n > size || total+n > maxGSOBytes {
+					break
+				}
+				total += n
+				j++
+				if n < size {
+					break // only the last may be shorter
+				}
+			}
 		}
 		a := ap.Addr().Unmap()
-		ua := &c.waddr[i]
+		ua := &c.waddr[k]
 		if a.Is4() {
 			ip := a.As4()
-			ua.IP = append(c.wip[i][:0], ip[:]...)
+			ua.IP = append(c.wip[k][:0], ip[:]...)
 		} else {
 			ip := a.As16()
-			ua.IP = append(c.wip[i][:0], ip[:]...)
+			ua.IP = append(c.wip[k][:0], ip[:]...)
 		}
 		ua.Port = int(ap.Port())
 		ua.Zone = a.Zone()
-		c.wbuf[i] = msgs[i].Buf
-		m := &c.wms[i]
-		m.Buffers = c.wbuf[i : i+1]
+		for x := i; x < j; x++ {
+			c.wbuf[x] = msgs[x].Buf
+		}
+		m := &c.wms[k]
+		m.Buffers = c.wbuf[i:j]
 		m.Addr = ua
+		if j-i > 1 {
+			m.OOB = c.woob[k*segmentCmsgLen : (k+1)*segmentCmsgLen]
+			putSegmentCmsg(m.OOB, size)
+		}
+		c.wn[k], c.wsize[k] = j-i, size
+		i = j
 	}
-	return len(msgs)
+	return k
 }
 
 // addrPort converts the address x/net reports for a received datagram.
