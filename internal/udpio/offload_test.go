@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"syscall"
@@ -81,33 +82,34 @@ func TestPackWrite(t *testing.T) {
 	}
 	repeat := func(n, k int) []int { return slices.Repeat([]int{n}, k) }
 	tests := []struct {
-		name   string
-		msgs   []Message
-		gso    bool
-		gsoMax int
-		want   []entry
+		name string
+		msgs []Message
+		gso  bool
+		want []entry
 	}{
-		{"equal sizes share an entry", msgs(a, 100, 100, 100), true, 0, []entry{{3, 100}}},
-		{"the last may be shorter", msgs(a, 100, 100, 40), true, 0, []entry{{3, 100}}},
-		{"a shorter one ends the entry", msgs(a, 100, 40, 40), true, 0, []entry{{2, 100}, {1, 40}}},
-		{"a longer one starts an entry", msgs(a, 40, 100, 100), true, 0, []entry{{1, 40}, {2, 100}}},
-		{"destinations do not mix", append(msgs(a, 100, 100), msgs(b, 100, 100)...), true, 0, []entry{{2, 100}, {2, 100}}},
-		{"empty datagrams go alone", msgs(a, 0, 0, 100), true, 0, []entry{{1, 0}, {1, 0}, {1, 100}}},
-		{"at most maxSegments", msgs(a, repeat(10, 150)...), true, 0, []entry{{64, 10}, {64, 10}, {22, 10}}},
-		{"at most maxGSOBytes", msgs(a, repeat(1000, 70)...), true, 0, []entry{{64, 1000}, {6, 1000}}},
-		{"bytes bound before count", msgs(a, repeat(9000, 9)...), true, 0, []entry{{7, 9000}, {2, 9000}}},
-		{"without offload one each", msgs(a, 100, 100), false, 0, []entry{{1, 100}, {1, 100}}},
-		{"above gsoMax one each", msgs(a, 100, 100, 50, 50), true, 99, []entry{{1, 100}, {1, 100}, {2, 50}}},
-		{"an invalid address ends the prefix", append(msgs(a, 100, 100), Message{Buf: make([]byte, 100)}), true, 0, []entry{{2, 100}}},
+		{"equal sizes share an entry", msgs(a, 100, 100, 100), true, []entry{{3, 100}}},
+		{"the last may be shorter", msgs(a, 100, 100, 40), true, []entry{{3, 100}}},
+		{"a shorter one ends the entry", msgs(a, 100, 40, 40), true, []entry{{2, 100}, {1, 40}}},
+		{"a longer one starts an entry", msgs(a, 40, 100, 100), true, []entry{{1, 40}, {2, 100}}},
+		{"destinations do not mix", append(msgs(a, 100, 100), msgs(b, 100, 100)...), true, []entry{{2, 100}, {2, 100}}},
+		{"empty datagrams go alone", msgs(a, 0, 0, 100), true, []entry{{1, 0}, {1, 0}, {1, 100}}},
+		{"at most maxSegments", msgs(a, repeat(10, 150)...), true, []entry{{64, 10}, {64, 10}, {22, 10}}},
+		{"at most maxGSOBytes", msgs(a, repeat(1000, 70)...), true, []entry{{64, 1000}, {6, 1000}}},
+		{"bytes bound before count", msgs(a, repeat(9000, 9)...), true, []entry{{7, 9000}, {2, 9000}}},
+		{"without offload one each", msgs(a, 100, 100), false, []entry{{1, 100}, {1, 100}}},
+		{"port 0 one each", msgs(netip.MustParseAddrPort("127.0.0.1:0"), 100, 100), true, []entry{{1, 100}, {1, 100}}},
+		{"an invalid address ends the prefix", append(msgs(a, 100, 100), Message{Buf: make([]byte, 100)}), true, []entry{{2, 100}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &Conn{}
-			c.gsoMax.Store(MaxDatagram)
-			if tt.gsoMax > 0 {
-				c.gsoMax.Store(int64(tt.gsoMax))
+			for i := range tt.msgs {
+				if len(tt.msgs[i].Buf) > 0 {
+					tt.msgs[i].Buf[0] = byte(i)
+				}
 			}
+			c := &Conn{}
 			var got []entry
+			next := 0 // the message the next buffer must be
 			for rest := tt.msgs; len(rest) > 0; {
 				k := c.packWrite(rest, tt.gso)
 				if k == 0 {
@@ -115,17 +117,29 @@ func TestPackWrite(t *testing.T) {
 				}
 				used := 0
 				for i := range k {
-					got = append(got, entry{c.wn[i], c.wsize[i]})
 					m := c.wms[i]
+					got = append(got, entry{c.wn[i], len(m.Buffers[0])})
 					if len(m.Buffers) != c.wn[i] {
 						t.Fatalf("entry %d has %d buffers for %d messages", i, len(m.Buffers), c.wn[i])
+					}
+					for _, b := range m.Buffers {
+						if len(b) > 0 && b[0] != byte(next) || len(b) != len(tt.msgs[next].Buf) {
+							t.Fatalf("entry %d carries a buffer that is not message %d", i, next)
+						}
+						next++
+					}
+					if ua := m.Addr.(*net.UDPAddr); ua.AddrPort() != tt.msgs[next-1].Addr {
+						t.Fatalf("entry %d goes to %v, want %v", i, ua.AddrPort(), tt.msgs[next-1].Addr)
+					}
+					if !offloadSupported {
+						continue
 					}
 					if c.wn[i] > 1 {
 						if len(m.OOB) != segmentCmsgLen {
 							t.Fatalf("entry %d of %d messages has no segment size", i, c.wn[i])
 						}
-						if seg := segmentOf(m.OOB); seg != c.wsize[i] {
-							t.Fatalf("entry %d asks for segments of %d, want %d", i, seg, c.wsize[i])
+						if seg := segmentOf(m.OOB); seg != len(m.Buffers[0]) {
+							t.Fatalf("entry %d asks for segments of %d, want %d", i, seg, len(m.Buffers[0]))
 						}
 					} else if m.OOB != nil {
 						t.Fatalf("single datagram %d has a control message", i)
@@ -170,9 +184,11 @@ func (r *refusingConn) WriteBatch(ms []ipv4.Message, _ int) (int, error) {
 }
 
 // TestOffloadRefused checks what a Conn does when the kernel refuses to cut
-// a write into datagrams: it sends them one by one, and either stops asking
-// for offload (EIO: the device cannot) or stops asking for datagrams that
-// large (EINVAL: the path's MTU is smaller).
+// a write into datagrams: it sends them one by one, and stops asking for
+// offload if the kernel never will (EIO: the device cannot), not for a
+// refusal that may concern one peer or size (EINVAL).
+// large (EINVAL: the path's MTU is smaller). The datagrams go out one by
+// one either way.
 func TestOffloadRefused(t *testing.T) {
 	if !offloadSupported {
 		t.Skip("no segmentation offload on this platform")
@@ -188,18 +204,16 @@ func TestOffloadRefused(t *testing.T) {
 	tests := []struct {
 		err         error
 		wantGSO     bool
-		wantMax     int
 		wantRefused int
 	}{
-		{syscall.EIO, false, MaxDatagram, 1},
-		{syscall.EINVAL, true, 399, 2}, // this fake refuses the 400-byte pair too
+		{syscall.EIO, false, 1},
+		{syscall.EINVAL, true, 2}, // this fake refuses the 400-byte pair too
 	}
 	for _, tt := range tests {
 		t.Run(tt.err.Error(), func(t *testing.T) {
 			rc := &refusingConn{err: tt.err}
 			c := &Conn{bc: rc}
 			c.gso.Store(true)
-			c.gsoMax.Store(MaxDatagram)
 			n, err := c.writeBatch(send)
 			if err != nil || n != len(send) {
 				t.Fatalf("writeBatch = %d, %v; want %d, nil", n, err, len(send))
@@ -216,9 +230,6 @@ func TestOffloadRefused(t *testing.T) {
 			}
 			if g, _ := c.Offload(); g != tt.wantGSO {
 				t.Errorf("offload on = %v, want %v", g, tt.wantGSO)
-			}
-			if m := int(c.gsoMax.Load()); m != tt.wantMax {
-				t.Errorf("gsoMax = %d, want %d", m, tt.wantMax)
 			}
 			if rc.refused != tt.wantRefused {
 				t.Errorf("%d refusals, want %d", rc.refused, tt.wantRefused)
@@ -243,6 +254,9 @@ func TestOffloadLoopback(t *testing.T) {
 			gso, _ := tx.Offload()
 			if _, gro := rxs[1].Offload(); gro {
 				t.Fatal("NoOffload receiver reads with offload")
+			}
+			if _, gro := rxs[0].Offload(); offloadSupported && kernelAtLeast(5, 10) && (!gso || !gro) {
+				t.Errorf("Offload() = %v, %v on Linux 5.10 or later; want both on", gso, gro)
 			}
 			// Runs of equal sizes with shorter tails, to both receivers
 			// in turn.
@@ -319,6 +333,53 @@ func TestOffloadLoopback(t *testing.T) {
 				case gro && gso && coalesced == 0:
 					t.Errorf("receiver %d with offload read no coalesced buffer from an offloading sender", k)
 				}
+			}
+		})
+	}
+}
+
+// TestOffloadTruncated reads datagrams coalesced by receive offload into a
+// buffer too small for them all: the read keeps the whole datagrams that
+// fit and no piece of the next.
+func TestOffloadTruncated(t *testing.T) {
+	if n := whole(2048, 500, msgTrunc); msgTrunc != 0 && n != 2000 {
+		t.Errorf("whole(2048, 500, MSG_TRUNC) = %d, want 2000", n)
+	}
+	for _, tt := range []struct{ n, seg, flags, want int }{
+		{2048, 500, 0, 2048}, // not cut short: the last datagram is short
+		{300, 500, msgTrunc, 300},
+		{2048, 0, msgTrunc, 2048}, // one datagram, truncated as ever
+	} {
+		if got := whole(tt.n, tt.seg, tt.flags); got != tt.want {
+			t.Errorf("whole(%d, %d, %d) = %d, want %d", tt.n, tt.seg, tt.flags, got, tt.want)
+		}
+	}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			tx := listen(t, "udp4", "127.0.0.1:0", Options{})
+			rx := listen(t, "udp4", "127.0.0.1:0", mode.opts)
+			to := rx.LocalAddr()
+			var send []Message
+			for i := range 20 {
+				send = append(send, Message{Buf: bytes.Repeat([]byte{byte(i)}, 500), Addr: to})
+			}
+			if _, err := tx.WriteBatch(send); err != nil {
+				t.Fatal(err)
+			}
+			rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+			recv := []Message{{Buf: make([]byte, 2048)}}
+			if _, err := rx.ReadBatch(recv); err != nil {
+				t.Fatal(err)
+			}
+			k := 0
+			for d := range recv[0].Datagrams() {
+				if !bytes.Equal(d, send[k].Buf) {
+					t.Fatalf("datagram %d: %d bytes of %d, want 500 of %d", k, len(d), d[0], k)
+				}
+				k++
+			}
+			if k == 0 {
+				t.Fatal("no datagram read")
 			}
 		})
 	}

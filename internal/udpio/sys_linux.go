@@ -3,6 +3,7 @@ package udpio
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"syscall"
 )
@@ -71,6 +72,9 @@ const (
 // offloadSupported says whether the platform may have segmentation offload.
 const offloadSupported = true
 
+// msgTrunc is the flag of a read cut short by its buffer.
+const msgTrunc = syscall.MSG_TRUNC
+
 // enableOffload turns receive offload on for uc and reports which
 // directions the kernel supports.
 func enableOffload(uc *net.UDPConn) (gso, gro bool) {
@@ -78,12 +82,35 @@ func enableOffload(uc *net.UDPConn) (gso, gro bool) {
 	if err != nil {
 		return false, false
 	}
+	groOK := kernelAtLeast(5, 10)
 	rc.Control(func(fd uintptr) {
 		_, err := syscall.GetsockoptInt(int(fd), solUDP, udpSegment)
 		gso = err == nil
-		gro = syscall.SetsockoptInt(int(fd), solUDP, udpGRO, 1) == nil
+		gro = groOK && syscall.SetsockoptInt(int(fd), solUDP, udpGRO, 1) == nil
 	})
 	return gso, gro
+}
+
+// kernelAtLeast reports whether the running kernel's version is at least
+// major.minor. Receive offload waits for 5.10: the first kernels that had
+// it (5.0) mishandled some coalesced packets before later fixes.
+func kernelAtLeast(major, minor int) bool {
+	var u syscall.Utsname
+	if syscall.Uname(&u) != nil {
+		return false
+	}
+	var rel []byte
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		rel = append(rel, byte(c))
+	}
+	var maj, min int
+	if _, err := fmt.Sscanf(string(rel), "%d.%d", &maj, &min); err != nil {
+		return false
+	}
+	return maj > major || maj == major && min >= minor
 }
 
 // segmentCmsgLen is the size of the control message putSegmentCmsg writes.

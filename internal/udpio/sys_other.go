@@ -19,6 +19,8 @@ func forceBuffer(*net.UDPConn, int, bool) {}
 // offloadSupported says whether the platform may have segmentation offload.
 const offloadSupported = false
 
+const msgTrunc = 0
+
 func enableOffload(*net.UDPConn) (gso, gro bool) { return false, false }
 
 var segmentCmsgLen, groCmsgLen = 0, 0
@@ -28,3 +30,5 @@ func putSegmentCmsg([]byte, int) {}
 func groSegment([]byte) int { return 0 }
 
 func gsoDisabled(error) bool { return false }
+
+func kernelAtLeast(int, int) bool { return false }

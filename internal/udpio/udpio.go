@@ -29,7 +29,6 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/net/ipv4"
@@ -54,11 +53,14 @@ const maxBatch = 1024
 // a valid address and port.
 var ErrInvalidAddr = errors.New("udpio: invalid destination address")
 
-// Message is one datagram.
+// Message is one datagram, or after ReadBatch with receive offload several
+// from one sender (see Seg).
 type Message struct {
 	// Buf is the datagram's storage. ReadBatch reads into Buf from its
-	// start (a datagram longer than len(Buf) is truncated; buffers of
-	// BufferSize bytes hold any datagram). WriteBatch sends all of Buf.
+	// start (a datagram longer than len(Buf) is truncated, and with
+	// receive offload so are the datagrams that do not fit: buffers of
+	// BufferSize bytes hold any datagram and anything the kernel
+	// coalesces). WriteBatch sends all of Buf.
 	Buf []byte
 	// N is the length of the datagram ReadBatch read: Buf[:N].
 	N int
@@ -140,11 +142,6 @@ type Conn struct {
 	wip   [][net.IPv6len]byte
 	woob  []byte
 	wn    []int // how many of the caller's messages each entry of wms carries
-	wsize []int // and the size of its first
-
-	// gsoMax is the largest datagram an offloaded write may carry: a
-	// write the kernel refused as too large for its path lowers it.
-	gsoMax atomic.Int64
 
 	readBufSize, writeBufSize int
 }
@@ -188,7 +185,6 @@ func New(uc *net.UDPConn, o Options) *Conn {
 		}
 		c.readBatched.Store(true)
 		c.writeBatched.Store(true)
-		c.gsoMax.Store(MaxDatagram)
 		if offloadSupported && !o.NoOffload {
 			gso, gro := enableOffload(uc)
 			c.gso.Store(gso)
@@ -241,8 +237,10 @@ func (c *Conn) Close() error {
 
 // ReadBatch blocks until at least one datagram arrives, then reads as many
 // datagrams as are waiting, up to len(msgs), into msgs[i].Buf, setting
-// msgs[i].N and msgs[i].Addr. It returns how many it read. Without batched
-// calls it reads one datagram per call.
+// msgs[i].N, msgs[i].Addr and msgs[i].Seg. It returns how many messages it
+// filled; with receive offload a message may hold several datagrams (range
+// over Message.Datagrams). Without batched calls it reads one message per
+// call.
 //
 // ReadBatch keeps no reference to msgs or their buffers after it returns.
 // Plain reads allocate nothing; batched reads allocate the two small
@@ -260,11 +258,12 @@ func (c *Conn) ReadBatch(msgs []Message) (int, error) {
 	}
 	if c.gro {
 		var oob [64]byte
-		n, oobn, _, ap, err := c.uc.ReadMsgUDPAddrPort(msgs[0].Buf, oob[:])
+		n, oobn, flags, ap, err := c.uc.ReadMsgUDPAddrPort(msgs[0].Buf, oob[:])
 		if err != nil {
 			return 0, err
 		}
-		msgs[0].N, msgs[0].Seg = n, groSegment(oob[:oobn])
+		msgs[0].Seg = groSegment(oob[:oobn])
+		msgs[0].N = whole(n, msgs[0].Seg, flags)
 		msgs[0].Addr = unmap(ap)
 		return 1, nil
 	}
@@ -308,6 +307,7 @@ func (c *Conn) readBatch(msgs []Message) (int, error) {
 		msgs[i].Seg = 0
 		if c.gro && ms[i].NN > 0 {
 			msgs[i].Seg = groSegment(ms[i].OOB[:ms[i].NN])
+			msgs[i].N = whole(ms[i].N, msgs[i].Seg, ms[i].Flags)
 		}
 	}
 	for i := range ms {
@@ -342,9 +342,20 @@ func (c *Conn) WriteBatch(msgs []Message) (int, error) {
 	return len(msgs), nil
 }
 
-// Limits of one offloaded write: Linux cuts at most 64 segments from one
-// buffer (UDP_MAX_SEGMENTS, 64 before 6.? and more since), and the buffer
-// must fit one IP packet (65,507 bytes of UDP payload over IPv4).
+// whole returns the bytes of a read of n bytes with segment size seg that
+// hold whole datagrams: a coalesced read cut short by its buffer (flags
+// has MSG_TRUNC) ends with part of a datagram, which is dropped, as the
+// datagrams that did not fit are.
+func whole(n, seg, flags int) int {
+	if seg > 0 && flags&msgTrunc != 0 && n > seg {
+		return n - n%seg
+	}
+	return n
+}
+
+// Limits of one offloaded write: Linux cuts at most UDP_MAX_SEGMENTS
+// segments from one buffer (64 in older kernels, more in recent ones), and
+// the buffer must fit one IP packet (65,507 bytes of UDP payload over IPv4).
 const (
 	maxSegments = 64
 	maxGSOBytes = 65000
@@ -375,13 +386,13 @@ func (c *Conn) writeBatch(msgs []Message) (int, error) {
 		}
 		if err != nil {
 			if n < k && c.wn[n] > 1 {
-				// The kernel refused to cut this write into datagrams:
-				// send them one by one, and stop asking if it never
+				// The kernel refused to cut this write into datagrams
+				// (a segment too large for the path, or an address it
+				// refuses anyway): send them one by one, which reports
+				// a datagram's own error, and stop asking if it never
 				// will (a device without checksum offload).
 				if gsoDisabled(err) {
 					c.gso.Store(false)
-				} else if size := c.wsize[n]; errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EMSGSIZE) {
-					c.gsoMax.Store(int64(min(int(c.gsoMax.Load()), size-1)))
 				}
 				plainEnd = sent + c.wn[n]
 				continue
@@ -416,10 +427,8 @@ func (c *Conn) packWrite(msgs []Message, gso bool) int {
 		c.waddr = make([]net.UDPAddr, k)
 		c.wip = make([][net.IPv6len]byte, k)
 		c.wn = make([]int, k)
-		c.wsize = make([]int, k)
 		c.woob = make([]byte, k*segmentCmsgLen)
 	}
-	gsoMax := int(c.gsoMax.Load())
 	k := 0
 	for i := 0; i < len(msgs); k++ {
 		ap := msgs[i].Addr
@@ -428,7 +437,7 @@ func (c *Conn) packWrite(msgs []Message, gso bool) int {
 		}
 		size := len(msgs[i].Buf)
 		j := i + 1
-		if gso && size > 0 && size <= gsoMax {
+		if gso && size > 0 && ap.Port() != 0 {
 			total := size
 			for j < len(msgs) && j-i < maxSegments && msgs[j].Addr == ap {
 				n := len(msgs[j].Buf)
@@ -459,11 +468,12 @@ func (c *Conn) packWrite(msgs []Message, gso bool) int {
 		m := &c.wms[k]
 		m.Buffers = c.wbuf[i:j]
 		m.Addr = ua
+		m.OOB = nil
 		if j-i > 1 {
 			m.OOB = c.woob[k*segmentCmsgLen : (k+1)*segmentCmsgLen]
 			putSegmentCmsg(m.OOB, size)
 		}
-		c.wn[k], c.wsize[k] = j-i, size
+		c.wn[k] = j - i
 		i = j
 	}
 	return k
