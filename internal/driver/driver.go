@@ -280,6 +280,12 @@ func (e *Engine) InputBatch(msgs []udpio.Message) {
 	if e.closed {
 		return
 	}
+	e.handleBatchLocked(msgs)
+}
+
+// handleBatchLocked hands the endpoint every datagram of msgs, then
+// flushes.
+func (e *Engine) handleBatchLocked(msgs []udpio.Message) {
 	now := e.clk.Now()
 	for i := range msgs {
 		for d := range msgs[i].Datagrams() {

@@ -360,13 +360,7 @@ func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) {
 		e.mu.Unlock()
 		return
 	}
-	now := e.clk.Now()
-	for i := range msgs {
-		for d := range msgs[i].Datagrams() {
-			e.ep.HandleDatagram(now, msgs[i].Addr, d)
-		}
-	}
-	e.flushLocked()
+	e.handleBatchLocked(msgs)
 	if c.head == len(c.queue) && c.err == nil {
 		e.unlock()
 		return
