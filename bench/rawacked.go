@@ -70,11 +70,7 @@ func (rawAcked) Server(ctx context.Context, w Workload, o Options, ready func(st
 }
 
 func (rawAcked) Client(ctx context.Context, w Workload, o Options, addr string) (Metrics, error) {
-	to, err := netip.ParseAddrPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	uc, err := listenUDP(o)
+	uc, to, err := clientUDP(o, addr)
 	if err != nil {
 		return nil, err
 	}

@@ -63,11 +63,7 @@ func (s rawUDP) Server(ctx context.Context, w Workload, o Options, ready func(st
 }
 
 func (s rawUDP) Client(ctx context.Context, w Workload, o Options, addr string) (Metrics, error) {
-	to, err := netip.ParseAddrPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	uc, err := listenUDP(o)
+	uc, to, err := clientUDP(o, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +119,17 @@ func listenUDP(o Options) (*net.UDPConn, error) {
 		uc.SetWriteBuffer(o.SocketBuffer)
 	}
 	return uc, nil
+}
+
+// clientUDP opens a client's socket (listenUDP) and parses the server's
+// address.
+func clientUDP(o Options, addr string) (*net.UDPConn, netip.AddrPort, error) {
+	to, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, to, err
+	}
+	uc, err := listenUDP(o)
+	return uc, to, err
 }
 
 // deadliner is the part of a socket the helpers below use to stop a read.

@@ -170,6 +170,14 @@ func accept(t *testing.T, ctx context.Context, l *driver.Listener) *driver.Conn 
 	return c
 }
 
+// connect dials l and accepts the connection: the client's side, then the
+// server's.
+func connect(t *testing.T, ctx context.Context, d Driver, l *driver.Listener, cfg fastnet.Config) (client, server *driver.Conn) {
+	t.Helper()
+	client = dial(t, ctx, d, l.Addr().String(), cfg)
+	return client, accept(t, ctx, l)
+}
+
 // Messages of the tests carry their stream (a channel, or a sender) and
 // their place in it, then bytes that depend on both, so that the receiver
 // checks order and content without knowing what was sent.

@@ -195,8 +195,7 @@ func testLargeMessages(t *testing.T, d Driver) {
 		cfg.InitialPayloadMTU = 1200
 	}
 	l := listen(t, ctx, d, cfg)
-	c := dial(t, ctx, d, l.Addr().String(), cfg)
-	sc := accept(t, ctx, l)
+	c, sc := connect(t, ctx, d, l, cfg)
 
 	msg := make([]byte, big)
 	rand.NewChaCha8([32]byte{1, 6}).Read(msg)
@@ -256,8 +255,7 @@ func testConcurrentSenders(t *testing.T, d Driver) {
 	ctx := testContext(t)
 	cfg := config()
 	l := listen(t, ctx, d, cfg)
-	c := dial(t, ctx, d, l.Addr().String(), cfg)
-	sc := accept(t, ctx, l)
+	c, sc := connect(t, ctx, d, l, cfg)
 
 	served := make(chan error, 1)
 	go func() {
@@ -305,8 +303,7 @@ func testSlowReader(t *testing.T, d Driver) {
 	ctx := testContext(t)
 	cfg := config()
 	l := listenQueue(t, ctx, d, cfg, queue)
-	c := dial(t, ctx, d, l.Addr().String(), cfg)
-	sc := accept(t, ctx, l)
+	c, sc := connect(t, ctx, d, l, cfg)
 
 	sent := make(chan error, 1)
 	go func() {
@@ -365,8 +362,7 @@ func testIdleReceiver(t *testing.T, d Driver) {
 	cfg := config()
 	cfg.Timeout = 500 * time.Millisecond
 	l := listen(t, ctx, d, cfg)
-	c := dial(t, ctx, d, l.Addr().String(), cfg)
-	sc := accept(t, ctx, l)
+	c, sc := connect(t, ctx, d, l, cfg)
 	exchange(t, ctx, c, sc) // the client's Receive read the socket itself
 	for seq := range uint32(n) {
 		if err := sc.Send(ctx, 1, payload(1, seq, 100), true); err != nil {
@@ -392,8 +388,7 @@ func testConcurrentReceiveCancel(t *testing.T, d Driver) {
 	ctx := testContext(t)
 	cfg := config()
 	l := listen(t, ctx, d, cfg)
-	c := dial(t, ctx, d, l.Addr().String(), cfg)
-	sc := accept(t, ctx, l)
+	c, sc := connect(t, ctx, d, l, cfg)
 	exchange(t, ctx, c, sc)
 	for i := range rounds {
 		var wg sync.WaitGroup
@@ -431,8 +426,7 @@ func testUnreliable(t *testing.T, d Driver) {
 	ctx := testContext(t)
 	cfg := config()
 	l := listen(t, ctx, d, cfg)
-	c := dial(t, ctx, d, l.Addr().String(), cfg)
-	sc := accept(t, ctx, l)
+	c, sc := connect(t, ctx, d, l, cfg)
 
 	for seq := range uint32(n) {
 		if err := c.Send(ctx, ch, payload(ch, seq, size(ch, seq)), false); err != nil {
@@ -491,8 +485,7 @@ func testGracefulClose(t *testing.T, d Driver) {
 	cfg := config()
 	cfg.Linger = 5 * time.Second // the messages must get through
 	l := listen(t, ctx, d, cfg)
-	c := dial(t, ctx, d, l.Addr().String(), cfg)
-	sc := accept(t, ctx, l)
+	c, sc := connect(t, ctx, d, l, cfg)
 
 	for seq := range uint32(perChannel) {
 		for _, ch := range channels {
@@ -536,8 +529,7 @@ func testListenerClose(t *testing.T, d Driver) {
 	ctx := testContext(t)
 	cfg := config()
 	l := listen(t, ctx, d, cfg)
-	c := dial(t, ctx, d, l.Addr().String(), cfg)
-	sc := accept(t, ctx, l)
+	c, sc := connect(t, ctx, d, l, cfg)
 
 	accepted := make(chan error, 1)
 	go func() {
@@ -845,8 +837,7 @@ func testCloseUnblocksReceive(t *testing.T, d Driver) {
 			ctx := testContext(t)
 			cfg := config()
 			l := listen(t, ctx, d, cfg)
-			c := dial(t, ctx, d, l.Addr().String(), cfg)
-			sc := accept(t, ctx, l)
+			c, sc := connect(t, ctx, d, l, cfg)
 			closer, other := c, sc
 			if side == "Server" {
 				closer, other = sc, c
@@ -924,8 +915,7 @@ func testContextUnblocks(t *testing.T, d Driver) {
 		ctx := testContext(t)
 		cfg := config()
 		l := listen(t, ctx, d, cfg)
-		c := dial(t, ctx, d, l.Addr().String(), cfg)
-		sc := accept(t, ctx, l)
+		c, sc := connect(t, ctx, d, l, cfg)
 		if _, err := c.Receive(cancelSoon(ctx)); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Receive = %v, want context.Canceled", err)
 		}
@@ -945,8 +935,7 @@ func testContextUnblocks(t *testing.T, d Driver) {
 		if _, err := l.Accept(cancelSoon(ctx)); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Accept = %v, want context.Canceled", err)
 		}
-		c := dial(t, ctx, d, l.Addr().String(), cfg)
-		sc := accept(t, ctx, l)
+		c, sc := connect(t, ctx, d, l, cfg)
 		exchange(t, ctx, c, sc)
 	})
 	t.Run("Dial", func(t *testing.T) {
@@ -975,8 +964,7 @@ func testMisuseErrors(t *testing.T, d Driver) {
 	cfg := config()
 	cfg.MaxMessageSize = 4096
 	l := listen(t, ctx, d, cfg)
-	c := dial(t, ctx, d, l.Addr().String(), cfg)
-	sc := accept(t, ctx, l)
+	c, sc := connect(t, ctx, d, l, cfg)
 
 	tests := []struct {
 		name    string
