@@ -158,6 +158,15 @@ func run(ctx context.Context, args []string, s *stdio) int {
 			mainHelp(s.out)
 			return exitOK
 		}
+		if len(args) > 1 {
+			s.errorf("fastnet help: one command at a time, not %q (try \"fastnet help\")", strings.Join(args, " "))
+			return exitUsage
+		}
+		switch args[0] {
+		case "help", "-h", "-help", "--help":
+			mainHelp(s.out)
+			return exitOK
+		}
 		c := findCommand(args[0])
 		if c == nil {
 			s.errorf("fastnet help: unknown command %q (try \"fastnet help\")", args[0])

@@ -496,6 +496,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"--help"}, 0, "Commands:", ""},
 		{[]string{"help", "demo"}, 0, "Usage: fastnet demo", ""},
 		{[]string{"help", "nope"}, 2, "", `unknown command "nope"`},
+		{[]string{"help", "help"}, 0, "Commands:", ""},
+		{[]string{"help", "demo", "probe"}, 2, "", "one command at a time"},
 		{[]string{"listen", "--help"}, 0, "-max-conns", ""},
 		{[]string{"connect", "-h"}, 0, "Usage: fastnet connect HOST:PORT", ""},
 		{[]string{"probe", "--help"}, 0, "Exit status", ""},
@@ -513,6 +515,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"demo", "--loss", "2"}, 2, "", "--loss 2"},
 		{[]string{"demo", "--clients", "0"}, 2, "", "--clients 0"},
 		{[]string{"demo", "--mtu", "100"}, 2, "", "--mtu 100"},
+		{[]string{"demo", "--wait", "0s"}, 2, "", "--wait 0s"},
 	}
 	for _, tt := range tests {
 		r := runBin(t, "", 10*time.Second, tt.args...)

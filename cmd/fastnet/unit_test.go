@@ -377,3 +377,28 @@ func TestInProcess(t *testing.T) {
 		t.Errorf("listen reported %d disconnections, want 2:\n%s", n, lout.String())
 	}
 }
+
+// TestDemoGivesUp runs a demo whose clients cannot wait long enough for
+// their last echoes (a 400 ms round trip, a 1 ms --wait) and checks that the
+// report says they stopped waiting, with how many echoes were on their way,
+// and does not present the run as damaged.
+func TestDemoGivesUp(t *testing.T) {
+	t.Parallel()
+	var out, errb syncBuffer
+	code := run(context.Background(), []string{"demo", "--duration", "300ms", "--clients", "1",
+		"--delay", "200ms", "--jitter", "0s", "--loss", "0", "--dup", "0", "--reorder", "0", "--wait", "1ms"},
+		&stdio{out: &out, err: &errb})
+	if code != exitFailure {
+		t.Fatalf("demo: exit %d, want %d\n%s\n%s", code, exitFailure, out.String(), errb.String())
+	}
+	report := out.String()
+	for _, want := range []string{
+		"verdict: FAIL: incomplete: 1 of 1 clients stopped waiting before every echo arrived; nothing arrived damaged",
+		"client 0: stopped waiting with ",
+		"echoes still on their way",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+}
