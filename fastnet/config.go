@@ -142,6 +142,11 @@ type Config struct {
 	// Linger bounds how long a graceful Close waits for its reliable data to
 	// be acknowledged before it sends "disconnect" (D18). Default 2 s.
 	Linger time.Duration
+	// AckRepeats is how many later ack packets repeat each ack entry in
+	// the room they have left (N29), on Datagram transports, so that one
+	// lost ack packet does not cost a resend. Repeats never add a packet.
+	// Default 2; -1 sends each entry once; at most 8.
+	AckRepeats int
 
 	// MTU estimation (D19), on Datagram transports.
 	MTU MTUConfig
@@ -183,11 +188,15 @@ const (
 	DefaultMinResendRTT      = 10 * time.Millisecond
 	DefaultMaxResendInterval = 5 * time.Second
 	DefaultLinger            = 2 * time.Second
+	DefaultAckRepeats        = 2
 	// The MTU estimation defaults are the mtu package's, chosen by
 	// measurement (see its documentation).
 	DefaultMTUProbeInterval = mtu.DefaultProbeInterval
 	DefaultMTUFinalTimeout  = mtu.DefaultFinalTimeout
 	DefaultMTUPeriod        = mtu.DefaultPeriod
+
+	// maxAckRepeats bounds Config.AckRepeats.
+	maxAckRepeats = 8
 
 	// seqSpace is M of D5.
 	seqSpace = 8398608
@@ -262,6 +271,9 @@ func (c Config) withDefaults() Config {
 	if c.Linger == 0 {
 		c.Linger = DefaultLinger
 	}
+	if c.AckRepeats == 0 {
+		c.AckRepeats = DefaultAckRepeats
+	}
 	if c.MTU.ProbeInterval == 0 {
 		c.MTU.ProbeInterval = DefaultMTUProbeInterval
 	}
@@ -323,6 +335,8 @@ func (c Config) resolve() (Config, error) {
 		return bad("MinResendRTT must be positive and at most MaxResendInterval")
 	case c.Linger < 0:
 		return bad("Linger must not be negative")
+	case c.AckRepeats < -1 || c.AckRepeats > maxAckRepeats:
+		return bad("AckRepeats %d: want -1..%d", c.AckRepeats, maxAckRepeats)
 	case c.MTU.ProbeInterval <= 0 || c.MTU.FinalTimeout <= 0 || c.MTU.Period <= 0:
 		return bad("MTU intervals must be positive")
 	}

@@ -52,7 +52,10 @@ type conn struct {
 	sendChans []*chanState // channels with reliable packets in flight
 	recvChans []*chanState // channels whose receiver has a deadline (MCI)
 	acks      []channel.Ack
-	stream    streamQueue // Stream transport: whole messages, in order
+	// sentAcks holds the latest ack entries sent, oldest first, with the
+	// repeats each has left (N29).
+	sentAcks []sentAck
+	stream   streamQueue // Stream transport: whole messages, in order
 
 	queued       int // encoded bytes waiting to be sent the first time
 	inFlight     int // reliable bytes unacknowledged (sum over senders)

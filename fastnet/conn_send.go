@@ -156,15 +156,53 @@ func (c *conn) maybeWritable() {
 	}
 }
 
+// sentAck is an ack entry already sent and the number of times it may
+// still be repeated (N29).
+type sentAck struct {
+	a    channel.Ack
+	left int
+}
+
+// maxSentAcks bounds the ack entries a connection keeps for repeating: the
+// newest are the ones worth repeating, and it keeps appendAcks' work per
+// packet constant.
+const maxSentAcks = 64
+
 // appendAcks writes one ack packet (D13) with as many pending acks as the
-// payload MTU allows.
+// payload MTU allows, then fills the room left with repeats of the entries
+// sent before, newest first, each at most Config.AckRepeats times (N29).
 func (c *conn) appendAcks(buf []byte) []byte {
 	b := appendPacketHeader(buf, chAck)
-	n := min(len(c.acks), max(1, c.payloadMTU/channel.AckLen))
+	room := max(1, c.payloadMTU/channel.AckLen)
+	n := min(len(c.acks), room)
 	for _, a := range c.acks[:n] {
 		b = channel.AppendAck(b, a)
 	}
 	c.stats.AcksSent += uint64(n)
+	if repeats := c.ep.cfg.AckRepeats; repeats > 0 {
+		room -= n
+		for i := len(c.sentAcks) - 1; i >= 0 && room > 0; i-- {
+			if e := &c.sentAcks[i]; e.left > 0 {
+				b = channel.AppendAck(b, e.a)
+				e.left--
+				room--
+				c.stats.AcksRepeated++
+			}
+		}
+		kept := c.sentAcks[:0]
+		for _, e := range c.sentAcks {
+			if e.left > 0 {
+				kept = append(kept, e)
+			}
+		}
+		for _, a := range c.acks[max(0, n-maxSentAcks):n] {
+			kept = append(kept, sentAck{a: a, left: repeats})
+		}
+		if drop := len(kept) - maxSentAcks; drop > 0 {
+			kept = kept[:copy(kept, kept[drop:])]
+		}
+		c.sentAcks = kept
+	}
 	rest := copy(c.acks, c.acks[n:])
 	c.acks = c.acks[:rest]
 	return b
@@ -177,7 +215,7 @@ func (c *conn) countSent(n int) {
 
 // releaseBuffers drops the connection's queues when it is removed.
 func (c *conn) releaseBuffers() {
-	c.chans, c.last, c.ring, c.sendChans, c.recvChans, c.acks = nil, nil, nil, nil, nil, nil
+	c.chans, c.last, c.ring, c.sendChans, c.recvChans, c.acks, c.sentAcks = nil, nil, nil, nil, nil, nil, nil
 	c.stream = streamQueue{}
 	c.queued, c.inFlight = 0, 0
 }

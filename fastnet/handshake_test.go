@@ -290,6 +290,10 @@ func TestConfigValidate(t *testing.T) {
 		{"conn memory below channel", Config{Role: Client, ConnReceiveMemory: 1}, false},
 		{"stream packet too small for message", Config{Role: Client, Transport: Stream, MaxPacketSize: 5000}, false},
 		{"negative linger", Config{Role: Client, Linger: -1}, false},
+		{"ack repeats off", Config{Role: Client, AckRepeats: -1}, true},
+		{"ack repeats 8", Config{Role: Client, AckRepeats: 8}, true},
+		{"ack repeats 9", Config{Role: Client, AckRepeats: 9}, false},
+		{"ack repeats -2", Config{Role: Client, AckRepeats: -2}, false},
 		{"tiny timeout", Config{Role: Client, Timeout: time.Millisecond}, false},
 	}
 	for _, tt := range tests {

@@ -66,7 +66,8 @@ type Stats struct {
 	BytesSent, BytesReceived     uint64 // their sizes
 	PacketsResent                uint64 // reliable packets sent again (D14)
 	BytesResent                  uint64
-	AcksSent, AcksReceived       uint64 // ack entries (D13), not ack packets
+	AcksSent, AcksReceived       uint64 // ack entries (D13), not ack packets; received: those that freed a packet
+	AcksRepeated                 uint64 // ack entries sent again in an ack packet's spare room (N29)
 	MessagesSent                 uint64 // messages accepted by Send
 	MessagesDelivered            uint64 // messages delivered to the application
 	// Dropped counts incoming packets dropped, indexed by DropReason.
