@@ -64,8 +64,10 @@ Heavy impairment can end connections instead: a reliable packet that stays
 unacknowledged for the connection timeout (20 s) closes its connection
 (D14), and until MTU estimation has grown the payload MTU from its initial
 32 bytes a 32 KiB message travels as a thousand packets, each needing its
-own acknowledgement. With a 200 ms round trip that happens from about 15 %
-loss each way; the report then says "peer is not acknowledging".
+own acknowledgement. With a 200 ms round trip that happens from about 25 %
+loss each way (an ack lost on the way back is repeated in later ack
+packets, N29, but a packet still needs one of its copies through within the
+timeout); the report then says "peer is not acknowledging".
 
 Progress goes to standard error (one updated line on a terminal, a line a
 second otherwise). The report on standard output gives the messages sent and
