@@ -1,6 +1,8 @@
 package fastnet
 
 import (
+	"time"
+
 	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
@@ -89,7 +91,7 @@ func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 		return appendHeartbeat(appendPacketHeader(buf, chHeartbeat), v), true
 	}
 	if len(c.acks) > 0 {
-		return c.appendAcks(buf), true
+		return c.appendAcks(now, buf), true
 	}
 	if cfg.Transport == Stream {
 		b, ok := c.stream.pop(buf)
@@ -156,22 +158,35 @@ func (c *conn) maybeWritable() {
 	}
 }
 
-// sentAck is an ack entry already sent and the number of times it may
-// still be repeated (N29).
+// sentAck is an ack entry already sent, when, and the number of times it
+// may still be repeated (N29).
 type sentAck struct {
 	a    channel.Ack
+	at   clock.Time
 	left int
 }
 
-// maxSentAcks bounds the ack entries a connection keeps for repeating: the
-// newest are the ones worth repeating, and it keeps appendAcks' work per
-// packet constant.
-const maxSentAcks = 64
+const (
+	// maxSentAcks bounds the ack entries a connection keeps for repeating:
+	// the newest are the ones worth repeating, and it keeps appendAcks'
+	// work per packet constant.
+	maxSentAcks = 64
+	// maxAckRepeatAge is how long an entry may be repeated after it was
+	// first sent. Packet sequence numbers count unreliable packets too
+	// (D5), so a channel that sends only unreliable ones for long enough
+	// wraps without a single ack; an entry kept across a wrap could then
+	// acknowledge a new packet that never arrived. Wrapping takes
+	// 8,398,608 packets (D5), more than 8 s even at a million packets a
+	// second on one channel; and a repeat is worth something only until
+	// the peer's first resend, two round trips after the packet was sent
+	// (D14).
+	maxAckRepeatAge = time.Second
+)
 
 // appendAcks writes one ack packet (D13) with as many pending acks as the
 // payload MTU allows, then fills the room left with repeats of the entries
 // sent before, newest first, each at most Config.AckRepeats times (N29).
-func (c *conn) appendAcks(buf []byte) []byte {
+func (c *conn) appendAcks(now clock.Time, buf []byte) []byte {
 	b := appendPacketHeader(buf, chAck)
 	room := max(1, c.payloadMTU/channel.AckLen)
 	n := min(len(c.acks), room)
@@ -181,8 +196,9 @@ func (c *conn) appendAcks(buf []byte) []byte {
 	c.stats.AcksSent += uint64(n)
 	if repeats := c.ep.cfg.AckRepeats; repeats > 0 {
 		room -= n
+		oldest := now.Add(-maxAckRepeatAge)
 		for i := len(c.sentAcks) - 1; i >= 0 && room > 0; i-- {
-			if e := &c.sentAcks[i]; e.left > 0 {
+			if e := &c.sentAcks[i]; e.left > 0 && e.at >= oldest {
 				b = channel.AppendAck(b, e.a)
 				e.left--
 				room--
@@ -191,12 +207,12 @@ func (c *conn) appendAcks(buf []byte) []byte {
 		}
 		kept := c.sentAcks[:0]
 		for _, e := range c.sentAcks {
-			if e.left > 0 {
+			if e.left > 0 && e.at >= oldest {
 				kept = append(kept, e)
 			}
 		}
 		for _, a := range c.acks[max(0, n-maxSentAcks):n] {
-			kept = append(kept, sentAck{a: a, left: repeats})
+			kept = append(kept, sentAck{a: a, at: now, left: repeats})
 		}
 		if drop := len(kept) - maxSentAcks; drop > 0 {
 			kept = kept[:copy(kept, kept[drop:])]

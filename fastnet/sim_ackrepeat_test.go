@@ -179,3 +179,42 @@ func TestAckRepeatsSaveAResend(t *testing.T) {
 		}
 	}
 }
+
+// N29: an ack entry is repeated only within a second of its first sending,
+// so that an entry kept across a long run of unreliable packets, which
+// advance the sequence numbers without acks (D5), can never acknowledge a
+// new packet that reuses its number. An ack packet sent 100 ms after the
+// previous one carries the earlier entry again; one sent 2 s after it does
+// not.
+func TestAckRepeatsExpire(t *testing.T) {
+	for _, tt := range []struct {
+		gap         time.Duration
+		wantEntries int
+	}{
+		{100 * time.Millisecond, 2},
+		{2 * time.Second, 1},
+	} {
+		s := newSim(t, simSetup{Seed: 1, Cli: fixedMTU(100), Srv: fixedMTU(100),
+			Up: fastnettest.Link{Delay: 10 * time.Millisecond}, Down: fastnettest.Link{Delay: 10 * time.Millisecond}})
+		s.connect(time.Minute)
+		s.run(time.Second)
+		var entries []int
+		s.net.Filter = func(from, to netip.AddrPort, b []byte) bool {
+			if p := parseWire(t, b); from == srvAddr && p.ch == wireAck {
+				entries = append(entries, len(p.payload)/5)
+			}
+			return true
+		}
+		if err := s.send(cliSide, 1, payload(1, 10), true); err != nil {
+			t.Fatal(err)
+		}
+		s.run(tt.gap)
+		if err := s.send(cliSide, 1, payload(2, 10), true); err != nil {
+			t.Fatal(err)
+		}
+		s.run(time.Second)
+		if len(entries) != 2 || entries[0] != 1 || entries[1] != tt.wantEntries {
+			t.Errorf("gap %v: ack packets with %v entries, want [1 %d]", tt.gap, entries, tt.wantEntries)
+		}
+	}
+}
