@@ -7,6 +7,6 @@ require (
 	golang.org/x/net v0.62.0
 )
 
-require golang.org/x/sys v0.49.0 // indirect
+require golang.org/x/sys v0.49.0
 
 replace github.com/fastnet-engine/fastnet => ../

@@ -18,6 +18,11 @@
 //	-min-resend-rtt D  floor of the fastnet systems' resend RTT (default: the engine's)
 //	-no-offload      turn UDP segmentation offload (GSO, GRO) off in
 //	                 udpio-batch64 and fastnet-udp
+//	-pin LIST        run the client and every server on these CPUs only
+//	                 (Linux; "0", "0,1", "0-3"): with one CPU, W1 measures
+//	                 the work of a round trip without the cost of waking
+//	                 another processor, which on virtual machines decides
+//	                 the latency run by run
 //	-timeout D       limit on each run (default 2m)
 //	-cpuprofile FILE write a CPU profile of the clients (this process) to
 //	                 FILE, and of each server to FILE-SYSTEM-WORKLOAD.server
@@ -81,8 +86,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	list := fs.Bool("list", false, "list the systems and exit")
 	noOffload := fs.Bool("no-offload", false, "turn UDP segmentation offload (GSO, GRO) off in udpio-batch64 and fastnet-udp")
 	cpuprofile := fs.String("cpuprofile", "", "write CPU profiles of clients and servers to this file (and FILE-SYSTEM-WORKLOAD.server)")
+	pin := fs.String("pin", "", "run the client and every server on these CPUs only (Linux; e.g. 0, 0,1 or 0-3)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *pin != "" {
+		cpus, err := parseCPUList(*pin)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 2
+		}
+		if pinned() == "" {
+			err = restartPinned(cpus, *pin) // returns only on failure
+		} else {
+			err = checkPinned(cpus)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
 	}
 	if *list {
 		for _, s := range systems() {
@@ -114,6 +136,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 1
+	}
+	if *pin != "" {
+		fmt.Fprintf(stdout, "Client and servers ran on CPU %s only (-pin).\n\n", *pin)
 	}
 	printTable(stdout, results, cfg.runs)
 	return 0
