@@ -19,6 +19,17 @@ const (
 // chunk bytes, for the bookkeeping that holds it (D22).
 const PacketOverhead = 32
 
+// HoldOverhead is about the memory a Receiver holding queued packets needs
+// beyond them: its own state and the base arrays of its receive queue, on
+// 64-bit platforms (TestHoldOverhead keeps it in step with the types).
+// Budget.MaxHolders bounds how many receivers of a connection hold packets
+// at once, and so this memory: without a bound, a peer that sends a small
+// packet starting a message on each of the 32,768 channels would make a
+// connection hold about 100 MB while its budget counted 2 MB (D22, D23).
+// An idle Receiver (Idle) needs only its Position kept, so a connection
+// may give the rest up and Reuse the receiver.
+const HoldOverhead = 3 << 10
+
 // maxReady bounds the delivered messages a Receiver holds for Poll; while
 // it is reached, coalescing pauses until Poll takes some.
 const maxReady = 64
@@ -57,12 +68,25 @@ type Budget struct {
 	// Limit bounds Used; 0 or less means no shared limit.
 	Limit int
 
+	// MaxHolders bounds how many of the receivers sharing the budget hold
+	// queued packets at once (each needs HoldOverhead beyond its packets);
+	// a packet that would make one more receiver hold some is refused as
+	// NoMemory. A receiver already holding packets takes the rest of its
+	// messages within Limit, so the bound cannot stall a message once it
+	// has begun. 0 or less means no bound.
+	MaxHolders int
+
 	// committed is the sum of the receivers' grants: memory promised to
 	// the messages at the heads of their queues, which no other packet may
 	// take.
 	committed int
+	holders   int // receivers holding queued packets
 	pool      bufPool
 }
+
+// Holders returns how many receivers sharing the budget hold queued
+// packets.
+func (b *Budget) Holders() int { return b.holders }
 
 // Result says what Receiver.Handle did with a packet and so whether to ack
 // it (D13: every reliable packet accepted or recognised as a duplicate is
@@ -211,6 +235,8 @@ type Receiver struct {
 	deadline clock.Time
 	err      error
 	drops    Drops
+	reported Drops // drops as of the last NewDrops
+	holding  bool  // counted in budget.holders
 
 	// The grant: memory promised to the rest of the reliable message at
 	// the head of the queue (see updateGrant).
@@ -278,6 +304,20 @@ func (r *Receiver) Err() error { return r.err }
 
 // Drops returns the cumulative drop counters.
 func (r *Receiver) Drops() Drops { return r.drops }
+
+// NewDrops returns what was dropped since its previous call (or since the
+// receiver was made or reused).
+func (r *Receiver) NewDrops() Drops {
+	d, p := r.drops, r.reported
+	r.reported = d
+	return Drops{
+		Malformed: d.Malformed - p.Malformed,
+		Expired:   d.Expired - p.Expired,
+		Evicted:   d.Evicted - p.Evicted,
+		Orphaned:  d.Orphaned - p.Orphaned,
+		Skipped:   d.Skipped - p.Skipped,
+	}
+}
 
 // Bytes returns the memory the receiver holds, as counted against MaxBytes
 // and the Budget: the chunk bytes of queued packets plus PacketOverhead per
@@ -379,7 +419,24 @@ func (r *Receiver) setCharge(c int) {
 	r.charge = c
 }
 
-func (r *Receiver) recharge() { r.setCharge(r.chargeFor(r.queued, r.data, r.q.span)) }
+func (r *Receiver) recharge() {
+	r.setCharge(r.chargeFor(r.queued, r.data, r.q.span))
+	if h := r.queued > 0; h != r.holding && r.budget != nil {
+		r.holding = h
+		if h {
+			r.budget.holders++
+		} else {
+			r.budget.holders--
+		}
+	}
+}
+
+// mayHold reports whether the receiver may hold queued packets: it already
+// does, or the Budget's MaxHolders leaves room for one more.
+func (r *Receiver) mayHold() bool {
+	b := r.budget
+	return r.holding || b == nil || b.MaxHolders <= 0 || b.holders < b.MaxHolders
+}
 
 // need returns need(p) of D7: the L a packet waits for.
 func need(reliable bool, rel Seq) Seq {
@@ -530,6 +587,9 @@ func (r *Receiver) consumed(k int, reliable bool, lastRel Seq) {
 // make room for a reliable one (D22). It reports false if the packet does
 // not fit.
 func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
+	if !r.mayHold() {
+		return false
+	}
 	if h.Reliable && !r.roomForOwed(i, h, len(chunk)) {
 		return false
 	}
@@ -638,6 +698,35 @@ func (r *Receiver) release() {
 	r.cmg.valid = false
 	r.recharge()
 	r.setGrant(0)
+}
+
+// Idle reports whether the receiver holds nothing and waits for nothing: no
+// queued packets, no delivered message left for Poll, no memory charged or
+// granted, no deadline and no error. Its whole state is then Position.
+func (r *Receiver) Idle() bool {
+	return r.queued == 0 && !r.holding && r.ready.len() == 0 && r.charge == 0 &&
+		r.grant == 0 && r.deadline == 0 && r.err == nil
+}
+
+// Position returns the ignore number (D8) and L, the R of the last
+// consumed reliable packet (D7): what a channel must remember of its
+// receiving half between messages.
+func (r *Receiver) Position() (g, l Seq) { return r.g, r.l }
+
+// Reuse makes an idle receiver continue at ignore number g and L l, with
+// its drop counters at zero: the receiver of a channel that gave up its
+// state, or of another channel of the same connection (same configuration
+// and Budget), without allocating. A receiver that is not idle is left
+// as it is, and Reuse reports false.
+func (r *Receiver) Reuse(g, l Seq) bool {
+	if !r.Idle() {
+		return false
+	}
+	r.g, r.l = g, l
+	r.drops, r.reported = Drops{}, Drops{}
+	r.cmg = cmgState{}
+	r.maxChunk = 0
+	return true
 }
 
 // Reset drops everything the receiver holds, queued packets and messages

@@ -165,3 +165,34 @@ func BenchmarkServerBroadcast(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEngine64ReliableChannels sends each 64-byte reliable message on
+// the next of n channels, round robin: past liveReceivers channels the
+// receivers park and revive at every message (N25).
+func BenchmarkEngine64ReliableChannels(b *testing.B) {
+	for _, n := range []int{8, 100, 1000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}}
+			p := newPair(b, cfg, cfg)
+			p.keep = false
+			msg := make([]byte, 64)
+			for i := range 2 * n { // every channel's sender and receiver made
+				p.cli.Send(p.now, p.ch, i%n, msg, true)
+				p.flush()
+			}
+			start := p.srvMsgs
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := p.cli.Send(p.now, p.ch, i%n, msg, true); err != nil {
+					b.Fatal(err)
+				}
+				p.flush()
+			}
+			b.StopTimer()
+			if got := p.srvMsgs - start; got != b.N {
+				b.Fatalf("delivered %d of %d messages", got, b.N)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/mtu"
 )
 
@@ -103,6 +104,15 @@ type Config struct {
 	// ConnReceiveMemory bounds the bytes all channels of one connection hold
 	// for reassembly. Default 4*ChannelReceiveMemory.
 	ConnReceiveMemory int
+	// MaxHoldingChannels bounds the channels of one connection that hold
+	// queued packets at once (an incomplete message, or packets waiting for
+	// earlier ones): each needs about ChannelHoldMemory beyond its
+	// packets. A packet that would make one more channel hold packets is
+	// dropped unacked (DropMemory) and its sender resends it later; a
+	// message arriving whole in one packet is still delivered. Default
+	// ConnReceiveMemory/(4*ChannelHoldMemory), at least 16 (1045 with the
+	// default memory limits). See N25 of docs/protocol.md.
+	MaxHoldingChannels int
 	// SendQueueSize bounds the encoded bytes of one connection's messages
 	// waiting to be sent for the first time. A Send that would pass it
 	// fails with ErrQueueFull. Default 4 MiB, and at least one message of
@@ -238,6 +248,9 @@ func (c Config) withDefaults() Config {
 	if c.ConnReceiveMemory == 0 {
 		c.ConnReceiveMemory = 4 * c.ChannelReceiveMemory
 	}
+	if c.MaxHoldingChannels == 0 {
+		c.MaxHoldingChannels = max(16, c.ConnReceiveMemory/(4*ChannelHoldMemory))
+	}
 	if c.SendQueueSize == 0 {
 		c.SendQueueSize = max(DefaultSendQueueSize, c.MaxMessageSize+maxMessageOverhead)
 	}
@@ -321,6 +334,8 @@ func (c Config) resolve() (Config, error) {
 		return bad("receive memory limits must be positive")
 	case c.ConnReceiveMemory < c.ChannelReceiveMemory:
 		return bad("ConnReceiveMemory %d is below ChannelReceiveMemory %d", c.ConnReceiveMemory, c.ChannelReceiveMemory)
+	case c.MaxHoldingChannels < 1:
+		return bad("MaxHoldingChannels %d is not positive", c.MaxHoldingChannels)
 	case c.SendQueueSize < c.MaxMessageSize+maxMessageOverhead:
 		return bad("SendQueueSize %d cannot hold one message of MaxMessageSize %d", c.SendQueueSize, c.MaxMessageSize)
 	case c.MaxInFlight < c.MaxPacketSize && c.Transport == Datagram && c.MaxInFlight < 64<<10:
@@ -369,4 +384,8 @@ func (c Config) resolve() (Config, error) {
 
 // PacketMemoryOverhead is what one queued packet costs a receiver beyond its
 // bytes, as counted against the receive memory limits.
-const PacketMemoryOverhead = 32
+const PacketMemoryOverhead = channel.PacketOverhead
+
+// ChannelHoldMemory is about what a channel's receiving half needs while it
+// holds queued packets, beyond them (Config.MaxHoldingChannels, N25).
+const ChannelHoldMemory = channel.HoldOverhead

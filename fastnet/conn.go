@@ -63,6 +63,10 @@ type conn struct {
 
 	recvBudget channel.Budget
 	recvPaused bool // SetReceivePaused
+	// How many channels hold a receiver, and idle receivers kept for
+	// reuse (N25).
+	receivers int
+	spare     []*channel.Receiver
 
 	payloadMTU int
 	estimator  *mtu.Estimator // nil on Stream transports and when disabled
@@ -80,15 +84,29 @@ type conn struct {
 	stats Stats
 }
 
-// chanState is one message channel of a connection, both directions.
+const (
+	// liveReceivers is how many receivers a connection keeps for its
+	// channels before it parks those that fall idle (N25): a connection
+	// using a few channels never parks, and one touched on thousands
+	// keeps a few dozen bytes for each.
+	liveReceivers = 32
+	// spareReceivers bounds the idle receivers a connection keeps for
+	// reuse, so that a channel that parks and revives at each message
+	// allocates nothing.
+	spareReceivers = 4
+)
+
+// chanState is one message channel of a connection, both directions. A
+// receiving half without a receiver (never made, or parked, N25) keeps its
+// position: the ignore number and L (D7, D8).
 type chanState struct {
-	id       int16
-	snd      *channel.Sender
-	rcv      *channel.Receiver
-	inRing   bool
-	inSend   bool
-	inRecv   bool
-	lastDrop channel.Drops
+	id     int16
+	inRing bool
+	inSend bool
+	inRecv bool
+	g, l   channel.Seq
+	snd    *channel.Sender
+	rcv    *channel.Receiver
 }
 
 func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
@@ -104,6 +122,7 @@ func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
 		c.payloadMTU = ep.cfg.MaxPacketSize - 2
 	}
 	c.recvBudget.Limit = ep.cfg.ConnReceiveMemory
+	c.recvBudget.MaxHolders = ep.cfg.MaxHoldingChannels
 	c.hb.init(ep.cfg.Role)
 	c.stats.PayloadMTU = c.payloadMTU
 	return c
@@ -119,7 +138,7 @@ func (c *conn) channel(id int16, create bool) *chanState {
 		if !create {
 			return nil
 		}
-		cs = &chanState{id: id}
+		cs = &chanState{id: id, g: -1}
 		c.chans[id] = cs
 	}
 	c.last = cs
@@ -137,10 +156,18 @@ func (c *conn) sendChannel(id int16) *chanState {
 	return cs
 }
 
-// recvChannel returns channel id's state with its receiving half.
+// recvChannel returns channel id's state with its receiving half: a spare
+// receiver or a new one, at the channel's position (D7, D8).
 func (c *conn) recvChannel(id int16) *chanState {
 	cs := c.channel(id, true)
-	if cs.rcv == nil {
+	if cs.rcv != nil {
+		return cs
+	}
+	if n := len(c.spare); n > 0 {
+		cs.rcv = c.spare[n-1]
+		c.spare[n-1] = nil
+		c.spare = c.spare[:n-1]
+	} else {
 		cfg := &c.ep.cfg
 		cs.rcv = channel.NewReceiver(channel.ReceiverConfig{
 			Window:     cfg.ReceiveWindow,
@@ -150,7 +177,25 @@ func (c *conn) recvChannel(id int16) *chanState {
 			MCI:        cfg.CoalesceInterval,
 		})
 	}
+	cs.rcv.Reuse(cs.g, cs.l)
+	c.receivers++
 	return cs
+}
+
+// parkIfIdle gives up cs's receiver once more than liveReceivers channels
+// hold one and this one holds nothing and waits for nothing (N25): the
+// channel keeps only its position. The receiver is kept for reuse while
+// there are few spares.
+func (c *conn) parkIfIdle(cs *chanState) {
+	if c.receivers <= c.ep.liveReceivers || cs.inRecv || !cs.rcv.Idle() {
+		return
+	}
+	cs.g, cs.l = cs.rcv.Position()
+	if len(c.spare) < spareReceivers {
+		c.spare = append(c.spare, cs.rcv)
+	}
+	cs.rcv = nil
+	c.receivers--
 }
 
 // established reports whether messages may flow.

@@ -90,13 +90,12 @@ func (c *conn) deliver(now clock.Time, cs *chanState) {
 		c.ep.emit(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr,
 			Channel: int(cs.id), Reliable: m.Reliable, Data: m.Data})
 	}
-	d := cs.rcv.Drops()
-	c.stats.Dropped[DropMalformedMessage] += d.Malformed - cs.lastDrop.Malformed
-	c.stats.Dropped[DropExpired] += d.Expired - cs.lastDrop.Expired
-	c.stats.Dropped[DropMemory] += d.Evicted - cs.lastDrop.Evicted
-	c.stats.Dropped[DropOrphaned] += d.Orphaned - cs.lastDrop.Orphaned
-	c.stats.Dropped[DropSkipped] += d.Skipped - cs.lastDrop.Skipped
-	cs.lastDrop = d
+	d := cs.rcv.NewDrops()
+	c.stats.Dropped[DropMalformedMessage] += d.Malformed
+	c.stats.Dropped[DropExpired] += d.Expired
+	c.stats.Dropped[DropMemory] += d.Evicted
+	c.stats.Dropped[DropOrphaned] += d.Orphaned
+	c.stats.Dropped[DropSkipped] += d.Skipped
 	if err := cs.rcv.Err(); err != nil {
 		c.ep.disconnect(now, c, &ProtocolError{Reason: err.Error()}, true)
 		return
@@ -105,6 +104,7 @@ func (c *conn) deliver(now clock.Time, cs *chanState) {
 		cs.inRecv = true
 		c.recvChans = append(c.recvChans, cs)
 	}
+	c.parkIfIdle(cs)
 }
 
 // expireReceivers applies the MCI rule (D11) to receivers whose deadline
@@ -123,6 +123,7 @@ func (c *conn) expireReceivers(now clock.Time) {
 			kept = append(kept, cs)
 		} else {
 			cs.inRecv = false
+			c.parkIfIdle(cs)
 		}
 	}
 	if c.state != 0 {

@@ -232,6 +232,7 @@ func (c *conn) countSent(n int) {
 // releaseBuffers drops the connection's queues when it is removed.
 func (c *conn) releaseBuffers() {
 	c.chans, c.last, c.ring, c.sendChans, c.recvChans, c.acks, c.sentAcks = nil, nil, nil, nil, nil, nil, nil
+	c.spare, c.receivers = nil, 0
 	c.stream = streamQueue{}
 	c.queued, c.inFlight = 0, 0
 }

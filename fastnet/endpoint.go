@@ -33,6 +33,10 @@ type Endpoint struct {
 
 	// Counters of packets dropped before they reach any connection.
 	stray [NumDropReasons]uint64
+
+	// liveReceivers is how many receivers a connection keeps before it
+	// parks those that fall idle (N25); tests lower it.
+	liveReceivers int
 }
 
 // ctlOut is a channel -1 packet waiting to be sent.
@@ -57,6 +61,8 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		conns:  make(map[Handle]*conn),
 		byAddr: make(map[netip.AddrPort]*conn),
 		ids:    make(map[uint32]*conn),
+
+		liveReceivers: liveReceivers,
 	}, nil
 }
 

@@ -288,6 +288,8 @@ func TestConfigValidate(t *testing.T) {
 		{"message beyond channel memory", Config{Role: Client, ChannelReceiveMemory: 1 << 20}, false},
 		{"queue smaller than a message", Config{Role: Client, SendQueueSize: 1000}, false},
 		{"conn memory below channel", Config{Role: Client, ConnReceiveMemory: 1}, false},
+		{"one holding channel (N25)", Config{Role: Client, MaxHoldingChannels: 1}, true},
+		{"negative holding channels", Config{Role: Client, MaxHoldingChannels: -1}, false},
 		{"stream packet too small for message", Config{Role: Client, Transport: Stream, MaxPacketSize: 5000}, false},
 		{"negative linger", Config{Role: Client, Linger: -1}, false},
 		{"ack repeats off", Config{Role: Client, AckRepeats: -1}, true},

@@ -51,9 +51,13 @@ type simT interface {
 type simSetup struct {
 	Seed     uint64
 	Cli, Srv fastnet.Config
-	Up       fastnettest.Link // client to server
-	Down     fastnettest.Link // server to client
-	Trace    io.Writer
+	// LiveReceivers, if positive, is how many receivers each connection
+	// keeps before it parks idle ones (N25): 1 or 2 makes the few channels
+	// of a workload park and revive all the time.
+	LiveReceivers int
+	Up            fastnettest.Link // client to server
+	Down          fastnettest.Link // server to client
+	Trace         io.Writer
 	// KeepMessages records every delivered message in sim.got.
 	KeepMessages bool
 	// Loose makes the ledgers check only that long messages are intact
@@ -106,6 +110,9 @@ func newSim(t simT, s simSetup) *sim {
 		ep, err := fastnet.NewEndpoint(cfg)
 		if err != nil {
 			t.Fatalf("%s: %v", sideName(side), err)
+		}
+		if s.LiveReceivers > 0 {
+			fastnet.SetLiveReceivers(ep, s.LiveReceivers)
 		}
 		sm.ep[side] = ep
 		sm.cfg[side] = ep.Config()
@@ -602,6 +609,8 @@ func drawCase(t *rapid.T, maxCorrupt, maxOps int, udpSum bool) simCase {
 		Srv:  drawConfig(t, "server", mtu),
 		Up:   drawLink(t, "up", mtu, maxCorrupt, udpSum),
 		Down: drawLink(t, "down", mtu, maxCorrupt, udpSum),
+		// Default, or receivers parked whenever idle (N25).
+		LiveReceivers: rapid.SampledFrom([]int{0, 1}).Draw(t, "liveReceivers"),
 	}}
 	for range rapid.IntRange(1, maxOps).Draw(t, "ops") {
 		c.ops = append(c.ops, opGen.Draw(t, "op"))

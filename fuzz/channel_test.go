@@ -113,9 +113,11 @@ func receiverSeed(reorder bool, msgs ...int) []byte {
 // encoded as bytes (D23): op&3 == 0: a packet to receiver op>>2&1, its
 // length in the next byte, then the packet (header and chunk); op&3 == 1:
 // time advances op>>2 milliseconds; op&3 == 2: poll both; op&3 == 3: a
-// packet of 0..63 filler bytes after a header with the next 7 bytes. No
-// input may panic, let memory pass the limits, deliver a message larger
-// than the maximum, or leave a deadline in the past after a poll.
+// packet of 0..63 filler bytes after a header with the next 7 bytes. An
+// input of odd length lets only one of them hold queued packets at a time
+// (Budget.MaxHolders, N25). No input may panic, let memory pass the limits,
+// let more receivers hold packets than MaxHolders, deliver a message
+// larger than the maximum, or leave a deadline in the past after a poll.
 func FuzzReceiver(f *testing.F) {
 	f.Add(receiverSeed(false, 3, 100, 0, 15, 16))
 	f.Add(receiverSeed(true, 200, 1, 50, 300))
@@ -123,7 +125,7 @@ func FuzzReceiver(f *testing.F) {
 	f.Add([]byte{3 | 20<<2, 0, 0, 0, 5, 0, 0, 0, 1 | 63<<2, 2})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const maxBytes, maxMsg = 4096, 512
-		budget := &channel.Budget{Limit: 6000}
+		budget := &channel.Budget{Limit: 6000, MaxHolders: 2 - len(data)%2}
 		cfg := channel.ReceiverConfig{Window: 128, MaxMessage: maxMsg, MaxBytes: maxBytes, Budget: budget, MCI: 25 * time.Millisecond}
 		rs := [2]*channel.Receiver{channel.NewReceiver(cfg), channel.NewReceiver(cfg)}
 		now := clock.Epoch
@@ -151,6 +153,9 @@ func FuzzReceiver(f *testing.F) {
 			}
 			if budget.Used != rs[0].Bytes()+rs[1].Bytes() || budget.Used > budget.Limit {
 				t.Fatalf("budget %d/%d, receivers %d + %d", budget.Used, budget.Limit, rs[0].Bytes(), rs[1].Bytes())
+			}
+			if h := budget.Holders(); h < 0 || h > budget.MaxHolders || h > 0 && budget.Used == 0 {
+				t.Fatalf("%d receivers hold packets (at most %d), budget %d", h, budget.MaxHolders, budget.Used)
 			}
 		}
 		for len(data) > 0 {

@@ -1,0 +1,129 @@
+package channel
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestMaxHolders checks Budget.MaxHolders (D22, D23, N25): once that many
+// receivers of a connection hold queued packets, a packet that would make
+// one more hold some is refused, while messages that arrive whole in one
+// packet are still delivered and the receivers already holding packets
+// complete their messages; when one finishes, another may begin.
+func TestMaxHolders(t *testing.T) {
+	b := &Budget{Limit: 1 << 20, MaxHolders: 2}
+	var ps [3]*pair
+	var msgs [3][]packet
+	for i := range ps {
+		ps[i] = newPair(t, ReceiverConfig{Budget: b})
+		msgs[i] = ps[i].send(payload(i, 100), true) // several packets each
+	}
+	ps[0].handle(Accepted, msgs[0][0])
+	ps[1].handle(Accepted, msgs[1][0])
+	if got := b.Holders(); got != 2 {
+		t.Fatalf("Holders = %d, want 2", got)
+	}
+	ps[2].handle(NoMemory, msgs[2][0])
+	ps[2].handle(NoMemory, msgs[2][1]) // not the first packet either
+	if got := b.Holders(); got != 2 {
+		t.Fatalf("Holders = %d after refusals, want 2", got)
+	}
+
+	// A third receiver still takes a message that arrives whole.
+	q := newPair(t, ReceiverConfig{Budget: b})
+	q.handle(Accepted, q.send([]byte("whole"), true)...)
+	q.wantPoll("a one-packet message", msgOf(true, []byte("whole")))
+
+	// The holders finish their messages.
+	ps[0].handle(Accepted, msgs[0][1:]...)
+	ps[0].wantPoll("first holder", msgOf(true, payload(0, 100)))
+	if got := b.Holders(); got != 1 {
+		t.Fatalf("Holders = %d after a holder finished, want 1", got)
+	}
+	ps[2].handle(Accepted, msgs[2]...) // resent, and now taken
+	ps[2].wantPoll("the refused receiver", msgOf(true, payload(2, 100)))
+	ps[1].handle(Accepted, msgs[1][1:]...)
+	ps[1].wantPoll("second holder", msgOf(true, payload(1, 100)))
+	if b.Holders() != 0 || b.Used != 0 {
+		t.Errorf("after draining: Holders %d, Used %d", b.Holders(), b.Used)
+	}
+	for i, p := range ps {
+		if !p.r.Idle() {
+			t.Errorf("receiver %d not idle after draining", i)
+		}
+	}
+}
+
+// TestHoldersReleasedByReset checks that a receiver reset while holding
+// packets (its connection is going away) no longer counts as a holder.
+func TestHoldersReleasedByReset(t *testing.T) {
+	b := &Budget{MaxHolders: 1}
+	p := newPair(t, ReceiverConfig{Budget: b})
+	p.handle(Accepted, p.send(payload(1, 100), true)[0])
+	if b.Holders() != 1 {
+		t.Fatalf("Holders = %d, want 1", b.Holders())
+	}
+	p.r.Reset()
+	if b.Holders() != 0 || b.Used != 0 {
+		t.Errorf("after Reset: Holders %d, Used %d", b.Holders(), b.Used)
+	}
+}
+
+// TestIdleReuse checks that an idle receiver's whole state is its Position
+// (D7, D8): another receiver reused at that position treats the channel's
+// old reliable packets as duplicates (acked again, not delivered again,
+// D8) and delivers what follows in order.
+func TestIdleReuse(t *testing.T) {
+	p := newPair(t, ReceiverConfig{})
+	var old []packet
+	for i := range 3 {
+		pk := p.send(payload(i, 60), i != 1)
+		old = append(old, pk...)
+		p.handle(Accepted, pk...)
+		p.wantPoll("before", msgOf(i != 1, payload(i, 60)))
+	}
+	if !p.r.Idle() {
+		t.Fatal("a drained receiver is not idle")
+	}
+	g, l := p.r.Position()
+	last := old[len(old)-1].h
+	if g != last.Seq || l != last.Rel {
+		t.Fatalf("Position = %d, %d; want the last packet's sequence number and R, %d and %d", g, l, last.Seq, last.Rel)
+	}
+
+	// A receiver that served another channel continues this one.
+	other := newPair(t, ReceiverConfig{})
+	other.handle(Accepted, other.send([]byte("elsewhere"), true)...)
+	other.wantPoll("other channel", msgOf(true, []byte("elsewhere")))
+	p.r = other.r
+	if !p.r.Reuse(g, l) {
+		t.Fatal("Reuse of an idle receiver refused")
+	}
+	if d := p.r.Drops(); d != (Drops{}) {
+		t.Errorf("Drops after Reuse = %+v, want zero", d)
+	}
+	for _, k := range old {
+		want := Duplicate
+		if !k.h.Reliable {
+			want = Stale
+		}
+		p.handle(want, k)
+	}
+	p.wantPoll("old packets after Reuse")
+	next := p.send(payload(9, 60), true)
+	p.handle(Accepted, next[1:]...)
+	if p.r.Reuse(-1, 0) {
+		t.Error("Reuse of a receiver holding packets accepted")
+	}
+	p.handle(Accepted, next[0])
+	p.wantPoll("after Reuse", msgOf(true, payload(9, 60)))
+}
+
+// TestHoldOverhead checks that HoldOverhead is what a Receiver holding
+// packets really needs beyond them, within a quarter, on this platform.
+func TestHoldOverhead(t *testing.T) {
+	real := int(unsafe.Sizeof(Receiver{})) + baseRing*int(unsafe.Sizeof(slot{})) + numBitmaps*baseRing/8
+	if unsafe.Sizeof(uintptr(0)) == 8 && (HoldOverhead < real*3/4 || HoldOverhead > real*5/4) {
+		t.Errorf("HoldOverhead = %d, the receiver and its base ring take %d", HoldOverhead, real)
+	}
+}

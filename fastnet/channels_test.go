@@ -1,0 +1,181 @@
+package fastnet
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/fastnet-engine/fastnet/channel"
+	"github.com/fastnet-engine/fastnet/coalesce"
+)
+
+// heapInUse returns the bytes of live heap objects after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// dataPacket returns the payload of a message channel packet (D4).
+func dataPacket(reliable, start bool, seq, rel channel.Seq, chunk []byte) []byte {
+	return append(channel.Header{Reliable: reliable, Start: start, Seq: seq, Rel: rel}.Append(nil), chunk...)
+}
+
+// flood hands the server one packet on each of the 32,768 channels,
+// counting the messages delivered and the channels whose packet was acked
+// (ack entries are repeated, N29), and keeping nothing else.
+func flood(tc *testEndpoint, pkt func(ch int16) []byte) (delivered, acked int) {
+	var seen [32768]bool
+	for ch := range 32768 {
+		tc.recv(int16(ch), pkt(int16(ch)))
+		for _, ev := range tc.evs {
+			if ev.Kind == EventMessage {
+				delivered++
+			}
+		}
+		for _, p := range tc.sent {
+			if p.ch != chAck {
+				continue
+			}
+			it, err := channel.ParseAcks(p.payload)
+			if err != nil {
+				tc.t.Fatalf("ack packet: %v", err)
+			}
+			for it.Next() {
+				if a := it.Ack(); !seen[a.Channel] {
+					seen[a.Channel] = true
+					acked++
+				}
+			}
+		}
+		tc.sent, tc.evs = tc.sent[:0], tc.evs[:0]
+	}
+	return delivered, acked
+}
+
+// TestChannelStateParked checks N25 with D7, D8, D22 and D23: a peer that
+// sends a message on each of the 32,768 channels leaves the connection a
+// few bytes for each, not a receiver of kilobytes, and a channel that gave
+// its receiver up continues where it stopped: an old packet resent is a
+// duplicate (acked, not delivered again), the next message is delivered.
+func TestChannelStateParked(t *testing.T) {
+	tc := newTestEndpoint(t, Config{Role: Server})
+	h, _ := tc.connectServer()
+	c := tc.ep.conns[h]
+	msg := coalesce.AppendMessage(nil, []byte("one of many"), true)
+	before := heapInUse()
+	delivered, acked := flood(tc, func(int16) []byte { return dataPacket(true, true, 0, 1, msg) })
+	grew := int64(heapInUse()) - int64(before)
+	if delivered != 32768 || acked != 32768 {
+		t.Fatalf("delivered %d and acked %d of 32768 messages", delivered, acked)
+	}
+	if c.receivers != liveReceivers {
+		t.Errorf("%d channels hold a receiver, want %d", c.receivers, liveReceivers)
+	}
+	if st, _ := tc.ep.Stats(h); st.OpenChannels != 32768 {
+		t.Errorf("OpenChannels = %d, want 32768", st.OpenChannels)
+	}
+	// Each receiver with its channel state took about 780 bytes: 25 MB.
+	if grew > 4<<20 {
+		t.Errorf("32,768 channels took %d bytes of heap", grew)
+	}
+	t.Logf("32,768 channels, one message each: heap grew by %d bytes", grew)
+
+	for _, ch := range []int16{0, 1000, 32767} {
+		tc.recv(ch, dataPacket(true, true, 0, 1, msg)) // resent
+		if len(tc.evs) != 0 {
+			t.Errorf("channel %d: a duplicate was delivered again: %v", ch, tc.evs)
+		}
+		if len(tc.sent) != 1 || tc.sent[0].ch != chAck {
+			t.Errorf("channel %d: a duplicate was not acked again: %v", ch, tc.sent)
+		}
+		tc.sent = tc.sent[:0]
+		tc.recv(ch, dataPacket(true, true, 1, 2, coalesce.AppendMessage(nil, []byte("next"), true)))
+		if len(tc.evs) != 1 || string(tc.evs[0].Data) != "next" || tc.evs[0].Channel != int(ch) {
+			t.Errorf("channel %d: the next message gave %v", ch, tc.evs)
+		}
+		tc.sent, tc.evs = tc.sent[:0], tc.evs[:0]
+	}
+}
+
+// TestMaxHoldingChannels checks N25 with D22 and D23: a peer that starts a
+// message on each of the 32,768 channels and never finishes it gets
+// MaxHoldingChannels of them held, about 3 KiB each, and the rest dropped
+// unacked, where each would otherwise pin a receiver and its queue; a
+// message arriving whole is still delivered, and a held message that
+// completes makes room for another.
+func TestMaxHoldingChannels(t *testing.T) {
+	cfg := Config{Role: Server}
+	tc := newTestEndpoint(t, cfg)
+	h, _ := tc.connectServer()
+	c := tc.ep.conns[h]
+	limit := tc.ep.cfg.MaxHoldingChannels
+	enc := coalesce.AppendMessage(nil, make([]byte, 1000), true)
+	first, second := enc[:500], enc[500:] // two packets, both reliable
+	before := heapInUse()
+	delivered, acked := flood(tc, func(int16) []byte { return dataPacket(true, true, 0, 1, first) })
+	grew := int64(heapInUse()) - int64(before)
+	st, _ := tc.ep.Stats(h)
+	if delivered != 0 || acked != limit || c.recvBudget.Holders() != limit {
+		t.Errorf("acked %d first packets, %d channels hold packets, delivered %d; want %d held", acked, c.recvBudget.Holders(), delivered, limit)
+	}
+	if got := st.Dropped[DropMemory]; got != uint64(32768-limit) {
+		t.Errorf("dropped %d first packets for memory, want %d", got, 32768-limit)
+	}
+	if max := int64(limit)*5<<10 + 3<<20; grew > max { // 62 MB before N25
+		t.Errorf("32,768 partial messages took %d bytes of heap, want at most %d", grew, max)
+	}
+	t.Logf("32,768 partial messages: %d held, heap grew by %d bytes", limit, grew)
+
+	// A message arriving whole needs no holding.
+	refused := int16(32767)
+	tc.recv(refused, dataPacket(true, true, 0, 1, coalesce.AppendMessage(nil, []byte("whole"), true)))
+	if len(tc.evs) != 1 || string(tc.evs[0].Data) != "whole" {
+		t.Errorf("a whole message on a refused channel gave %v", tc.evs)
+	}
+	tc.sent, tc.evs = tc.sent[:0], tc.evs[:0]
+
+	// A held message completes; its place goes to a refused channel.
+	tc.recv(0, dataPacket(true, false, 1, 2, second))
+	if len(tc.evs) != 1 || len(tc.evs[0].Data) != 1000 {
+		t.Errorf("completing a held message gave %v", tc.evs)
+	}
+	tc.sent, tc.evs = tc.sent[:0], tc.evs[:0]
+	tc.recv(32766, dataPacket(true, true, 0, 1, first))
+	tc.recv(32766, dataPacket(true, false, 1, 2, second))
+	if len(tc.evs) != 1 || len(tc.evs[0].Data) != 1000 {
+		t.Errorf("a refused channel's message, resent once room was made, gave %v", tc.evs)
+	}
+}
+
+// TestMaxHoldingChannelsDefault checks the default of MaxHoldingChannels
+// (N25): a quarter of ConnReceiveMemory in receivers, at least 16.
+func TestMaxHoldingChannelsDefault(t *testing.T) {
+	for _, tt := range []struct {
+		conn, want int
+	}{
+		{0, 1045}, // the default ConnReceiveMemory, 12.25 MiB
+		{4 << 20, 341},
+		{1 << 20, 85},
+	} {
+		c := Config{Role: Server, ConnReceiveMemory: tt.conn, MaxMessageSize: 64 << 10}
+		if tt.conn == 0 {
+			c.MaxMessageSize = 0
+		}
+		ep, err := NewEndpoint(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ep.Config().MaxHoldingChannels; got != tt.want {
+			t.Errorf("ConnReceiveMemory %d: MaxHoldingChannels %d, want %d", tt.conn, got, tt.want)
+		}
+	}
+	c := Config{Role: Server, MaxMessageSize: 1000, ChannelReceiveMemory: 80 << 10, ConnReceiveMemory: 80 << 10}
+	ep, err := NewEndpoint(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ep.Config().MaxHoldingChannels; got != 16 {
+		t.Errorf("small ConnReceiveMemory: MaxHoldingChannels %d, want at least 16", got)
+	}
+}
