@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"slices"
 	"testing"
 	"unsafe"
 )
@@ -125,5 +126,54 @@ func TestHoldOverhead(t *testing.T) {
 	real := int(unsafe.Sizeof(Receiver{})) + baseRing*int(unsafe.Sizeof(slot{})) + numBitmaps*baseRing/8
 	if unsafe.Sizeof(uintptr(0)) == 8 && (HoldOverhead < real*3/4 || HoldOverhead > real*5/4) {
 		t.Errorf("HoldOverhead = %d, the receiver and its base ring take %d", HoldOverhead, real)
+	}
+}
+
+// TestSenderReuse checks that an idle sender's whole state is its Position
+// (D5, D7): a trimmed sender reused at that position, as another channel's,
+// cuts the next message with the sequence numbers and R that follow, and
+// a sender with something queued or in flight is not reused.
+func TestSenderReuse(t *testing.T) {
+	s := NewSender(1)
+	s.Queue(payload(1, 60), true)
+	s.Queue(payload(2, 10), false)
+	pkts := sendNew(t, s, t0, 25)
+	if s.Reuse(2, 0, 0) {
+		t.Fatal("Reuse of a sender with packets in flight accepted")
+	}
+	for _, p := range pkts {
+		if p.h.Reliable {
+			s.HandleAck(p.h.Seq)
+		}
+	}
+	seq, rel := s.Position()
+	last := pkts[len(pkts)-1].h
+	if seq != last.Seq.Add(1) || rel != last.Rel {
+		t.Fatalf("Position = %d, %d; want %d, %d", seq, rel, last.Seq.Add(1), last.Rel)
+	}
+
+	other := NewSender(7)
+	other.Queue(payload(3, 300), true)
+	for _, p := range sendNew(t, other, t0, 25) {
+		other.HandleAck(p.h.Seq)
+	}
+	other.Trim()
+	if !other.Reuse(1, seq, rel) || other.ID() != 1 {
+		t.Fatal("Reuse of an idle sender refused")
+	}
+	other.Queue(payload(4, 60), true)
+	next := sendNew(t, other, t0, 25)
+	if h := next[0].h; h.Seq != seq || h.Rel != rel.Add(1) || !h.Start {
+		t.Errorf("first packet after Reuse: seq %d, R %d, start %v; want %d, %d, true", h.Seq, h.Rel, h.Start, seq, rel.Add(1))
+	}
+	r := NewReceiver(ReceiverConfig{})
+	r.Reuse(last.Seq, last.Rel)
+	for _, p := range next {
+		if got := r.Handle(t0, p.h, p.chunk); got != Accepted {
+			t.Fatalf("receiver at the old position: %v", got)
+		}
+	}
+	if m, ok := r.Poll(t0); !ok || !slices.Equal(m.Data, payload(4, 60)) {
+		t.Errorf("the message after Reuse was not delivered: %v %v", m, ok)
 	}
 }

@@ -475,6 +475,57 @@ func (s *Sender) Resends() uint64 { return s.resends }
 // Idle reports whether nothing is queued and nothing is in flight.
 func (s *Sender) Idle() bool { return s.pending.len() == 0 && s.inFlight == 0 }
 
+// Position returns the sequence number of the next packet and R (D5, D7):
+// what a channel must remember of its sending half while it sends nothing.
+func (s *Sender) Position() (seq, rel Seq) { return s.seq, s.rel }
+
+// Reuse makes an idle sender the sender of channel id, continuing at
+// sequence number seq and R rel: the sender of a channel that gave it up,
+// or of another channel of the same connection, without allocating. A
+// sender that is not idle is left as it is, and Reuse reports false.
+func (s *Sender) Reuse(id int16, seq, rel Seq) bool {
+	if !s.Idle() {
+		return false
+	}
+	s.id, s.seq, s.rel = id, seq, rel
+	return true
+}
+
+// What Trim leaves a sender: free message buffers, and places in each of
+// its queues.
+const (
+	spareRetain = 16 << 10
+	spareSlots  = 64
+)
+
+// Trim releases what an idle sender keeps for its next messages beyond a
+// small reserve (16 KiB of free buffers, 64 places in each queue): for a
+// sender kept for reuse after its channel gave it up. A sender that is not
+// idle is left as it is.
+func (s *Sender) Trim() {
+	if !s.Idle() {
+		return
+	}
+	if cap(s.recs) > spareSlots {
+		// Only a sender that had many packets in flight at once has
+		// grown its schedule's queues.
+		for b := range s.buckets {
+			s.buckets[b].reset(spareSlots)
+			s.live[b] = 0
+		}
+		s.nonEmpty, s.used = 0, 0
+		s.bySeq.reset(spareSlots)
+		s.deadSeq = 0
+		s.recs, s.freeRecs = nil, nil
+	}
+	s.pending.reset(spareSlots)
+	s.bufs.trim(spareRetain)
+	if len(s.msgs) > 64 {
+		clear(s.msgs[64:])
+		s.msgs = s.msgs[:64]
+	}
+}
+
 // Reset drops everything queued and in flight and releases the memory it
 // held; sequence numbers continue where they were. It is for a connection
 // that is going away.

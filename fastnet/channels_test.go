@@ -1,8 +1,13 @@
 package fastnet
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
 	"runtime"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/coalesce"
@@ -177,5 +182,58 @@ func TestMaxHoldingChannelsDefault(t *testing.T) {
 	}
 	if got := ep.Config().MaxHoldingChannels; got != 16 {
 		t.Errorf("small ConnReceiveMemory: MaxHoldingChannels %d, want at least 16", got)
+	}
+}
+
+// TestSenderParked checks N25 for the sending half, with D5 and D7: a
+// server that sends on 1,000 channels keeps senders for at most
+// liveReceivers of them, and a channel whose sender was parked continues
+// its sequence numbers and R, so the client delivers every message once
+// and in order; a sender that was busy is trimmed before it is kept for
+// reuse.
+func TestSenderParked(t *testing.T) {
+	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}}
+	p := newPair(t, cfg, cfg)
+	c := p.srv.conns[p.sh]
+	const channels, rounds = 1000, 3
+	var want []string
+	before := heapInUse()
+	for r := range rounds {
+		for ch := range channels {
+			// A reliable message of three packets, then an unreliable one.
+			big := bytes.Repeat([]byte{byte(r)}, 3000)
+			for _, m := range []struct {
+				data     []byte
+				reliable bool
+			}{{big, true}, {[]byte(fmt.Sprintf("u %d %d", r, ch)), false}} {
+				if err := p.srv.Send(p.now, p.sh, ch, m.data, m.reliable); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, fmt.Sprintf("%d:%x", ch, sha256.Sum256(m.data)))
+			}
+			p.flush()
+		}
+	}
+	var got []string
+	for _, ev := range p.cliEvs {
+		if ev.Kind == EventMessage {
+			got = append(got, fmt.Sprintf("%d:%x", ev.Channel, sha256.Sum256(ev.Data)))
+		}
+	}
+	p.cliEvs = nil
+	grew := int64(heapInUse()) - int64(before) - int64(2*len(want)*(len(want[0])+16))
+	t.Logf("1,000 channels sending, and receiving at the peer: heap grew by %d bytes", grew)
+	if grew > 2<<20 { // 12 MB before senders and receivers were parked
+		t.Errorf("1,000 channels took %d bytes of heap", grew)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("messages delivered (-sent +delivered):\n%s", diff)
+	}
+	if c.senders > liveReceivers || len(c.spareSenders) > spareReceivers {
+		t.Errorf("%d senders and %d spares kept, want at most %d and %d", c.senders, len(c.spareSenders), liveReceivers, spareReceivers)
+	}
+	st, _ := p.srv.Stats(p.sh)
+	if st.PacketsResent != 0 || st.InFlightBytes != 0 {
+		t.Errorf("resent %d packets, %d bytes in flight", st.PacketsResent, st.InFlightBytes)
 	}
 }

@@ -63,10 +63,11 @@ type conn struct {
 
 	recvBudget channel.Budget
 	recvPaused bool // SetReceivePaused
-	// How many channels hold a receiver, and idle receivers kept for
-	// reuse (N25).
-	receivers int
-	spare     []*channel.Receiver
+	// How many channels hold a receiver and a sender, and idle ones kept
+	// for reuse (N25).
+	receivers, senders int
+	spare              []*channel.Receiver
+	spareSenders       []*channel.Sender
 
 	payloadMTU int
 	estimator  *mtu.Estimator // nil on Stream transports and when disabled
@@ -85,28 +86,30 @@ type conn struct {
 }
 
 const (
-	// liveReceivers is how many receivers a connection keeps for its
-	// channels before it parks those that fall idle (N25): a connection
-	// using a few channels never parks, and one touched on thousands
-	// keeps a few dozen bytes for each.
+	// liveReceivers is how many receivers, and how many senders, a
+	// connection keeps for its channels before it parks those that fall
+	// idle (N25): a connection using a few channels never parks, and one
+	// using thousands keeps a few dozen bytes for each.
 	liveReceivers = 32
-	// spareReceivers bounds the idle receivers a connection keeps for
-	// reuse, so that a channel that parks and revives at each message
-	// allocates nothing.
+	// spareReceivers bounds the idle receivers, and the idle senders, a
+	// connection keeps for reuse, so that a channel that parks and revives
+	// at each message allocates nothing.
 	spareReceivers = 4
 )
 
 // chanState is one message channel of a connection, both directions. A
-// receiving half without a receiver (never made, or parked, N25) keeps its
-// position: the ignore number and L (D7, D8).
+// half without its receiver or sender (never made, or parked, N25) keeps
+// its position: the ignore number and L (D7, D8) of the receiving half,
+// the next sequence number and R (D5, D7) of the sending half.
 type chanState struct {
-	id     int16
-	inRing bool
-	inSend bool
-	inRecv bool
-	g, l   channel.Seq
-	snd    *channel.Sender
-	rcv    *channel.Receiver
+	id       int16
+	inRing   bool
+	inSend   bool
+	inRecv   bool
+	g, l     channel.Seq
+	seq, rel channel.Seq
+	snd      *channel.Sender
+	rcv      *channel.Receiver
 }
 
 func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
@@ -145,15 +148,42 @@ func (c *conn) channel(id int16, create bool) *chanState {
 	return cs
 }
 
-// sendChannel returns channel id's state with its sending half. Each half
-// is made on first use, so that a channel the peer only sends on costs no
+// sendChannel returns channel id's state with its sending half: a spare
+// sender or a new one, at the channel's position (D5, D7). Each half is
+// made on first use, so that a channel the peer only sends on costs no
 // sender here, and one this side only sends on no receiver.
 func (c *conn) sendChannel(id int16) *chanState {
 	cs := c.channel(id, true)
-	if cs.snd == nil {
+	if cs.snd != nil {
+		return cs
+	}
+	if n := len(c.spareSenders); n > 0 {
+		cs.snd = c.spareSenders[n-1]
+		c.spareSenders[n-1] = nil
+		c.spareSenders = c.spareSenders[:n-1]
+	} else {
 		cs.snd = channel.NewSender(id)
 	}
+	cs.snd.Reuse(id, cs.seq, cs.rel)
+	c.senders++
 	return cs
+}
+
+// parkSenderIfIdle gives up cs's sender once more than liveReceivers
+// channels hold one and this one has nothing queued or in flight (N25):
+// the channel keeps only its position. The sender, trimmed, is kept for
+// reuse while there are few spares.
+func (c *conn) parkSenderIfIdle(cs *chanState) {
+	if c.senders <= c.ep.liveReceivers || cs.inRing || cs.inSend || !cs.snd.Idle() {
+		return
+	}
+	cs.seq, cs.rel = cs.snd.Position()
+	if len(c.spareSenders) < spareReceivers {
+		cs.snd.Trim()
+		c.spareSenders = append(c.spareSenders, cs.snd)
+	}
+	cs.snd = nil
+	c.senders--
 }
 
 // recvChannel returns channel id's state with its receiving half: a spare

@@ -156,6 +156,7 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 			kept = append(kept, cs)
 		} else {
 			cs.inSend = false
+			c.parkSenderIfIdle(cs)
 		}
 	}
 	clear(c.sendChans[len(kept):])

@@ -143,6 +143,7 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 		} else {
 			cs.inRing = false
 			c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
+			c.parkSenderIfIdle(cs) // it sent only unreliable packets
 		}
 		c.maybeWritable()
 		return b, true
@@ -232,7 +233,7 @@ func (c *conn) countSent(n int) {
 // releaseBuffers drops the connection's queues when it is removed.
 func (c *conn) releaseBuffers() {
 	c.chans, c.last, c.ring, c.sendChans, c.recvChans, c.acks, c.sentAcks = nil, nil, nil, nil, nil, nil, nil
-	c.spare, c.receivers = nil, 0
+	c.spare, c.spareSenders, c.receivers, c.senders = nil, nil, 0, 0
 	c.stream = streamQueue{}
 	c.queued, c.inFlight = 0, 0
 }
