@@ -196,3 +196,39 @@ func BenchmarkEngine64ReliableChannels(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEngine64ReliableChannelsTick sends a 64-byte reliable message on
+// each of n channels, then flushes, as a server updating n entities a tick
+// does: n channels have packets in flight at once (N25).
+func BenchmarkEngine64ReliableChannelsTick(b *testing.B) {
+	for _, n := range []int{8, 100, 1000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}}
+			p := newPair(b, cfg, cfg)
+			p.keep = false
+			msg := make([]byte, 64)
+			for i := range 2 * n {
+				p.cli.Send(p.now, p.ch, i%n, msg, true)
+				if i%n == n-1 {
+					p.flush()
+				}
+			}
+			start := p.srvMsgs
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := p.cli.Send(p.now, p.ch, i%n, msg, true); err != nil {
+					b.Fatal(err)
+				}
+				if i%n == n-1 {
+					p.flush()
+				}
+			}
+			p.flush()
+			b.StopTimer()
+			if got := p.srvMsgs - start; got != b.N {
+				b.Fatalf("delivered %d of %d messages", got, b.N)
+			}
+		})
+	}
+}

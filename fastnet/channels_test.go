@@ -186,19 +186,26 @@ func TestMaxHoldingChannelsDefault(t *testing.T) {
 }
 
 // TestSenderParked checks N25 for the sending half, with D5 and D7: a
-// server that sends on 1,000 channels keeps senders for at most
-// liveReceivers of them, and a channel whose sender was parked continues
-// its sequence numbers and R, so the client delivers every message once
-// and in order; a sender that was busy is trimmed before it is kept for
-// reuse.
+// server that sends on 1,000 channels once keeps senders for only
+// liveReceivers of them; one that keeps cycling through them keeps more
+// rather than parking and reviving them at every message; and a channel
+// whose sender was parked continues its sequence numbers and R, so the
+// client delivers every message once and in order.
 func TestSenderParked(t *testing.T) {
 	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}}
 	p := newPair(t, cfg, cfg)
 	c := p.srv.conns[p.sh]
 	const channels, rounds = 1000, 3
-	var want []string
-	before := heapInUse()
-	for r := range rounds {
+	var want, got []string
+	collect := func() {
+		for _, ev := range p.cliEvs {
+			if ev.Kind == EventMessage {
+				got = append(got, fmt.Sprintf("%d:%x", ev.Channel, sha256.Sum256(ev.Data)))
+			}
+		}
+		p.cliEvs = nil
+	}
+	round := func(r int) {
 		for ch := range channels {
 			// A reliable message of three packets, then an unreliable one.
 			big := bytes.Repeat([]byte{byte(r)}, 3000)
@@ -213,24 +220,29 @@ func TestSenderParked(t *testing.T) {
 			}
 			p.flush()
 		}
+		collect()
 	}
-	var got []string
-	for _, ev := range p.cliEvs {
-		if ev.Kind == EventMessage {
-			got = append(got, fmt.Sprintf("%d:%x", ev.Channel, sha256.Sum256(ev.Data)))
-		}
-	}
-	p.cliEvs = nil
-	grew := int64(heapInUse()) - int64(before) - int64(2*len(want)*(len(want[0])+16))
-	t.Logf("1,000 channels sending, and receiving at the peer: heap grew by %d bytes", grew)
+
+	before := heapInUse()
+	round(0)
+	grew := int64(heapInUse()) - int64(before) - int64(len(want)*2*(len(want[0])+16))
+	t.Logf("1,000 channels used once, sending and receiving at the peer: heap grew by %d bytes", grew)
 	if grew > 2<<20 { // 12 MB before senders and receivers were parked
 		t.Errorf("1,000 channels took %d bytes of heap", grew)
+	}
+	if c.senders > liveReceivers || len(c.spareSenders) > spareReceivers {
+		t.Errorf("%d senders and %d spares kept, want at most %d and %d", c.senders, len(c.spareSenders), liveReceivers, spareReceivers)
+	}
+
+	for r := 1; r < rounds; r++ {
+		round(r)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("messages delivered (-sent +delivered):\n%s", diff)
 	}
-	if c.senders > liveReceivers || len(c.spareSenders) > spareReceivers {
-		t.Errorf("%d senders and %d spares kept, want at most %d and %d", c.senders, len(c.spareSenders), liveReceivers, spareReceivers)
+	if c.liveSenders < channels || c.liveSenders > p.srv.cfg.MaxHoldingChannels {
+		t.Errorf("cycling through %d channels: %d senders kept, want at least %d and at most MaxHoldingChannels (%d)",
+			channels, c.liveSenders, channels, p.srv.cfg.MaxHoldingChannels)
 	}
 	st, _ := p.srv.Stats(p.sh)
 	if st.PacketsResent != 0 || st.InFlightBytes != 0 {

@@ -57,17 +57,27 @@ type conn struct {
 	sentAcks []sentAck
 	stream   streamQueue // Stream transport: whole messages, in order
 
+	// The earliest resend and the earliest first send of an unacked
+	// packet over sendChans (sendTimes), and the resend RTT they were
+	// reckoned with; timesStale after an ack or a resend, which can make
+	// them later. A first send folds in without a scan.
+	resendAt, oldestAt clock.Time
+	timesRTT           time.Duration
+	timesStale         bool
+
 	queued       int // encoded bytes waiting to be sent the first time
 	inFlight     int // reliable bytes unacknowledged (sum over senders)
 	wantWritable int // > 0: a Send was refused for this many bytes; report EventWritable once they fit
 
 	recvBudget channel.Budget
 	recvPaused bool // SetReceivePaused
-	// How many channels hold a receiver and a sender, and idle ones kept
-	// for reuse (N25).
-	receivers, senders int
-	spare              []*channel.Receiver
-	spareSenders       []*channel.Sender
+	// How many channels hold a receiver and a sender, how many may before
+	// idle ones are parked, and idle ones kept for reuse (N25).
+	receivers, senders         int
+	liveReceivers, liveSenders int
+	spare                      []*channel.Receiver
+	spareSenders               []*channel.Sender
+	idleRecv, idleSend         idleQueue
 
 	payloadMTU int
 	estimator  *mtu.Estimator // nil on Stream transports and when disabled
@@ -87,9 +97,13 @@ type conn struct {
 
 const (
 	// liveReceivers is how many receivers, and how many senders, a
-	// connection keeps for its channels before it parks those that fall
-	// idle (N25): a connection using a few channels never parks, and one
-	// using thousands keeps a few dozen bytes for each.
+	// connection keeps for its channels at first before it parks those
+	// that fall idle (N25): a connection using a few channels never parks,
+	// and one that touched thousands keeps a few dozen bytes for each. A
+	// channel that needs its half again after it was parked raises the
+	// connection's number by one, up to Config.MaxHoldingChannels, so
+	// that an application cycling through more channels than that stops
+	// parking and reviving them at every message.
 	liveReceivers = 32
 	// spareReceivers bounds the idle receivers, and the idle senders, a
 	// connection keeps for reuse, so that a channel that parks and revives
@@ -106,6 +120,8 @@ type chanState struct {
 	inRing   bool
 	inSend   bool
 	inRecv   bool
+	// In c.idleRecv, c.idleSend (park.go).
+	rcvQueued, sndQueued bool
 	g, l     channel.Seq
 	seq, rel channel.Seq
 	snd      *channel.Sender
@@ -126,6 +142,7 @@ func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
 	}
 	c.recvBudget.Limit = ep.cfg.ConnReceiveMemory
 	c.recvBudget.MaxHolders = ep.cfg.MaxHoldingChannels
+	c.liveReceivers, c.liveSenders = ep.liveReceivers, ep.liveReceivers
 	c.hb.init(ep.cfg.Role)
 	c.stats.PayloadMTU = c.payloadMTU
 	return c
@@ -164,26 +181,12 @@ func (c *conn) sendChannel(id int16) *chanState {
 	} else {
 		cs.snd = channel.NewSender(id)
 	}
+	if cs.seq != 0 || cs.rel != 0 { // revived: the channels in use outnumber the senders kept
+		c.liveSenders = min(c.liveSenders+1, c.ep.liveCap)
+	}
 	cs.snd.Reuse(id, cs.seq, cs.rel)
 	c.senders++
 	return cs
-}
-
-// parkSenderIfIdle gives up cs's sender once more than liveReceivers
-// channels hold one and this one has nothing queued or in flight (N25):
-// the channel keeps only its position. The sender, trimmed, is kept for
-// reuse while there are few spares.
-func (c *conn) parkSenderIfIdle(cs *chanState) {
-	if c.senders <= c.ep.liveReceivers || cs.inRing || cs.inSend || !cs.snd.Idle() {
-		return
-	}
-	cs.seq, cs.rel = cs.snd.Position()
-	if len(c.spareSenders) < spareReceivers {
-		cs.snd.Trim()
-		c.spareSenders = append(c.spareSenders, cs.snd)
-	}
-	cs.snd = nil
-	c.senders--
 }
 
 // recvChannel returns channel id's state with its receiving half: a spare
@@ -207,25 +210,12 @@ func (c *conn) recvChannel(id int16) *chanState {
 			MCI:        cfg.CoalesceInterval,
 		})
 	}
+	if cs.g != -1 || cs.l != 0 { // revived: the channels in use outnumber the receivers kept
+		c.liveReceivers = min(c.liveReceivers+1, c.ep.liveCap)
+	}
 	cs.rcv.Reuse(cs.g, cs.l)
 	c.receivers++
 	return cs
-}
-
-// parkIfIdle gives up cs's receiver once more than liveReceivers channels
-// hold one and this one holds nothing and waits for nothing (N25): the
-// channel keeps only its position. The receiver is kept for reuse while
-// there are few spares.
-func (c *conn) parkIfIdle(cs *chanState) {
-	if c.receivers <= c.ep.liveReceivers || cs.inRecv || !cs.rcv.Idle() {
-		return
-	}
-	cs.g, cs.l = cs.rcv.Position()
-	if len(c.spare) < spareReceivers {
-		c.spare = append(c.spare, cs.rcv)
-	}
-	cs.rcv = nil
-	c.receivers--
 }
 
 // established reports whether messages may flow.
@@ -249,12 +239,10 @@ func (c *conn) nextDeadline() clock.Time {
 	}
 	d := c.hb.nextSend
 	d = clock.Earliest(d, c.hb.lastHeard.Add(cfg.Timeout))
-	rtt := c.resendRTT()
-	for _, cs := range c.sendChans {
-		d = clock.Earliest(d, cs.snd.NextResend(rtt, cfg.MaxResendInterval))
-		if t := cs.snd.OldestUnacked(); t != 0 {
-			d = clock.Earliest(d, t.Add(cfg.Timeout))
-		}
+	resend, oldest := c.sendTimes()
+	d = clock.Earliest(d, resend)
+	if oldest != 0 {
+		d = clock.Earliest(d, oldest.Add(cfg.Timeout))
 	}
 	for _, cs := range c.recvChans {
 		d = clock.Earliest(d, cs.rcv.NextDeadline())
@@ -264,6 +252,37 @@ func (c *conn) nextDeadline() clock.Time {
 	}
 	d = clock.Earliest(d, c.mtuDeadline())
 	return d
+}
+
+// sendTimes returns when the next resend of any channel is due and when
+// the oldest unacked reliable packet was first sent, 0 if none: over every
+// channel with packets in flight, scanned again only after acks or
+// resends, so that an input or a transmit does not cost a pass over
+// thousands of busy channels.
+func (c *conn) sendTimes() (resend, oldest clock.Time) {
+	rtt := c.resendRTT()
+	if c.timesStale || rtt != c.timesRTT {
+		maxI := c.ep.cfg.MaxResendInterval
+		var r, o clock.Time
+		for _, cs := range c.sendChans {
+			r = clock.Earliest(r, cs.snd.NextResend(rtt, maxI))
+			o = clock.Earliest(o, cs.snd.OldestUnacked())
+		}
+		c.resendAt, c.oldestAt, c.timesRTT, c.timesStale = r, o, rtt, false
+	}
+	return c.resendAt, c.oldestAt
+}
+
+// sentReliable folds a reliable packet sent for the first time at now into
+// sendTimes: its first resend is due a resend interval later (D14), and
+// it can only make the earliest times earlier.
+func (c *conn) sentReliable(now clock.Time) {
+	if c.timesStale || c.resendRTT() != c.timesRTT {
+		c.timesStale = true
+		return
+	}
+	c.resendAt = clock.Earliest(c.resendAt, now.Add(channel.ResendInterval(0, c.timesRTT, c.ep.cfg.MaxResendInterval)))
+	c.oldestAt = clock.Earliest(c.oldestAt, now)
 }
 
 // handleTimeout runs every timer of the connection that is due at now.

@@ -104,7 +104,7 @@ func (c *conn) deliver(now clock.Time, cs *chanState) {
 		cs.inRecv = true
 		c.recvChans = append(c.recvChans, cs)
 	}
-	c.parkIfIdle(cs)
+	c.receiverIdle(cs)
 }
 
 // expireReceivers applies the MCI rule (D11) to receivers whose deadline
@@ -123,7 +123,7 @@ func (c *conn) expireReceivers(now clock.Time) {
 			kept = append(kept, cs)
 		} else {
 			cs.inRecv = false
-			c.parkIfIdle(cs)
+			c.receiverIdle(cs)
 		}
 	}
 	if c.state != 0 {
@@ -139,6 +139,7 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 		c.stats.Dropped[DropBadControl]++
 		return
 	}
+	c.timesStale = true
 	for it.Next() {
 		a := it.Ack()
 		cs := c.channel(a.Channel, false)
@@ -156,7 +157,7 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 			kept = append(kept, cs)
 		} else {
 			cs.inSend = false
-			c.parkSenderIfIdle(cs)
+			c.senderIdle(cs)
 		}
 	}
 	clear(c.sendChans[len(kept):])

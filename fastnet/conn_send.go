@@ -48,13 +48,8 @@ func (c *conn) wantsTransmit(now clock.Time) bool {
 	if c.newDataAllowed() {
 		return true
 	}
-	rtt, maxI := c.resendRTT(), c.ep.cfg.MaxResendInterval
-	for _, cs := range c.sendChans {
-		if t := cs.snd.NextResend(rtt, maxI); t != 0 && t <= now {
-			return true
-		}
-	}
-	return false
+	resend, _ := c.sendTimes()
+	return resend != 0 && resend <= now
 }
 
 // newDataAllowed reports whether some channel has a first-time packet that
@@ -101,14 +96,17 @@ func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 	if b, ok := c.mtuPoll(now, buf); ok {
 		return b, true
 	}
-	rtt := c.resendRTT()
-	for _, cs := range c.sendChans {
-		if t := cs.snd.NextResend(rtt, cfg.MaxResendInterval); t != 0 && t <= now {
-			b, ok := cs.snd.AppendResend(appendPacketHeader(buf, cs.id), now, rtt, cfg.MaxResendInterval)
-			if ok {
-				c.stats.PacketsResent++
-				c.stats.BytesResent += uint64(len(b))
-				return b, true
+	if resend, _ := c.sendTimes(); resend != 0 && resend <= now {
+		rtt := c.resendRTT()
+		c.timesStale = true // a resend moves its packet later; nothing due means the times were early
+		for _, cs := range c.sendChans {
+			if t := cs.snd.NextResend(rtt, cfg.MaxResendInterval); t != 0 && t <= now {
+				b, ok := cs.snd.AppendResend(appendPacketHeader(buf, cs.id), now, rtt, cfg.MaxResendInterval)
+				if ok {
+					c.stats.PacketsResent++
+					c.stats.BytesResent += uint64(len(b))
+					return b, true
+				}
 			}
 		}
 	}
@@ -137,13 +135,14 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 				cs.inSend = true
 				c.sendChans = append(c.sendChans, cs)
 			}
+			c.sentReliable(now)
 		}
 		if cs.snd.HasNew() {
 			c.ringPos++
 		} else {
 			cs.inRing = false
 			c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
-			c.parkSenderIfIdle(cs) // it sent only unreliable packets
+			c.senderIdle(cs) // it sent only unreliable packets
 		}
 		c.maybeWritable()
 		return b, true
@@ -234,6 +233,8 @@ func (c *conn) countSent(n int) {
 func (c *conn) releaseBuffers() {
 	c.chans, c.last, c.ring, c.sendChans, c.recvChans, c.acks, c.sentAcks = nil, nil, nil, nil, nil, nil, nil
 	c.spare, c.spareSenders, c.receivers, c.senders = nil, nil, 0, 0
+	c.idleRecv, c.idleSend = idleQueue{}, idleQueue{}
+	c.timesStale = true
 	c.stream = streamQueue{}
 	c.queued, c.inFlight = 0, 0
 }

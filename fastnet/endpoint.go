@@ -34,9 +34,10 @@ type Endpoint struct {
 	// Counters of packets dropped before they reach any connection.
 	stray [NumDropReasons]uint64
 
-	// liveReceivers is how many receivers a connection keeps before it
-	// parks those that fall idle (N25); tests lower it.
-	liveReceivers int
+	// liveReceivers is how many receivers and senders a connection keeps
+	// at first before it parks those that fall idle, and liveCap how many
+	// it may come to keep (N25); tests lower both.
+	liveReceivers, liveCap int
 }
 
 // ctlOut is a channel -1 packet waiting to be sent.
@@ -63,6 +64,7 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		ids:    make(map[uint32]*conn),
 
 		liveReceivers: liveReceivers,
+		liveCap:       max(liveReceivers, c.MaxHoldingChannels),
 	}, nil
 }
 

@@ -140,13 +140,8 @@ func (c *conn) blackHoleDelay() time.Duration {
 // oldestUnacked is the first-send time of the oldest unacknowledged
 // reliable packet of any channel, 0 if none.
 func (c *conn) oldestUnacked() clock.Time {
-	var t clock.Time
-	for _, cs := range c.sendChans {
-		if o := cs.snd.OldestUnacked(); o != 0 && (t == 0 || o < t) {
-			t = o
-		}
-	}
-	return t
+	_, o := c.sendTimes()
+	return o
 }
 
 // blackHoleDeadline is when the black hole check next has something to do.

@@ -1,0 +1,96 @@
+package fastnet
+
+// Parking (N25). A channel must remember four numbers for the life of its
+// connection; its receiver and sender are needed only while it holds or
+// sends something. A connection keeps receivers and senders for up to
+// c.liveReceivers and c.liveSenders channels; past that, it parks the
+// halves that have been idle the longest, keeping their positions in the
+// channel's state, and keeps a few of them for reuse.
+
+// idleQueue holds the channels whose receiving (or sending) half fell idle,
+// oldest first, each at most once: a connection that keeps too many halves
+// parks from its front, so that the halves parked are those idle the
+// longest, not the one an exchange is about to use again.
+type idleQueue struct {
+	q    []*chanState
+	head int
+}
+
+func (q *idleQueue) push(cs *chanState) {
+	if len(q.q) == cap(q.q) && q.head > 0 && q.head >= len(q.q)/2 {
+		n := copy(q.q, q.q[q.head:])
+		clear(q.q[n:])
+		q.q, q.head = q.q[:n], 0
+	}
+	q.q = append(q.q, cs)
+}
+
+func (q *idleQueue) pop() (*chanState, bool) {
+	if q.head == len(q.q) {
+		return nil, false
+	}
+	cs := q.q[q.head]
+	q.q[q.head] = nil
+	q.head++
+	if q.head == len(q.q) {
+		q.q, q.head = q.q[:0], 0
+	}
+	return cs, true
+}
+
+// receiverIdle notes that cs's receiver may have fallen idle (it holds
+// nothing and waits for nothing), then parks the receivers idle the
+// longest while the connection holds more than it keeps.
+func (c *conn) receiverIdle(cs *chanState) {
+	if cs.rcv == nil || cs.inRecv || !cs.rcv.Idle() {
+		return
+	}
+	if !cs.rcvQueued {
+		cs.rcvQueued = true
+		c.idleRecv.push(cs)
+	}
+	for c.receivers > c.liveReceivers {
+		x, ok := c.idleRecv.pop()
+		if !ok {
+			return
+		}
+		x.rcvQueued = false
+		if x.rcv != nil && !x.inRecv && x.rcv.Idle() {
+			x.g, x.l = x.rcv.Position()
+			if len(c.spare) < spareReceivers {
+				c.spare = append(c.spare, x.rcv)
+			}
+			x.rcv = nil
+			c.receivers--
+		}
+	}
+}
+
+// senderIdle notes that cs's sender may have fallen idle (nothing queued
+// or in flight), then parks the senders idle the longest while the
+// connection holds more than it keeps; those kept for reuse are trimmed.
+func (c *conn) senderIdle(cs *chanState) {
+	if cs.snd == nil || cs.inRing || cs.inSend || !cs.snd.Idle() {
+		return
+	}
+	if !cs.sndQueued {
+		cs.sndQueued = true
+		c.idleSend.push(cs)
+	}
+	for c.senders > c.liveSenders {
+		x, ok := c.idleSend.pop()
+		if !ok {
+			return
+		}
+		x.sndQueued = false
+		if x.snd != nil && !x.inRing && !x.inSend && x.snd.Idle() {
+			x.seq, x.rel = x.snd.Position()
+			if len(c.spareSenders) < spareReceivers {
+				x.snd.Trim()
+				c.spareSenders = append(c.spareSenders, x.snd)
+			}
+			x.snd = nil
+			c.senders--
+		}
+	}
+}
