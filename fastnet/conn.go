@@ -116,16 +116,16 @@ const (
 // its position: the ignore number and L (D7, D8) of the receiving half,
 // the next sequence number and R (D5, D7) of the sending half.
 type chanState struct {
-	id       int16
-	inRing   bool
-	inSend   bool
-	inRecv   bool
+	id     int16
+	inRing bool
+	inSend bool
+	inRecv bool
 	// In c.idleRecv, c.idleSend (park.go).
 	rcvQueued, sndQueued bool
-	g, l     channel.Seq
-	seq, rel channel.Seq
-	snd      *channel.Sender
-	rcv      *channel.Receiver
+	g, l                 channel.Seq
+	seq, rel             channel.Seq
+	snd                  *channel.Sender
+	rcv                  *channel.Receiver
 }
 
 func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
