@@ -249,3 +249,35 @@ func TestSenderParked(t *testing.T) {
 		t.Errorf("resent %d packets, %d bytes in flight", st.PacketsResent, st.InFlightBytes)
 	}
 }
+
+// TestSenderTrimmed checks N25's trimming: a server cycling 60 KB messages
+// through 200 channels keeps a sender for each of them (they come back
+// every round), but past the first liveReceivers an idle sender keeps
+// little of the buffers its last message took.
+func TestSenderTrimmed(t *testing.T) {
+	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}}
+	p := newPair(t, cfg, cfg)
+	p.keep = false
+	c := p.srv.conns[p.sh]
+	msg := make([]byte, 60000)
+	before := heapInUse()
+	for range 3 {
+		for ch := range 200 {
+			if err := p.srv.Send(p.now, p.sh, ch, msg, true); err != nil {
+				t.Fatal(err)
+			}
+			p.flush()
+		}
+	}
+	grew := int64(heapInUse()) - int64(before)
+	t.Logf("200 channels cycling 60 KB messages: %d senders kept, heap grew by %d bytes", c.senders, grew)
+	if p.cliMsgs != 600 {
+		t.Fatalf("delivered %d of 600 messages", p.cliMsgs)
+	}
+	if c.senders < 200 {
+		t.Errorf("%d senders kept, want all 200: they come back every round", c.senders)
+	}
+	if grew > 4<<20 { // 16 MB with every idle sender keeping its buffers
+		t.Errorf("200 channels took %d bytes of heap", grew)
+	}
+}

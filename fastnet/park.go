@@ -68,7 +68,10 @@ func (c *conn) receiverIdle(cs *chanState) {
 
 // senderIdle notes that cs's sender may have fallen idle (nothing queued
 // or in flight), then parks the senders idle the longest while the
-// connection holds more than it keeps; those kept for reuse are trimmed.
+// connection holds more than it keeps. Past the first liveReceivers
+// senders, an idle one is trimmed (Sender.Trim), so that an application
+// cycling large messages through many channels does not keep up to
+// 256 KiB of free buffers for each; those kept for reuse are trimmed too.
 func (c *conn) senderIdle(cs *chanState) {
 	if cs.snd == nil || cs.inRing || cs.inSend || !cs.snd.Idle() {
 		return
@@ -76,6 +79,10 @@ func (c *conn) senderIdle(cs *chanState) {
 	if !cs.sndQueued {
 		cs.sndQueued = true
 		c.idleSend.push(cs)
+	}
+	if c.senders > c.ep.liveReceivers {
+		// Many senders kept: each keeps little for its next messages.
+		cs.snd.Trim()
 	}
 	for c.senders > c.liveSenders {
 		x, ok := c.idleSend.pop()
