@@ -71,9 +71,11 @@ type Budget struct {
 	// MaxHolders bounds how many of the receivers sharing the budget hold
 	// queued packets at once (each needs HoldOverhead beyond its packets);
 	// a packet that would make one more receiver hold some is refused as
-	// NoMemory. A receiver already holding packets takes the rest of its
-	// messages within Limit, so the bound cannot stall a message once it
-	// has begun. 0 or less means no bound.
+	// NoMemory, and past half of MaxHolders only a packet that starts a
+	// message and waits for nothing may (see mayHold). A receiver already
+	// holding packets takes the rest of its messages within Limit, so the
+	// bound cannot stall a message once it has begun. 0 or less means no
+	// bound.
 	MaxHolders int
 
 	// committed is the sum of the receivers' grants: memory promised to
@@ -431,11 +433,23 @@ func (r *Receiver) recharge() {
 	}
 }
 
-// mayHold reports whether the receiver may hold queued packets: it already
-// does, or the Budget's MaxHolders leaves room for one more.
-func (r *Receiver) mayHold() bool {
+// mayHold reports whether the receiver may hold queued packets to take a
+// packet with header h: it already does, or the Budget's MaxHolders leaves
+// room for one more. The upper half of that room is kept for packets that
+// start a message and wait for nothing (D7): a receiver holding one can
+// complete its message with the packets that follow, which it takes, so
+// holders always finish; without the reserve, packets that wait for an
+// earlier one refused before them could take every place, and the
+// messages they wait for could not begin until backed-off resends came.
+func (r *Receiver) mayHold(h Header) bool {
 	b := r.budget
-	return r.holding || b == nil || b.MaxHolders <= 0 || b.holders < b.MaxHolders
+	switch {
+	case r.holding || b == nil || b.MaxHolders <= 0 || b.holders < b.MaxHolders/2:
+		return true
+	case b.holders >= b.MaxHolders:
+		return false
+	}
+	return h.Start && need(h.Reliable, h.Rel) == r.l
 }
 
 // need returns need(p) of D7: the L a packet waits for.
@@ -587,7 +601,7 @@ func (r *Receiver) consumed(k int, reliable bool, lastRel Seq) {
 // make room for a reliable one (D22). It reports false if the packet does
 // not fit.
 func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
-	if !r.mayHold() {
+	if !r.mayHold(h) {
 		return false
 	}
 	if h.Reliable && !r.roomForOwed(i, h, len(chunk)) {

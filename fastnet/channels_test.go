@@ -103,14 +103,14 @@ func TestChannelStateParked(t *testing.T) {
 	}
 }
 
-// TestMaxHoldingChannels checks N25 with D22 and D23: a peer that starts a
-// message on each of the 32,768 channels and never finishes it gets
-// MaxHoldingChannels of them held, about 3 KiB each, and the rest dropped
-// unacked, where each would otherwise pin a receiver and its queue; a
-// message arriving whole is still delivered, and a held message that
-// completes makes room for another.
+// TestMaxHoldingChannels checks N25 with D22 and D23: with
+// MaxHoldingChannels set, a peer that starts a message on each of the
+// 32,768 channels and never finishes it gets that many of them held, about
+// 3 KiB each, and the rest dropped unacked, where each would otherwise pin
+// a receiver and its queue; a message arriving whole is still delivered,
+// and a held message that completes makes room for another.
 func TestMaxHoldingChannels(t *testing.T) {
-	cfg := Config{Role: Server}
+	cfg := Config{Role: Server, MaxHoldingChannels: 1000}
 	tc := newTestEndpoint(t, cfg)
 	h, _ := tc.connectServer()
 	c := tc.ep.conns[h]
@@ -153,35 +153,20 @@ func TestMaxHoldingChannels(t *testing.T) {
 	}
 }
 
-// TestMaxHoldingChannelsDefault checks the default of MaxHoldingChannels
-// (N25): a quarter of ConnReceiveMemory in receivers, at least 16.
+// TestMaxHoldingChannelsDefault checks that MaxHoldingChannels bounds
+// nothing unless set (N25): an honest peer may have messages begun on
+// every channel at once, and refusing its packets could fill its
+// in-flight window.
 func TestMaxHoldingChannelsDefault(t *testing.T) {
-	for _, tt := range []struct {
-		conn, want int
-	}{
-		{0, 1045}, // the default ConnReceiveMemory, 12.25 MiB
-		{4 << 20, 341},
-		{1 << 20, 85},
-	} {
-		c := Config{Role: Server, ConnReceiveMemory: tt.conn, MaxMessageSize: 64 << 10}
-		if tt.conn == 0 {
-			c.MaxMessageSize = 0
-		}
-		ep, err := NewEndpoint(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := ep.Config().MaxHoldingChannels; got != tt.want {
-			t.Errorf("ConnReceiveMemory %d: MaxHoldingChannels %d, want %d", tt.conn, got, tt.want)
-		}
-	}
-	c := Config{Role: Server, MaxMessageSize: 1000, ChannelReceiveMemory: 80 << 10, ConnReceiveMemory: 80 << 10}
-	ep, err := NewEndpoint(c)
+	ep, err := NewEndpoint(Config{Role: Server})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ep.Config().MaxHoldingChannels; got != 16 {
-		t.Errorf("small ConnReceiveMemory: MaxHoldingChannels %d, want at least 16", got)
+	if got := ep.Config().MaxHoldingChannels; got != MaxChannel+1 {
+		t.Errorf("MaxHoldingChannels %d, want %d", got, MaxChannel+1)
+	}
+	if ep.liveCap != maxLiveReceivers {
+		t.Errorf("live receivers and senders capped at %d, want %d", ep.liveCap, maxLiveReceivers)
 	}
 }
 
@@ -240,9 +225,9 @@ func TestSenderParked(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("messages delivered (-sent +delivered):\n%s", diff)
 	}
-	if c.liveSenders < channels || c.liveSenders > p.srv.cfg.MaxHoldingChannels {
-		t.Errorf("cycling through %d channels: %d senders kept, want at least %d and at most MaxHoldingChannels (%d)",
-			channels, c.liveSenders, channels, p.srv.cfg.MaxHoldingChannels)
+	if c.liveSenders < channels || c.liveSenders > maxLiveReceivers {
+		t.Errorf("cycling through %d channels: %d senders kept, want at least %d and at most %d",
+			channels, c.liveSenders, channels, maxLiveReceivers)
 	}
 	st, _ := p.srv.Stats(p.sh)
 	if st.PacketsResent != 0 || st.InFlightBytes != 0 {

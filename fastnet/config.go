@@ -106,12 +106,17 @@ type Config struct {
 	ConnReceiveMemory int
 	// MaxHoldingChannels bounds the channels of one connection that hold
 	// queued packets at once (an incomplete message, or packets waiting for
-	// earlier ones): each needs about ChannelHoldMemory beyond its
-	// packets. A packet that would make one more channel hold packets is
-	// dropped unacked (DropMemory) and its sender resends it later; a
-	// message arriving whole in one packet is still delivered. Default
-	// ConnReceiveMemory/(4*ChannelHoldMemory), at least 16 (1045 with the
-	// default memory limits). See N25 of docs/protocol.md.
+	// earlier ones); each needs about ChannelHoldMemory beyond its packets.
+	// A packet that would make one more channel hold packets is dropped
+	// unacked (DropMemory) and its sender resends it later; a message
+	// arriving whole in one packet is still delivered, and past half the
+	// bound only a packet that starts a message and waits for nothing may
+	// begin holding. Default 32768: no bound. A lower bound caps what a
+	// hostile peer can pin (about ChannelHoldMemory a channel), but must
+	// stay above the channels an honest peer may have messages in flight
+	// on at once: the packets refused stay in the peer's in-flight window
+	// (its MaxInFlight), and once they fill it the messages already begun
+	// cannot be finished. See N25 of docs/protocol.md.
 	MaxHoldingChannels int
 	// SendQueueSize bounds the encoded bytes of one connection's messages
 	// waiting to be sent for the first time. A Send that would pass it
@@ -249,7 +254,7 @@ func (c Config) withDefaults() Config {
 		c.ConnReceiveMemory = 4 * c.ChannelReceiveMemory
 	}
 	if c.MaxHoldingChannels == 0 {
-		c.MaxHoldingChannels = max(16, c.ConnReceiveMemory/(4*ChannelHoldMemory))
+		c.MaxHoldingChannels = MaxChannel + 1
 	}
 	if c.SendQueueSize == 0 {
 		c.SendQueueSize = max(DefaultSendQueueSize, c.MaxMessageSize+maxMessageOverhead)

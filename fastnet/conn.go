@@ -101,10 +101,12 @@ const (
 	// that fall idle (N25): a connection using a few channels never parks,
 	// and one that touched thousands keeps a few dozen bytes for each. A
 	// channel that needs its half again after it was parked raises the
-	// connection's number by one, up to Config.MaxHoldingChannels, so
-	// that an application cycling through more channels than that stops
-	// parking and reviving them at every message.
-	liveReceivers = 32
+	// connection's number by one, up to maxLiveReceivers (or
+	// Config.MaxHoldingChannels if lower), so that an application cycling
+	// through that many channels stops parking and reviving them at every
+	// message.
+	liveReceivers    = 32
+	maxLiveReceivers = 1024
 	// spareReceivers bounds the idle receivers, and the idle senders, a
 	// connection keeps for reuse, so that a channel that parks and revives
 	// at each message allocates nothing.

@@ -64,7 +64,7 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		ids:    make(map[uint32]*conn),
 
 		liveReceivers: liveReceivers,
-		liveCap:       max(liveReceivers, c.MaxHoldingChannels),
+		liveCap:       max(liveReceivers, min(maxLiveReceivers, c.MaxHoldingChannels)),
 	}, nil
 }
 

@@ -975,3 +975,30 @@ func TestScenarioCorruptPayload(t *testing.T) {
 		})
 	}
 }
+
+// N25 with D22 and D23: when more channels begin messages at once than
+// MaxHoldingChannels lets hold packets, the packets that do not fit are
+// refused and resent, and every message still arrives, intact and in
+// order (the refused packets back off as any unacked packet does, D14, so
+// a bound far below the channels in use costs time).
+func TestScenarioMaxHoldingChannels(t *testing.T) {
+	cfg := fixedMTU(32) // every message below is several packets
+	cfg.MaxHoldingChannels = 16
+	link := fastnettest.Link{Delay: 5 * time.Millisecond}
+	s := newSim(t, simSetup{Seed: 7, Cli: cfg, Srv: cfg, Up: link, Down: link})
+	s.connect(time.Second)
+	for round := range 2 {
+		for ch := range 64 {
+			s.send(cliSide, ch, payload(uint32(round*1000+ch), 200), true)
+		}
+	}
+	if !s.runUntil(s.settled, 2*time.Minute) || s.ended[cliSide] != nil {
+		t.Fatalf("128 messages on 64 channels, 16 may hold packets: client ended with %v, %d of 128 delivered; server drops %v",
+			s.ended[cliSide], s.led[srvSide].delivered, s.stats(srvSide).Dropped)
+	}
+	st := s.stats(srvSide)
+	if st.Dropped[fastnet.DropMemory] == 0 {
+		t.Errorf("no packet refused for MaxHoldingChannels: the scenario does not test it")
+	}
+	t.Logf("settled after %v; %d packets refused, %d resent", s.elapsed(), st.Dropped[fastnet.DropMemory], s.stats(cliSide).PacketsResent)
+}

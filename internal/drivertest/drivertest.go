@@ -53,6 +53,7 @@ func Run(t *testing.T, d Driver) {
 		{"ManyClients", testManyClients},
 		{"LargeMessages", testLargeMessages},
 		{"ConcurrentSenders", testConcurrentSenders},
+		{"ManyChannels", testManyChannels},
 		{"SlowReader", testSlowReader},
 		{"IdleReceiver", testIdleReceiver},
 		{"ConcurrentReceiveCancel", testConcurrentReceiveCancel},
