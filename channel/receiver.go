@@ -20,15 +20,17 @@ const (
 const PacketOverhead = 32
 
 // HoldOverhead is about the memory a Receiver holding queued packets needs
-// beyond them: its own state and the base arrays of its receive queue, on
-// 64-bit platforms (TestHoldOverhead keeps it in step with the types).
+// beyond them: its own state and the smallest arrays of its receive queue,
+// on 64-bit platforms (TestHoldOverhead keeps it in step with the types);
+// a queue that grew for a message of many packets keeps up to 2.5 KiB
+// more until the receiver is given up.
 // Budget.MaxHolders bounds how many receivers of a connection hold packets
 // at once, and so this memory: without a bound, a peer that sends a small
 // packet starting a message on each of the 32,768 channels would make a
 // connection hold about 100 MB while its budget counted 2 MB (D22, D23).
 // An idle Receiver (Idle) needs only its Position kept, so a connection
 // may give the rest up and Reuse the receiver.
-const HoldOverhead = 3 << 10
+const HoldOverhead = 800
 
 // maxReady bounds the delivered messages a Receiver holds for Poll; while
 // it is reached, coalescing pauses until Poll takes some.

@@ -23,9 +23,10 @@ func (s *slot) start() bool    { return s.flags&FlagStart != 0 }
 // index i holds sequence number G+1+i. The ring covers exactly the logical
 // range from its first occupied place to its last, so places outside it
 // (packets lost before the queue head, or evicted at either end) cost
-// nothing. Its capacity is a power of two, at least baseRing; it grows on
-// demand (up to the receive window) and shrinks when the range it covers
-// falls to a quarter of it. Bitmaps of occupied places, of places holding
+// nothing. Its capacity is a power of two, at least minRing; it grows on
+// demand (up to the receive window), keeps the largest arrays of up to
+// baseRing places it grew for, and past those shrinks when the range it
+// covers falls to a quarter of it. Bitmaps of occupied places, of places holding
 // reliable or unreliable packets and of places holding starts of messages
 // find the queue head, the next message, the newest unreliable packet and
 // counts without visiting places one by one.
@@ -36,7 +37,7 @@ type seqRing struct {
 	off   int // logical index of ring position 0, the first occupied place
 	span  int // ring positions [0, span) cover every occupied place; the last is occupied
 
-	base   []slot // the baseRing-sized arrays, kept for reuse
+	base   []slot // the arrays of up to baseRing places, kept for reuse
 	baseBM [numBitmaps][]uint64
 }
 
@@ -49,10 +50,31 @@ const (
 	numBitmaps
 )
 
-// baseRing is the capacity a ring starts with and returns to when it
-// empties; beyond it, the ring's places are charged against the receive
-// memory limits.
-const baseRing = 64
+// baseRing is the largest capacity a ring keeps when it empties; beyond
+// it, the ring's places are charged against the receive memory limits.
+// minRing is the capacity a ring starts with: a channel holding one packet
+// of a message begun needs a few places, not baseRing (N25).
+const (
+	baseRing = 64
+	minRing  = 4
+)
+
+// arraysFor returns empty arrays for a ring of capacity n.
+func arraysFor(n int) ([]slot, [numBitmaps][]uint64) {
+	var bm [numBitmaps][]uint64
+	for k := range bm {
+		bm[k] = make([]uint64, max(n/64, 1))
+	}
+	return make([]slot, n), bm
+}
+
+// capFor returns the capacity of a ring covering n places.
+func capFor(n int) int {
+	if n <= minRing {
+		return minRing
+	}
+	return 1 << bits.Len(uint(n-1))
+}
 
 // ringCapFor returns the capacity of a ring covering n places.
 func ringCapFor(n int) int {
@@ -94,10 +116,7 @@ func (r *seqRing) has(i int) bool {
 // ensure makes room for logical index i.
 func (r *seqRing) ensure(i int) {
 	if r.slots == nil {
-		r.base = make([]slot, baseRing)
-		for k := range r.baseBM {
-			r.baseBM[k] = make([]uint64, baseRing/64)
-		}
+		r.base, r.baseBM = arraysFor(minRing)
 		r.slots, r.bm = r.base, r.baseBM
 	}
 	if r.span == 0 {
@@ -114,7 +133,7 @@ func (r *seqRing) ensure(i int) {
 		}
 		return
 	}
-	r.relayout(lo, ringCapFor(hi-lo))
+	r.relayout(lo, capFor(hi-lo))
 }
 
 // relayout moves the ring into new arrays of capacity n whose position 0
@@ -122,13 +141,15 @@ func (r *seqRing) ensure(i int) {
 func (r *seqRing) relayout(lo, n int) {
 	var slots []slot
 	var bm [numBitmaps][]uint64
-	if n == baseRing {
+	fromBase := len(r.slots) <= baseRing // arrays of up to baseRing places are the base
+	switch {
+	case n <= len(r.base) && !fromBase:
 		slots, bm = r.base, r.baseBM
-	} else {
-		slots = make([]slot, n)
-		for k := range bm {
-			bm[k] = make([]uint64, n/64)
-		}
+	case n <= baseRing:
+		// The base grows, and keeps its new size.
+		slots, bm = arraysFor(n)
+	default:
+		slots, bm = arraysFor(n)
 	}
 	shift := r.off - lo
 	for j := range r.span {
@@ -141,7 +162,11 @@ func (r *seqRing) relayout(lo, n int) {
 			}
 		}
 	}
-	if len(r.slots) == baseRing {
+	switch {
+	case n <= baseRing && len(slots) != len(r.base):
+		r.base, r.baseBM = slots, bm
+	case fromBase:
+		// Grown past the base: clean it for when the ring shrinks.
 		clear(r.base)
 		for k := range r.baseBM {
 			clear(r.baseBM[k])
@@ -189,7 +214,7 @@ func (r *seqRing) take(i int) slot {
 		}
 	}
 	if len(r.slots) > baseRing && r.span > 0 && ringCapFor(r.span) <= len(r.slots)/4 {
-		r.relayout(r.off, ringCapFor(r.span))
+		r.relayout(r.off, max(ringCapFor(r.span), len(r.base)))
 	}
 	return s
 }

@@ -391,6 +391,7 @@ func (c Config) resolve() (Config, error) {
 // bytes, as counted against the receive memory limits.
 const PacketMemoryOverhead = channel.PacketOverhead
 
-// ChannelHoldMemory is about what a channel's receiving half needs while it
-// holds queued packets, beyond them (Config.MaxHoldingChannels, N25).
+// ChannelHoldMemory is about what a channel's receiving half needs at least
+// while it holds queued packets, beyond them (Config.MaxHoldingChannels,
+// N25): about 800 bytes.
 const ChannelHoldMemory = channel.HoldOverhead
