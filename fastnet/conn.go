@@ -176,11 +176,7 @@ func (c *conn) sendChannel(id int16) *chanState {
 	if cs.snd != nil {
 		return cs
 	}
-	if n := len(c.spareSenders); n > 0 {
-		cs.snd = c.spareSenders[n-1]
-		c.spareSenders[n-1] = nil
-		c.spareSenders = c.spareSenders[:n-1]
-	} else {
+	if cs.snd = popSpare(&c.spareSenders); cs.snd == nil {
 		cs.snd = channel.NewSender(id)
 	}
 	if cs.seq != 0 || cs.rel != 0 { // revived: the channels in use outnumber the senders kept
@@ -198,11 +194,7 @@ func (c *conn) recvChannel(id int16) *chanState {
 	if cs.rcv != nil {
 		return cs
 	}
-	if n := len(c.spare); n > 0 {
-		cs.rcv = c.spare[n-1]
-		c.spare[n-1] = nil
-		c.spare = c.spare[:n-1]
-	} else {
+	if cs.rcv = popSpare(&c.spare); cs.rcv == nil {
 		cfg := &c.ep.cfg
 		cs.rcv = channel.NewReceiver(channel.ReceiverConfig{
 			Window:     cfg.ReceiveWindow,

@@ -38,6 +38,18 @@ func (q *idleQueue) pop() (*chanState, bool) {
 	return cs, true
 }
 
+// popSpare takes the last of the spares kept for reuse, or returns nil.
+func popSpare[T any](spares *[]*T) *T {
+	n := len(*spares)
+	if n == 0 {
+		return nil
+	}
+	x := (*spares)[n-1]
+	(*spares)[n-1] = nil
+	*spares = (*spares)[:n-1]
+	return x
+}
+
 // receiverIdle notes that cs's receiver may have fallen idle (it holds
 // nothing and waits for nothing), then parks the receivers idle the
 // longest while the connection holds more than it keeps.
