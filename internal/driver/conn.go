@@ -221,6 +221,20 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 			e.mu.Unlock()
 			return Message{}, err
 		}
+		if e.token != nil {
+			// The read role is usually free (the previous Receive
+			// left it): take it without registering to wait.
+			select {
+			case <-e.token:
+				e.role = roleReceive
+				e.mu.Unlock()
+				if err := c.readFor(ctx); err != nil {
+					return Message{}, err
+				}
+				continue
+			default:
+			}
+		}
 		// Wait for a message, or for the read role (see Reader and
 		// StreamReader) to read the socket or stream here.
 		wait := c.waitLocked()

@@ -138,7 +138,7 @@ type Engine struct {
 	lastSend clock.Time // the previous Send, for sendBurst
 	wakes    []*Conn    // connections to signal at unlock
 
-	timer    *time.Timer
+	timer    *Alarm
 	deadline clock.Time // when timer fires; 0: not armed
 	// idle hands a read role left free to the background reader; its
 	// delay is maxIdleDelay, or MinResendRTT/2 if shorter (read.go).
@@ -198,10 +198,7 @@ func NewEngine(cfg fastnet.Config, opts Options) (*Engine, error) {
 		scratch: make([]byte, cfg.MaxPacketSize),
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
-		timer:   time.NewTimer(time.Hour),
-		idle:    NewIdleTimer(max(min(maxIdleDelay, cfg.MinResendRTT/2), minIdleDelay)),
 	}
-	e.timer.Stop()
 	e.written = sync.NewCond(&e.mu)
 	return e, nil
 }
@@ -214,6 +211,8 @@ func (e *Engine) Config() fastnet.Config { return e.cfg }
 // are the transport's, registered with Go.
 func (e *Engine) Start(tr Transport) {
 	e.tr = tr
+	e.timer = NewAlarm(true)
+	e.idle = newIdleTimer(max(min(maxIdleDelay, e.cfg.MinResendRTT/2), minIdleDelay), NewAlarm(true))
 	if rd, ok := tr.(Reader); ok {
 		e.startReader(rd)
 	}
@@ -574,8 +573,8 @@ func (e *Engine) Close() error {
 		e.listener.closeLocked()
 	}
 	close(e.done)
-	e.timer.Stop()
-	e.idle.Stop()
+	e.timer.Close()
+	e.idle.Close()
 	e.wakeLocked()
 	e.mu.Unlock()
 	err := e.tr.Close()

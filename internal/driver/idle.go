@@ -12,16 +12,21 @@ import "time"
 // owner's lock guards it.
 type IdleTimer struct {
 	C     <-chan time.Time
-	t     *time.Timer
+	a     *Alarm
 	delay time.Duration
 	at    time.Time // when it fires; zero: not armed
 }
 
-// NewIdleTimer returns a stopped idle timer of the given delay.
+// NewIdleTimer returns a stopped idle timer of the given delay, a Go
+// timer.
 func NewIdleTimer(delay time.Duration) *IdleTimer {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return &IdleTimer{C: t.C, t: t, delay: delay}
+	return newIdleTimer(delay, NewAlarm(false))
+}
+
+// newIdleTimer returns a stopped idle timer of the given delay that uses
+// a. A value may come on C after Stop or a move (see Alarm).
+func newIdleTimer(delay time.Duration, a *Alarm) *IdleTimer {
+	return &IdleTimer{C: a.C, a: a, delay: delay}
 }
 
 // Delay returns the timer's delay.
@@ -40,7 +45,7 @@ func (t *IdleTimer) Arm() {
 // ArmIn makes the timer fire d from now.
 func (t *IdleTimer) ArmIn(d time.Duration) {
 	t.at = time.Now().Add(d)
-	t.t.Reset(d)
+	t.a.Reset(d)
 }
 
 // Fired records that a value was received from C.
@@ -51,6 +56,12 @@ func (t *IdleTimer) Armed() bool { return !t.at.IsZero() }
 
 // Stop stops the timer.
 func (t *IdleTimer) Stop() {
-	t.t.Stop()
+	t.a.Stop()
+	t.at = time.Time{}
+}
+
+// Close stops the timer for good, releasing its alarm.
+func (t *IdleTimer) Close() {
+	t.a.Close()
 	t.at = time.Time{}
 }

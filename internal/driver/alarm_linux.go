@@ -1,0 +1,70 @@
+package driver
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// A kernelTimer is a timerfd on CLOCK_MONOTONIC, non-blocking, so that a
+// read waits in the runtime's network poller.
+type kernelTimer struct {
+	f  *os.File
+	rc syscall.RawConn // holds the descriptor open while it is set
+}
+
+const (
+	clockMonotonic = 1
+	tfdNonblock    = syscall.O_NONBLOCK
+	tfdCloexec     = syscall.O_CLOEXEC
+)
+
+func newKernelTimer() (*kernelTimer, error) {
+	fd, _, errno := syscall.Syscall(syscall.SYS_TIMERFD_CREATE, clockMonotonic, tfdNonblock|tfdCloexec, 0)
+	if errno != 0 {
+		return nil, errno
+	}
+	f := os.NewFile(fd, "timerfd")
+	if f == nil {
+		syscall.Close(int(fd))
+		return nil, errors.New("timerfd: bad descriptor")
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &kernelTimer{f: f, rc: rc}, nil
+}
+
+// itimerspec is struct itimerspec.
+type itimerspec struct {
+	interval syscall.Timespec
+	value    syscall.Timespec
+}
+
+// set arms the timer to fire d from now, or disarms it if d is 0. After
+// close it does nothing.
+func (k *kernelTimer) set(d time.Duration) {
+	spec := itimerspec{value: syscall.NsecToTimespec(int64(d))}
+	k.rc.Control(func(fd uintptr) {
+		// It fails only for a bad descriptor or value, neither of
+		// which Control and NsecToTimespec let through.
+		syscall.Syscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
+	})
+}
+
+// wait blocks until the timer fires and reports true, or false once the
+// timer is closed.
+func (k *kernelTimer) wait() bool {
+	var b [8]byte // the count of expirations
+	_, err := k.f.Read(b[:])
+	// Another error than the close cannot happen on a timerfd of
+	// CLOCK_MONOTONIC; should one, a value on C is harmless where a
+	// silent alarm would stall the engine.
+	return !errors.Is(err, os.ErrClosed)
+}
+
+func (k *kernelTimer) close() { k.f.Close() }

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package driver
+
+import (
+	"errors"
+	"time"
+)
+
+// kernelTimer exists on Linux only (alarm_linux.go).
+type kernelTimer struct{}
+
+func newKernelTimer() (*kernelTimer, error) { return nil, errors.New("no kernel timer") }
+
+func (k *kernelTimer) set(time.Duration) {}
+func (k *kernelTimer) wait() bool        { return false }
+func (k *kernelTimer) close()            {}

@@ -1,0 +1,129 @@
+package driver
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+// alarmKinds runs f on a kernel alarm (where the system has one) and on a
+// Go timer.
+func alarmKinds(t *testing.T, f func(t *testing.T, a *Alarm)) {
+	for _, kernel := range []bool{true, false} {
+		name := "go"
+		if kernel {
+			name = "kernel"
+		}
+		t.Run(name, func(t *testing.T) {
+			a := NewAlarm(kernel)
+			defer a.Close()
+			if kernel && runtime.GOOS == "linux" && !a.Kernel() {
+				t.Fatal("no kernel timer on Linux")
+			}
+			if !kernel && a.Kernel() {
+				t.Fatal("a Go timer asked for, a kernel timer made")
+			}
+			f(t, a)
+		})
+	}
+}
+
+// fired waits up to within for a value on a.C.
+func fired(a *Alarm, within time.Duration) bool {
+	select {
+	case <-a.C:
+		return true
+	case <-time.After(within):
+		return false
+	}
+}
+
+func TestAlarmFires(t *testing.T) {
+	alarmKinds(t, func(t *testing.T, a *Alarm) {
+		start := time.Now()
+		a.Reset(20 * time.Millisecond)
+		if !fired(a, 5*time.Second) {
+			t.Fatal("armed for 20ms, did not fire in 5s")
+		}
+		if d := time.Since(start); d < 20*time.Millisecond {
+			t.Fatalf("armed for 20ms, fired after %v", d)
+		}
+		// Reset with a duration of 0 or less fires at once.
+		a.Reset(0)
+		if !fired(a, 5*time.Second) {
+			t.Fatal("Reset(0) did not fire")
+		}
+		a.Reset(-time.Second)
+		if !fired(a, 5*time.Second) {
+			t.Fatal("Reset(-1s) did not fire")
+		}
+	})
+}
+
+func TestAlarmMoves(t *testing.T) {
+	alarmKinds(t, func(t *testing.T, a *Alarm) {
+		// Moved later: it does not fire at the first time.
+		a.Reset(10 * time.Millisecond)
+		a.Reset(time.Hour)
+		if fired(a, 100*time.Millisecond) {
+			t.Fatal("moved from 10ms to an hour, fired within 100ms")
+		}
+		// Moved earlier: it fires at the new time.
+		a.Reset(time.Millisecond)
+		if !fired(a, 5*time.Second) {
+			t.Fatal("moved from an hour to 1ms, did not fire in 5s")
+		}
+	})
+}
+
+func TestAlarmStop(t *testing.T) {
+	alarmKinds(t, func(t *testing.T, a *Alarm) {
+		a.Reset(10 * time.Millisecond)
+		a.Stop()
+		if fired(a, 100*time.Millisecond) {
+			t.Fatal("stopped, fired")
+		}
+		// A value waiting on C when Stop comes is dropped.
+		a.Reset(0)
+		time.Sleep(50 * time.Millisecond)
+		a.Stop()
+		if fired(a, 50*time.Millisecond) {
+			t.Fatal("a value that came before Stop was still on C")
+		}
+		// Armed again after Stop, it fires.
+		a.Reset(time.Millisecond)
+		if !fired(a, 5*time.Second) {
+			t.Fatal("armed after Stop, did not fire")
+		}
+	})
+}
+
+// TestAlarmClose checks that Close ends the kernel timer's goroutine, may
+// be called twice, and that the alarm does nothing afterwards.
+func TestAlarmClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	var as []*Alarm
+	for range 20 {
+		a := NewAlarm(true)
+		a.Reset(time.Hour)
+		as = append(as, a)
+	}
+	for _, a := range as {
+		a.Close()
+		a.Close()
+		a.Reset(time.Millisecond) // after Close: nothing, no panic
+		a.Stop()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines before, %d after closing 20 alarms", before, runtime.NumGoroutine())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, a := range as {
+		if fired(a, 20*time.Millisecond) {
+			t.Fatal("a closed alarm fired")
+		}
+	}
+}
