@@ -230,7 +230,7 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 		nc: nc, remote: remote, rc: rc, readerDone: make(chan struct{}),
 		fr:    newFrameReader(nc, t.maxPacket, 0),
 		ready: make(chan struct{}, 1), token: make(chan struct{}, 1), wake: make(chan struct{}, 1),
-		idle: driver.NewIdleTimer(idleDelay),
+		idle: t.e.NewIdleTimer(idleDelay),
 	}
 	t.mu.Lock()
 	if t.closed {

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,22 +24,34 @@ import (
 //
 // Unlike a time.Timer, a value may still come on C after Reset or Stop:
 // the owner checks, when one comes, whether anything is due. C holds one
-// value at most. Close releases the kernel timer and ends its goroutine.
+// value at most. Close releases the kernel timer and ends its goroutine;
+// after it, the alarm does nothing.
 type Alarm struct {
 	C <-chan time.Time
 	c chan time.Time
+	f func()       // what firing does
 	k *kernelTimer // nil: t
 	t *time.Timer
 
-	done chan struct{} // closed when k's goroutine ends
-	once sync.Once
+	closed atomic.Bool
+	done   chan struct{} // closed when k's goroutine ends
+	once   sync.Once
 }
 
 // NewAlarm returns a stopped alarm; kernel asks for a kernel timer where
 // the system has one (it costs a file descriptor and a goroutine).
 func NewAlarm(kernel bool) *Alarm {
-	a := &Alarm{c: make(chan time.Time, 1)}
+	a := newAlarmFunc(kernel, nil)
+	a.c = make(chan time.Time, 1)
 	a.C = a.c
+	a.f = a.send
+	return a
+}
+
+// newAlarmFunc returns a stopped alarm that calls f, on a goroutine of
+// its own, each time it fires, instead of sending on C.
+func newAlarmFunc(kernel bool, f func()) *Alarm {
+	a := &Alarm{f: f}
 	if kernel {
 		if k, err := newKernelTimer(); err == nil {
 			a.k = k
@@ -64,6 +77,12 @@ func (a *Alarm) run() {
 }
 
 func (a *Alarm) fire() {
+	if !a.closed.Load() {
+		a.f()
+	}
+}
+
+func (a *Alarm) send() {
 	select {
 	case a.c <- time.Now():
 	default:
@@ -80,6 +99,9 @@ func (a *Alarm) drain() {
 
 // Reset makes the alarm fire d from now, at once if d <= 0.
 func (a *Alarm) Reset(d time.Duration) {
+	if a.closed.Load() {
+		return
+	}
 	a.drain()
 	if a.k == nil {
 		a.t.Reset(d)
@@ -102,6 +124,8 @@ func (a *Alarm) Stop() {
 // Close stops the alarm for good and waits for its goroutine to end.
 func (a *Alarm) Close() {
 	a.once.Do(func() {
+		a.closed.Store(true)
+		a.drain()
 		if a.k == nil {
 			a.t.Stop()
 			return

@@ -127,3 +127,70 @@ func TestAlarmClose(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleTimers checks that timers of one set fire at their own times,
+// that Stop and a move later hold one back, and that a set's Close stops
+// them all.
+func TestIdleTimers(t *testing.T) {
+	for _, kernel := range []bool{true, false} {
+		s := NewIdleTimers(kernel)
+		const n = 50
+		ts := make([]*IdleTimer, n)
+		start := time.Now()
+		for i := range ts {
+			ts[i] = s.NewTimer(time.Hour)
+			ts[i].ArmIn(time.Duration(n-i) * time.Millisecond) // the last first
+		}
+		ts[7].Stop()
+		ts[8].ArmIn(time.Hour)
+		if !ts[8].Armed() || ts[7].Armed() {
+			t.Fatalf("kernel %v: Armed: moved %v, stopped %v", kernel, ts[8].Armed(), ts[7].Armed())
+		}
+		for i, it := range ts {
+			select {
+			case at := <-it.C:
+				it.Fired()
+				if i == 7 || i == 8 {
+					t.Fatalf("kernel %v: timer %d fired", kernel, i)
+				}
+				if want := start.Add(time.Duration(n-i) * time.Millisecond); at.Before(want) {
+					t.Fatalf("kernel %v: timer %d fired at %v, %v early", kernel, i, at.Sub(start), want.Sub(at))
+				}
+				if it.Armed() {
+					t.Fatalf("kernel %v: timer %d still armed after Fired", kernel, i)
+				}
+			case <-time.After(200 * time.Millisecond):
+				if i != 7 && i != 8 {
+					t.Fatalf("kernel %v: timer %d did not fire", kernel, i)
+				}
+			}
+		}
+		// A timer armed again before its value was taken stays armed.
+		ts[0].ArmIn(0)
+		<-ts[0].C
+		ts[0].ArmIn(time.Hour)
+		ts[0].Fired()
+		if !ts[0].Armed() {
+			t.Fatalf("kernel %v: armed for an hour, Fired for an earlier value: not armed", kernel)
+		}
+		// Arm moves a timer only when it is due in under half its delay.
+		a := s.NewTimer(40 * time.Millisecond)
+		a.ArmIn(30 * time.Millisecond)
+		a.Arm()
+		if d := time.Until(a.at); d > 30*time.Millisecond {
+			t.Fatalf("kernel %v: due in 30ms of 40, Arm moved it to %v", kernel, d)
+		}
+		a.ArmIn(10 * time.Millisecond)
+		a.Arm()
+		if d := time.Until(a.at); d < 30*time.Millisecond {
+			t.Fatalf("kernel %v: due in 10ms of 40, Arm left it at %v", kernel, d)
+		}
+		a.ArmIn(30 * time.Millisecond)
+		s.Close()
+		select {
+		case <-a.C:
+			t.Fatalf("kernel %v: a timer fired after its set's Close", kernel)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -142,12 +142,14 @@ type Engine struct {
 	deadline clock.Time // when timer fires; 0: not armed
 	// idle hands a read role left free to the background reader; its
 	// delay is maxIdleDelay, or MinResendRTT/2 if shorter (read.go).
-	idle   *IdleTimer
-	kick   chan struct{} // a Send left its transmits to the timer goroutine
-	unsent bool          // a Send queued data no flush has polled yet
-	done   chan struct{}
-	wg     sync.WaitGroup
-	closed bool
+	idle *IdleTimer
+	// idleTimers fires idle and the transport's (NewIdleTimer).
+	idleTimers *IdleTimers
+	kick       chan struct{} // a Send left its transmits to the timer goroutine
+	unsent     bool          // a Send queued data no flush has polled yet
+	done       chan struct{}
+	wg         sync.WaitGroup
+	closed     bool
 
 	// Server side.
 	listener *Listener
@@ -212,11 +214,19 @@ func (e *Engine) Config() fastnet.Config { return e.cfg }
 func (e *Engine) Start(tr Transport) {
 	e.tr = tr
 	e.timer = NewAlarm(true)
-	e.idle = newIdleTimer(max(min(maxIdleDelay, e.cfg.MinResendRTT/2), minIdleDelay), NewAlarm(true))
+	e.idleTimers = NewIdleTimers(true)
+	e.idle = e.idleTimers.NewTimer(max(min(maxIdleDelay, e.cfg.MinResendRTT/2), minIdleDelay))
 	if rd, ok := tr.(Reader); ok {
 		e.startReader(rd)
 	}
 	e.Go(e.timerLoop)
+}
+
+// NewIdleTimer returns a stopped idle timer of the given delay for the
+// transport, one of the engine's set (IdleTimers). Start makes the set;
+// Close stops it once every goroutine of Go has returned.
+func (e *Engine) NewIdleTimer(delay time.Duration) *IdleTimer {
+	return e.idleTimers.NewTimer(delay)
 }
 
 // Go runs f on a goroutine that Close waits for.
@@ -574,10 +584,11 @@ func (e *Engine) Close() error {
 	}
 	close(e.done)
 	e.timer.Close()
-	e.idle.Close()
+	e.idle.Stop()
 	e.wakeLocked()
 	e.mu.Unlock()
 	err := e.tr.Close()
 	e.wg.Wait()
+	e.idleTimers.Close()
 	return err
 }
