@@ -173,17 +173,18 @@ func TestIdleTimers(t *testing.T) {
 		if !ts[0].Armed() {
 			t.Fatalf("kernel %v: armed for an hour, Fired for an earlier value: not armed", kernel)
 		}
-		// Arm moves a timer only when it is due in under half its delay.
+		// Arm leaves an armed timer as it is, and arms a stopped one
+		// for its delay.
 		a := s.NewTimer(40 * time.Millisecond)
-		a.ArmIn(30 * time.Millisecond)
-		a.Arm()
-		if d := time.Until(a.at); d > 30*time.Millisecond {
-			t.Fatalf("kernel %v: due in 30ms of 40, Arm moved it to %v", kernel, d)
-		}
 		a.ArmIn(10 * time.Millisecond)
 		a.Arm()
+		if d := time.Until(a.at); d > 10*time.Millisecond {
+			t.Fatalf("kernel %v: due in 10ms of 40, Arm moved it to %v", kernel, d)
+		}
+		a.Stop()
+		a.Arm()
 		if d := time.Until(a.at); d < 30*time.Millisecond {
-			t.Fatalf("kernel %v: due in 10ms of 40, Arm left it at %v", kernel, d)
+			t.Fatalf("kernel %v: stopped, Arm armed it for %v, not 40ms", kernel, d)
 		}
 		a.ArmIn(30 * time.Millisecond)
 		s.Close()

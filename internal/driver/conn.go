@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 
+	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/fastnet"
 )
 
@@ -167,13 +168,15 @@ func (c *Conn) Send(ctx context.Context, channel int, msg []byte, reliable bool)
 			return err
 		}
 		var err error
+		var now clock.Time
 		if bp, ok := e.tr.(Backpressure); ok && bp.Blocked(c.remote) {
 			err = fastnet.ErrQueueFull
 		} else {
-			err = e.ep.Send(e.clk.Now(), c.h, channel, msg, reliable)
+			now = e.clk.Now()
+			err = e.ep.Send(now, c.h, channel, msg, reliable)
 		}
 		if err == nil {
-			e.sentLocked()
+			e.sentLocked(now)
 			e.unlock()
 			return nil
 		}
@@ -227,8 +230,11 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 			select {
 			case <-e.token:
 				e.role = roleReceive
+				if ctx.Done() != nil {
+					c.watchLocked(ctx)
+				}
 				e.mu.Unlock()
-				if err := c.readFor(ctx); err != nil {
+				if err := c.readFor(ctx, true); err != nil {
 					return Message{}, err
 				}
 				continue
@@ -266,7 +272,7 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 			}
 			e.mu.Unlock()
 			if took {
-				err = c.readFor(ctx)
+				err = c.readFor(ctx, false)
 			}
 		case token != nil:
 			sr.UnwaitRole(c.remote, took)

@@ -256,8 +256,9 @@ func (e *Engine) timerLoop() {
 			e.mu.Lock()
 			if !e.closed {
 				e.deadline = 0
-				e.ep.HandleTimeout(e.clk.Now())
-				e.flushLocked()
+				now := e.clk.Now()
+				e.ep.HandleTimeout(now)
+				e.flushAtLocked(now)
 			}
 			e.unlock()
 		case <-e.idle.C:
@@ -278,8 +279,9 @@ func (e *Engine) Input(from netip.AddrPort, b []byte) {
 	if e.closed {
 		return
 	}
-	e.ep.HandleDatagram(e.clk.Now(), from, b)
-	e.flushLocked()
+	now := e.clk.Now()
+	e.ep.HandleDatagram(now, from, b)
+	e.flushAtLocked(now)
 }
 
 // InputBatch feeds datagrams read together, under one lock.
@@ -289,19 +291,18 @@ func (e *Engine) InputBatch(msgs []udpio.Message) {
 	if e.closed {
 		return
 	}
-	e.handleBatchLocked(msgs)
+	e.handleBatchLocked(msgs, e.clk.Now())
 }
 
 // handleBatchLocked hands the endpoint every datagram of msgs, then
 // flushes.
-func (e *Engine) handleBatchLocked(msgs []udpio.Message) {
-	now := e.clk.Now()
+func (e *Engine) handleBatchLocked(msgs []udpio.Message, now clock.Time) {
 	for i := range msgs {
 		for d := range msgs[i].Datagrams() {
 			e.ep.HandleDatagram(now, msgs[i].Addr, d)
 		}
 	}
-	e.flushLocked()
+	e.flushAtLocked(now)
 }
 
 // TransportClosed reports that the transport connection to addr is gone.
@@ -319,7 +320,11 @@ func (e *Engine) TransportClosed(addr netip.AddrPort) {
 // transport, then re-arms the timer. Events go first so that an
 // application goroutine waiting in Receive wakes while this one is still
 // writing the acks: the ack's system call is off the echo path.
-func (e *Engine) flushLocked() {
+func (e *Engine) flushLocked() { e.flushAtLocked(e.clk.Now()) }
+
+// flushAtLocked is flushLocked with the clock already read for the input
+// it follows.
+func (e *Engine) flushAtLocked(now clock.Time) {
 	e.unsent = false
 	for {
 		ev, ok := e.ep.PollEvent()
@@ -328,7 +333,6 @@ func (e *Engine) flushLocked() {
 		}
 		e.dispatchLocked(ev)
 	}
-	now := e.clk.Now()
 	for {
 		if e.opts.CombineWrites && len(e.out) >= e.opts.Batch {
 			// Leave the rest for the writer's next round, so that
@@ -370,7 +374,7 @@ func (e *Engine) flushLocked() {
 		e.dispatchLocked(ev)
 	}
 	if d, ok := e.ep.NextDeadline(); ok {
-		e.armLocked(d)
+		e.armLocked(d, now)
 	}
 }
 
@@ -378,12 +382,12 @@ func (e *Engine) flushLocked() {
 // is: it fires, finds nothing due, and is armed again for what is. Moving
 // it only ever earlier keeps the runtime's timer work off the path of a
 // round trip, whose resend deadline comes and goes with each message.
-func (e *Engine) armLocked(d clock.Time) {
+func (e *Engine) armLocked(d, now clock.Time) {
 	if e.deadline != 0 && e.deadline <= d {
 		return
 	}
 	e.deadline = d
-	e.timer.Reset(max(d.Sub(e.clk.Now()), 0))
+	e.timer.Reset(max(d.Sub(now), 0))
 }
 
 // sentLocked follows a Send that queued data. Without
@@ -391,12 +395,11 @@ func (e *Engine) armLocked(d clock.Time) {
 // goroutine writing outside the lock, if there is one, or to the timer
 // goroutine if this Send is part of a burst (sendBurst); otherwise it is
 // queued for the caller's unlock to write.
-func (e *Engine) sentLocked() {
+func (e *Engine) sentLocked(now clock.Time) {
 	if !e.opts.CombineWrites {
-		e.flushLocked()
+		e.flushAtLocked(now)
 		return
 	}
-	now := e.clk.Now()
 	burst := e.lastSend != 0 && now.Sub(e.lastSend) < sendBurst
 	e.lastSend = now
 	switch {
@@ -411,7 +414,7 @@ func (e *Engine) sentLocked() {
 			}
 		}
 	default:
-		e.flushLocked()
+		e.flushAtLocked(now)
 	}
 }
 

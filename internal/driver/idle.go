@@ -7,13 +7,12 @@ import (
 )
 
 // An IdleTimer hands a read role left free back to a background reader
-// (Reader, StreamReader). Arm restarts its delay but moves the timer only
-// when it would fire in under half of it, so that a role left free at
-// every round trip does not move a timer at every round trip (N26). The
-// owner, when C fires, calls Fired, checks how long the role has really
-// been free, and arms it again with ArmIn for what is left; a value may
-// come on C after Stop or a move, which that check makes harmless. Its
-// owner's lock guards it.
+// (Reader, StreamReader). Arm starts its delay unless it is armed already,
+// so that a role left free at every round trip does not move a timer at
+// every round trip (N26). The owner, when C fires, calls Fired, checks how
+// long the role has really been free, and arms it again with ArmIn for
+// what is left; a value may come on C after Stop or a move, which that
+// check makes harmless. Its owner's lock guards it.
 //
 // The idle timers of one engine share one Alarm (IdleTimers): a kernel
 // timer on Linux (N29), one for all the streams of a TCP server.
@@ -105,14 +104,16 @@ func (s *IdleTimers) set(t *IdleTimer, at, now time.Time) {
 // Delay returns the timer's delay.
 func (t *IdleTimer) Delay() time.Duration { return t.delay }
 
-// Arm makes the timer fire at most the delay from now, and at least half
-// of it.
+// Arm makes the timer fire the delay from now unless it is armed: a role
+// left free again and again (at every round trip of an echo) then moves
+// no timer at all. The owner, when it fires, arms it for the rest of the
+// delay counted from when the role was last left free, if the role is
+// still free.
 func (t *IdleTimer) Arm() {
-	now := time.Now()
-	if !t.at.IsZero() && t.at.Sub(now) >= t.delay/2 {
+	if t.Armed() {
 		return
 	}
-	t.set.set(t, now.Add(t.delay), now)
+	t.ArmIn(t.delay)
 }
 
 // ArmIn makes the timer fire d from now.

@@ -195,16 +195,22 @@ func (e *Engine) read() (int, error) {
 func (e *Engine) releaseRole() {
 	e.mu.Lock()
 	e.endReadLocked()
+	e.releaseRoleLocked(e.clk.Now())
+	e.mu.Unlock()
+	e.token <- struct{}{}
+}
+
+// releaseRoleLocked is releaseRole up to the unlock, after which the
+// caller puts the token back.
+func (e *Engine) releaseRoleLocked(now clock.Time) {
 	e.role = roleFree
-	e.freeSince = e.clk.Now()
+	e.freeSince = now
 	if !e.closed {
 		// Even with a Receive waiting: it may leave without the role,
 		// its message having come in the batch just read.
 		e.idle.Arm()
 	}
 	e.written.Broadcast() // readLoop may wait for the role to end at Close
-	e.mu.Unlock()
-	e.token <- struct{}{}
 }
 
 // needInputLocked is called by a goroutine about to wait for something
@@ -237,10 +243,11 @@ func (e *Engine) checkReadLocked(now clock.Time) {
 
 // readFor reads the socket for c's Receive, holding the role, until c has
 // a message or has ended, the engine closes, or ctx is done; then it
-// releases the role. It returns ctx.Err() if ctx ended the read.
-func (c *Conn) readFor(ctx context.Context) error {
+// releases the role. It returns ctx.Err() if ctx ended the read. Unless
+// watched says the caller did, it makes ctx interrupt the reads first.
+func (c *Conn) readFor(ctx context.Context, watched bool) error {
 	e := c.e
-	if ctx.Done() != nil {
+	if !watched && ctx.Done() != nil {
 		e.mu.Lock()
 		c.watchLocked(ctx)
 		e.mu.Unlock()
@@ -260,8 +267,8 @@ func (c *Conn) readFor(ctx context.Context) error {
 		e.reading = c
 		e.unlock() // writes what waits, before the read blocks
 		n, rerr := e.read()
-		if n > 0 {
-			e.inputFor(c, e.rmsgs[:n])
+		if n > 0 && e.inputFor(c, e.rmsgs[:n]) {
+			return nil // inputFor released the role
 		}
 		if rerr != nil && errors.Is(rerr, net.ErrClosed) {
 			break
@@ -351,24 +358,29 @@ func (e *Engine) interruptReadLocked() {
 }
 
 // inputFor feeds datagrams c's Receive read. If c now has a message (or
-// has ended), the Receive returns at once: the datagrams polled are left
-// for the next Send or read to write (idleDelay at the latest).
-func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) {
+// has ended), it releases the role and reports true, and the Receive
+// returns at once: the datagrams polled are left for the next Send or
+// read to write (idleDelay at the latest).
+func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) bool {
 	e.mu.Lock()
 	e.endReadLocked()
 	if e.closed {
 		e.mu.Unlock()
-		return
+		return false
 	}
-	e.handleBatchLocked(msgs)
+	now := e.clk.Now()
+	e.handleBatchLocked(msgs, now)
 	if c.head == len(c.queue) && c.err == nil {
 		e.unlock()
-		return
+		return false
 	}
 	if len(e.out) > 0 && !e.writing {
 		e.pending = len(e.out)
 		e.idle.Arm() // the timer goroutine's unlock writes them
 	}
+	e.releaseRoleLocked(now)
 	e.wakeLocked()
 	e.mu.Unlock()
+	e.token <- struct{}{}
+	return true
 }
