@@ -42,3 +42,44 @@ func TestEcho(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkEcho is W1 in one process: a 64-byte reliable message and its
+// echo per iteration, over loopback. Its time is a round trip.
+func BenchmarkEcho(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, err := Listen(ctx, "127.0.0.1:0", Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		for {
+			m, err := c.Receive(ctx)
+			if err != nil {
+				return
+			}
+			c.Send(ctx, m.Channel, m.Data, m.Reliable)
+		}
+	}()
+	c, err := Dial(ctx, l.Addr().String(), Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	msg := make([]byte, 64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := c.Send(ctx, 0, msg, true); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Receive(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -84,6 +84,9 @@ const (
 	// exchange takes one or two), so the batch follows the traffic.
 	readBatch    = 64
 	minReadBatch = 8
+	// readWaited is how long a read of one datagram takes at least when
+	// it waits for it: a context switch each way.
+	readWaited = 5 * time.Microsecond
 )
 
 // readRole says who holds the read role.
@@ -176,13 +179,26 @@ func (e *Engine) readBackground() bool {
 
 // read reads a batch into rmsgs, for the role's holder, asking for twice
 // as many datagrams after a read that filled its batch and half as many
-// after one that took less than a quarter.
+// after one that took less than a quarter. A read of one datagram that
+// came after a wait (a request and its reply, where a batch would only
+// cost the work of its empty places) asks for one again: only one that
+// found it already waiting, a sign that more wait, asks for two.
 func (e *Engine) read() (int, error) {
 	k := e.rsize
+	var start clock.Time
+	if k == 1 {
+		start = e.clk.Now()
+	}
 	n, err := e.rd.ReadBatch(e.rmsgs[:k])
 	switch {
+	case k == 1:
+		if n == 1 && e.clk.Now().Sub(start) < readWaited {
+			e.rsize = 2
+		}
 	case n == k:
 		e.rsize = min(2*k, readBatch)
+	case n == 1 && k <= minReadBatch:
+		e.rsize = 1
 	case n < k/4:
 		e.rsize = max(k/2, minReadBatch)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/udpio"
 )
@@ -193,5 +194,71 @@ func TestIdleRoleGoesToBackground(t *testing.T) {
 		if err != nil || string(m.Data) != fmt.Sprint("busy ", i) {
 			t.Fatalf("Receive %d = %q, %v", i, m.Data, err)
 		}
+	}
+}
+
+// queueReader is a Reader with waiting datagrams of one byte; each read
+// first sleeps for delay, as a read that waits for its datagram would.
+type queueReader struct {
+	waiting int
+	delay   time.Duration
+}
+
+func (q *queueReader) ReadBatch(msgs []udpio.Message) (int, error) {
+	time.Sleep(q.delay)
+	n := min(q.waiting, len(msgs))
+	for i := range n {
+		msgs[i].N = 1
+	}
+	return n, nil
+}
+func (q *queueReader) SetReadDeadline(time.Time) error { return nil }
+
+// TestReadSize checks how the batch a read asks for follows the traffic:
+// it doubles after a full read, halves after one under a quarter full, and
+// a read of one datagram that had to wait for it asks for one again (a
+// request and its reply), while one that found it waiting asks for two.
+func TestReadSize(t *testing.T) {
+	tests := []struct {
+		size, waiting int
+		delay         time.Duration
+		want          int
+	}{
+		{1, 1, time.Millisecond, 1}, // waited: one again
+		{1, 5, time.Millisecond, 1},
+		{2, 1, 0, 1},
+		{2, 2, 0, 4},
+		{8, 1, 0, 1},
+		{8, 8, 0, 16},
+		{16, 3, 0, 8},
+		{16, 1, 0, 8},
+		{64, 64, 0, 64},
+		{64, 20, 0, 64},
+		{64, 15, 0, 32},
+	}
+	for _, tt := range tests {
+		e := &Engine{clk: clock.NewReal(), rd: &queueReader{tt.waiting, tt.delay}, rmsgs: make([]udpio.Message, readBatch), rsize: tt.size}
+		if _, err := e.read(); err != nil {
+			t.Fatal(err)
+		}
+		if e.rsize != tt.want {
+			t.Errorf("read of %d with %d waiting after %v: next asks for %d, want %d", tt.size, tt.waiting, tt.delay, e.rsize, tt.want)
+		}
+	}
+	// A read of one that found its datagram waiting asks for two. It
+	// takes well under readWaited, unless the machine preempts it: one
+	// try in twenty must do.
+	e := &Engine{clk: clock.NewReal(), rd: &queueReader{waiting: 5}, rmsgs: make([]udpio.Message, readBatch)}
+	grew := false
+	for range 20 {
+		e.rsize = 1
+		e.read()
+		if e.rsize == 2 {
+			grew = true
+			break
+		}
+	}
+	if !grew {
+		t.Error("reads of one that found 5 datagrams waiting never asked for two")
 	}
 }

@@ -384,3 +384,79 @@ func TestOffloadTruncated(t *testing.T) {
 		})
 	}
 }
+
+// TestLoneWrite sends writes that make one entry, which go through a
+// plain sendmsg when they are at most maxOneWrite bytes (writeOne): one
+// datagram, a run of equal datagrams with a shorter tail that offload
+// sends as one buffer, and a run too large for writeOne. Each is read back
+// with reads of one message, which take the plain path too, and arrives
+// whole and in order, from every family of socket. The lone writes and
+// reads allocate nothing.
+func TestLoneWrite(t *testing.T) {
+	runs := [][]int{
+		{64},
+		{80, 9},                        // an echo's reply and its ack
+		{1000, 1000, 700},              // 2,700 bytes
+		{1000, 1000, 1000, 1000, 1000}, // over maxOneWrite
+	}
+	for _, fam := range families {
+		t.Run(fam.name, func(t *testing.T) {
+			tx := listen(t, fam.dialNetwork, fam.dial, Options{})
+			rx := listen(t, fam.network, fam.listen, Options{})
+			to := netip.AddrPortFrom(netip.MustParseAddr(fam.peer), rx.LocalAddr().Port())
+			recv := make([]Message, 1)
+			recv[0].Buf = GetBuffer()
+			defer PutBuffer(recv[0].Buf)
+			rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for r, sizes := range runs {
+				send := make([]Message, len(sizes))
+				for i, n := range sizes {
+					b := make([]byte, n)
+					for j := range b {
+						b[j] = byte(r*31 + i*7 + j)
+					}
+					send[i] = Message{Buf: b, Addr: to}
+				}
+				if n, err := tx.WriteBatch(send); err != nil || n != len(send) {
+					t.Fatalf("run %d: WriteBatch = %d, %v", r, n, err)
+				}
+				for got := 0; got < len(send); {
+					n, err := rx.ReadBatch(recv)
+					if err != nil || n != 1 {
+						t.Fatalf("run %d: ReadBatch after %d datagrams = %d, %v", r, got, n, err)
+					}
+					for d := range recv[0].Datagrams() {
+						if got == len(send) || !bytes.Equal(d, send[got].Buf) {
+							t.Fatalf("run %d: datagram %d (%d bytes) differs from what was sent", r, got, len(d))
+						}
+						got++
+					}
+				}
+			}
+			if raceEnabled {
+				return // the race detector's sync.Pool allocates
+			}
+			one := []Message{{Buf: make([]byte, 80), Addr: to}, {Buf: make([]byte, 9), Addr: to}}
+			var ioErr error
+			allocs := testing.AllocsPerRun(50, func() {
+				if _, err := tx.WriteBatch(one); err != nil {
+					ioErr = err
+				}
+				for got := 0; got < len(one) && ioErr == nil; {
+					if _, err := rx.ReadBatch(recv); err != nil {
+						ioErr = err
+					}
+					for range recv[0].Datagrams() {
+						got++
+					}
+				}
+			})
+			if ioErr != nil {
+				t.Fatal(ioErr)
+			}
+			if allocs != 0 {
+				t.Errorf("a lone write of 2 datagrams and its reads allocate %v times", allocs)
+			}
+		})
+	}
+}
