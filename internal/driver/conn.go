@@ -216,6 +216,7 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 			if c.paused && c.queueBytes <= e.opts.ReceiveQueue/2 {
 				c.pauseLocked(false)
 			}
+			e.answered = true
 			e.mu.Unlock()
 			return m, nil
 		}

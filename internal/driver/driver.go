@@ -86,7 +86,9 @@ type Options struct {
 }
 
 // sendBurst is how soon after the previous one a Send counts as part of a
-// burst (Options.CombineWrites). A round trip on loopback is longer.
+// burst (Options.CombineWrites), unless a Receive returned a message in
+// between: a Send that answers one (an echo, a reply) is never part of a
+// burst, however short the round trip.
 const sendBurst = 20 * time.Microsecond
 
 // CloseError is the error of a connection that has ended: Local says whether
@@ -136,6 +138,7 @@ type Engine struct {
 	writing  bool       // a goroutine is writing outside the lock
 	written  *sync.Cond // signalled when writing ends, for Close
 	lastSend clock.Time // the previous Send, for sendBurst
+	answered bool       // a Receive returned a message since lastSend
 	wakes    []*Conn    // connections to signal at unlock
 
 	timer    *Alarm
@@ -400,8 +403,8 @@ func (e *Engine) sentLocked(now clock.Time) {
 		e.flushAtLocked(now)
 		return
 	}
-	burst := e.lastSend != 0 && now.Sub(e.lastSend) < sendBurst
-	e.lastSend = now
+	burst := e.burstLocked(now)
+	e.lastSend, e.answered = now, false
 	switch {
 	case e.writing:
 		e.unsent = true
@@ -416,6 +419,11 @@ func (e *Engine) sentLocked(now clock.Time) {
 	default:
 		e.flushAtLocked(now)
 	}
+}
+
+// burstLocked reports whether a Send at now is part of a burst (sendBurst).
+func (e *Engine) burstLocked(now clock.Time) bool {
+	return e.lastSend != 0 && now.Sub(e.lastSend) < sendBurst && !e.answered
 }
 
 // unlock releases the lock taken to feed the endpoint. With

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/udpio"
 )
@@ -90,5 +91,30 @@ func TestCloseWaitsForWrite(t *testing.T) {
 func TestNegativeReceiveQueue(t *testing.T) {
 	if _, err := NewEngine(fastnet.Config{}, Options{ReceiveQueue: -1}); err == nil {
 		t.Fatal("NewEngine accepted ReceiveQueue -1")
+	}
+}
+
+// TestBurst checks which Sends count as part of a burst: one that follows
+// another within sendBurst, unless a Receive returned a message between
+// them (an answer goes out at once, however short the round trip).
+func TestBurst(t *testing.T) {
+	const t0 = clock.Epoch + clock.Time(time.Second)
+	tests := []struct {
+		name     string
+		lastSend clock.Time
+		answered bool
+		now      clock.Time
+		want     bool
+	}{
+		{"first Send", 0, false, t0, false},
+		{"right after another", t0, false, t0.Add(sendBurst / 2), true},
+		{"long after another", t0, false, t0.Add(2 * sendBurst), false},
+		{"answer right after another", t0, true, t0.Add(sendBurst / 2), false},
+	}
+	for _, tt := range tests {
+		e := &Engine{lastSend: tt.lastSend, answered: tt.answered}
+		if got := e.burstLocked(tt.now); got != tt.want {
+			t.Errorf("%s: burst %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
