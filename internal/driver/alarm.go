@@ -18,7 +18,7 @@ import (
 // each side, and an engine always has a timer due within a few
 // milliseconds (the idle timer's 5 ms, the first resend's 20 ms). On
 // virtual machines, where programming the timer traps to the hypervisor,
-// that was a quarter of W1's round trip (N29). A kernel timer is
+// that was a quarter of W1's round trip (N30). A kernel timer is
 // programmed when it is armed, not at each wait, and the poller then waits
 // with no timeout, as it does for a bare socket.
 //

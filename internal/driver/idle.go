@@ -15,7 +15,7 @@ import (
 // check makes harmless. Its owner's lock guards it.
 //
 // The idle timers of one engine share one Alarm (IdleTimers): a kernel
-// timer on Linux (N29), one for all the streams of a TCP server.
+// timer on Linux (N30), one for all the streams of a TCP server.
 type IdleTimer struct {
 	C     <-chan time.Time
 	c     chan time.Time

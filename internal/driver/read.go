@@ -165,7 +165,7 @@ func (e *Engine) readBackground() bool {
 		case handOver:
 			return true
 		}
-		n, err := e.read()
+		n, _, err := e.read()
 		if n > 0 {
 			e.InputBatch(e.rmsgs[:n])
 		}
@@ -183,16 +183,20 @@ func (e *Engine) readBackground() bool {
 // came after a wait (a request and its reply, where a batch would only
 // cost the work of its empty places) asks for one again: only one that
 // found it already waiting, a sign that more wait, asks for two.
-func (e *Engine) read() (int, error) {
+//
+// It returns the time the read returned at, read from the clock only for a
+// read of one (for the others, 0).
+func (e *Engine) read() (int, clock.Time, error) {
 	k := e.rsize
-	var start clock.Time
+	var start, end clock.Time
 	if k == 1 {
 		start = e.clk.Now()
 	}
 	n, err := e.rd.ReadBatch(e.rmsgs[:k])
 	switch {
 	case k == 1:
-		if n == 1 && e.clk.Now().Sub(start) < readWaited {
+		end = e.clk.Now()
+		if n == 1 && end.Sub(start) < readWaited {
 			e.rsize = 2
 		}
 	case n == k:
@@ -202,7 +206,7 @@ func (e *Engine) read() (int, error) {
 	case n < k/4:
 		e.rsize = max(k/2, minReadBatch)
 	}
-	return n, err
+	return n, end, err
 }
 
 // releaseRole leaves the role free: a goroutine waiting for it (a Receive,
@@ -282,8 +286,8 @@ func (c *Conn) readFor(ctx context.Context, watched bool) error {
 		}
 		e.reading = c
 		e.unlock() // writes what waits, before the read blocks
-		n, rerr := e.read()
-		if n > 0 && e.inputFor(c, e.rmsgs[:n]) {
+		n, at, rerr := e.read()
+		if n > 0 && e.inputFor(c, e.rmsgs[:n], at) {
 			return nil // inputFor released the role
 		}
 		if rerr != nil && errors.Is(rerr, net.ErrClosed) {
@@ -377,14 +381,18 @@ func (e *Engine) interruptReadLocked() {
 // has ended), it releases the role and reports true, and the Receive
 // returns at once: the datagrams polled are left for the next Send or
 // read to write (idleDelay at the latest).
-func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) bool {
+// at is when the read returned, or 0 if the clock was not read.
+func (e *Engine) inputFor(c *Conn, msgs []udpio.Message, at clock.Time) bool {
 	e.mu.Lock()
 	e.endReadLocked()
 	if e.closed {
 		e.mu.Unlock()
 		return false
 	}
-	now := e.clk.Now()
+	now := at
+	if now == 0 {
+		now = e.clk.Now()
+	}
 	e.handleBatchLocked(msgs, now)
 	if c.head == len(c.queue) && c.err == nil {
 		e.unlock()
