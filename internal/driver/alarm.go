@@ -41,10 +41,10 @@ type Alarm struct {
 // NewAlarm returns a stopped alarm; kernel asks for a kernel timer where
 // the system has one (it costs a file descriptor and a goroutine).
 func NewAlarm(kernel bool) *Alarm {
-	a := newAlarmFunc(kernel, nil)
-	a.c = make(chan time.Time, 1)
+	a := &Alarm{c: make(chan time.Time, 1)}
 	a.C = a.c
 	a.f = a.send
+	a.start(kernel)
 	return a
 }
 
@@ -52,17 +52,22 @@ func NewAlarm(kernel bool) *Alarm {
 // its own, each time it fires, instead of sending on C.
 func newAlarmFunc(kernel bool, f func()) *Alarm {
 	a := &Alarm{f: f}
+	a.start(kernel)
+	return a
+}
+
+// start makes the timer, a kernel one if asked for and available.
+func (a *Alarm) start(kernel bool) {
 	if kernel {
 		if k, err := newKernelTimer(); err == nil {
 			a.k = k
 			a.done = make(chan struct{})
 			go a.run()
-			return a
+			return
 		}
 	}
 	a.t = time.AfterFunc(time.Hour, a.fire)
 	a.t.Stop()
-	return a
 }
 
 // Kernel reports whether the alarm is a kernel timer.

@@ -31,6 +31,14 @@ func newKernelTimer() (*kernelTimer, error) {
 		syscall.Close(int(fd))
 		return nil, errors.New("timerfd: bad descriptor")
 	}
+	// os.NewFile falls back to a file the poller does not wait on when it
+	// cannot register the descriptor (the epoll watch limit): its reads
+	// would fail at once, spinning the alarm's goroutine. Such a file
+	// has no deadlines; the caller then uses a Go timer.
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		f.Close()
+		return nil, err
+	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
@@ -61,9 +69,10 @@ func (k *kernelTimer) set(d time.Duration) {
 func (k *kernelTimer) wait() bool {
 	var b [8]byte // the count of expirations
 	_, err := k.f.Read(b[:])
-	// Another error than the close cannot happen on a timerfd of
-	// CLOCK_MONOTONIC; should one, a value on C is harmless where a
-	// silent alarm would stall the engine.
+	// On a timerfd of CLOCK_MONOTONIC that the poller waits on
+	// (newKernelTimer checks), no other error than the close is known;
+	// should one come, a value on C is harmless where a silent alarm
+	// would stall the engine.
 	return !errors.Is(err, os.ErrClosed)
 }
 

@@ -118,3 +118,22 @@ func TestBurst(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiveAnswers checks that a message returned by Receive makes the
+// next Send an answer, not part of a burst, however soon it follows the
+// previous Send.
+func TestReceiveAnswers(t *testing.T) {
+	const t0 = clock.Epoch + clock.Time(time.Second)
+	e := &Engine{opts: Options{ReceiveQueue: 1 << 20}, lastSend: t0}
+	c := &Conn{e: e, queue: []Message{{Channel: 1, Reliable: true, Data: []byte("x")}}, queueBytes: 1}
+	soon := t0.Add(sendBurst / 2)
+	if !e.burstLocked(soon) {
+		t.Fatal("a Send right after another is not part of a burst")
+	}
+	if m, err := c.Receive(context.Background()); err != nil || string(m.Data) != "x" {
+		t.Fatalf("Receive = %+v, %v", m, err)
+	}
+	if e.burstLocked(soon) {
+		t.Error("a Send right after Receive returned a message counts as part of a burst")
+	}
+}

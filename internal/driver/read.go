@@ -165,7 +165,7 @@ func (e *Engine) readBackground() bool {
 		case handOver:
 			return true
 		}
-		n, _, err := e.read()
+		n, err := e.read()
 		if n > 0 {
 			e.InputBatch(e.rmsgs[:n])
 		}
@@ -183,20 +183,16 @@ func (e *Engine) readBackground() bool {
 // came after a wait (a request and its reply, where a batch would only
 // cost the work of its empty places) asks for one again: only one that
 // found it already waiting, a sign that more wait, asks for two.
-//
-// It returns the time the read returned at, read from the clock only for a
-// read of one (for the others, 0).
-func (e *Engine) read() (int, clock.Time, error) {
+func (e *Engine) read() (int, error) {
 	k := e.rsize
-	var start, end clock.Time
+	var start clock.Time
 	if k == 1 {
 		start = e.clk.Now()
 	}
 	n, err := e.rd.ReadBatch(e.rmsgs[:k])
 	switch {
 	case k == 1:
-		end = e.clk.Now()
-		if n == 1 && end.Sub(start) < readWaited {
+		if n == 1 && e.clk.Now().Sub(start) < readWaited {
 			e.rsize = 2
 		}
 	case n == k:
@@ -206,7 +202,7 @@ func (e *Engine) read() (int, clock.Time, error) {
 	case n < k/4:
 		e.rsize = max(k/2, minReadBatch)
 	}
-	return n, end, err
+	return n, err
 }
 
 // releaseRole leaves the role free: a goroutine waiting for it (a Receive,
@@ -286,8 +282,8 @@ func (c *Conn) readFor(ctx context.Context, watched bool) error {
 		}
 		e.reading = c
 		e.unlock() // writes what waits, before the read blocks
-		n, at, rerr := e.read()
-		if n > 0 && e.inputFor(c, e.rmsgs[:n], at) {
+		n, rerr := e.read()
+		if n > 0 && e.inputFor(c, e.rmsgs[:n]) {
 			return nil // inputFor released the role
 		}
 		if rerr != nil && errors.Is(rerr, net.ErrClosed) {
@@ -381,18 +377,17 @@ func (e *Engine) interruptReadLocked() {
 // has ended), it releases the role and reports true, and the Receive
 // returns at once: the datagrams polled are left for the next Send or
 // read to write (idleDelay at the latest).
-// at is when the read returned, or 0 if the clock was not read.
-func (e *Engine) inputFor(c *Conn, msgs []udpio.Message, at clock.Time) bool {
+func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) bool {
 	e.mu.Lock()
 	e.endReadLocked()
 	if e.closed {
 		e.mu.Unlock()
 		return false
 	}
-	now := at
-	if now == 0 {
-		now = e.clk.Now()
-	}
+	// The clock is read under the lock, never before it: another
+	// goroutine may have fed the endpoint a later time meanwhile, and
+	// the endpoint's time must not go backwards.
+	now := e.clk.Now()
 	e.handleBatchLocked(msgs, now)
 	if c.head == len(c.queue) && c.err == nil {
 		e.unlock()

@@ -238,7 +238,7 @@ func TestReadSize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		e := &Engine{clk: clock.NewReal(), rd: &queueReader{tt.waiting, tt.delay}, rmsgs: make([]udpio.Message, readBatch), rsize: tt.size}
-		if _, _, err := e.read(); err != nil {
+		if _, err := e.read(); err != nil {
 			t.Fatal(err)
 		}
 		if e.rsize != tt.want {

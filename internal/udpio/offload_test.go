@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"syscall"
 	"testing"
@@ -404,6 +405,12 @@ func TestLoneWrite(t *testing.T) {
 			tx := listen(t, fam.dialNetwork, fam.dial, Options{})
 			rx := listen(t, fam.network, fam.listen, Options{})
 			to := netip.AddrPortFrom(netip.MustParseAddr(fam.peer), rx.LocalAddr().Port())
+			send1 := tx.sendOne
+			ones := 0
+			tx.sendOne = func(b, oob []byte, to netip.AddrPort) error {
+				ones++
+				return send1(b, oob, to)
+			}
 			recv := make([]Message, 1)
 			recv[0].Buf = GetBuffer()
 			defer PutBuffer(recv[0].Buf)
@@ -417,8 +424,20 @@ func TestLoneWrite(t *testing.T) {
 					}
 					send[i] = Message{Buf: b, Addr: to}
 				}
+				before := ones
 				if n, err := tx.WriteBatch(send); err != nil || n != len(send) {
 					t.Fatalf("run %d: WriteBatch = %d, %v", r, n, err)
+				}
+				gso, _ := tx.Offload()
+				total := 0
+				for _, n := range sizes {
+					total += n
+				}
+				// With offload a run is one entry; without, only a
+				// lone datagram is.
+				lone := (gso || len(sizes) == 1) && total <= maxOneWrite
+				if used := ones > before; used != lone {
+					t.Errorf("run %d (%d bytes, offload %v): plain sendmsg used %v, want %v", r, total, gso, used, lone)
 				}
 				for got := 0; got < len(send); {
 					n, err := rx.ReadBatch(recv)
@@ -456,6 +475,57 @@ func TestLoneWrite(t *testing.T) {
 			}
 			if allocs != 0 {
 				t.Errorf("a lone write of 2 datagrams and its reads allocate %v times", allocs)
+			}
+		})
+	}
+}
+
+// TestLoneWriteRefused makes the kernel refuse a lone offloaded write
+// (writeOne), as it does for a segment larger than the path allows
+// (EINVAL) or on a device that cannot checksum (EIO): its datagrams go
+// out one by one, and EIO turns offload off for the socket.
+func TestLoneWriteRefused(t *testing.T) {
+	if !offloadSupported {
+		t.Skip("no segmentation offload on this platform")
+	}
+	for _, refusal := range []error{syscall.EINVAL, syscall.EIO} {
+		t.Run(refusal.Error(), func(t *testing.T) {
+			tx := listen(t, "udp4", "127.0.0.1:0", Options{})
+			rx := listen(t, "udp4", "127.0.0.1:0", Options{})
+			if gso, _ := tx.Offload(); !gso {
+				t.Skip("no segmentation offload on this kernel")
+			}
+			send1 := tx.sendOne
+			refused := 0
+			tx.sendOne = func(b, oob []byte, to netip.AddrPort) error {
+				if len(oob) > 0 {
+					refused++
+					return &net.OpError{Op: "write", Net: "udp", Err: os.NewSyscallError("sendmsg", refusal)}
+				}
+				return send1(b, oob, to)
+			}
+			send := []Message{
+				{Buf: bytes.Repeat([]byte{1}, 80), Addr: rx.LocalAddr()},
+				{Buf: bytes.Repeat([]byte{2}, 9), Addr: rx.LocalAddr()},
+			}
+			if n, err := tx.WriteBatch(send); err != nil || n != len(send) {
+				t.Fatalf("WriteBatch = %d, %v; want %d, nil", n, err, len(send))
+			}
+			if refused != 1 {
+				t.Fatalf("%d offloaded writes refused, want 1", refused)
+			}
+			recv := []Message{{Buf: make([]byte, 2048)}}
+			rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for i, want := range send {
+				if _, err := rx.ReadBatch(recv); err != nil {
+					t.Fatalf("datagram %d: %v", i, err)
+				}
+				if got := recv[0].Buf[:recv[0].N]; !bytes.Equal(got, want.Buf) {
+					t.Fatalf("datagram %d is %d bytes, want %d", i, len(got), len(want.Buf))
+				}
+			}
+			if gso, _ := tx.Offload(); gso != (refusal != syscall.EIO) {
+				t.Errorf("after %v, offload %v", refusal, gso)
 			}
 		})
 	}

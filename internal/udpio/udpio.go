@@ -143,6 +143,9 @@ type Conn struct {
 	woob  []byte
 	wn    []int  // how many of the caller's messages each entry of wms carries
 	wone  []byte // the datagrams of a lone offloaded entry, end to end (writeOne)
+	// sendOne is writeOne's system call; tests replace it to see it
+	// used and to make it fail.
+	sendOne func(b, oob []byte, to netip.AddrPort) error
 
 	readBufSize, writeBufSize int
 }
@@ -167,6 +170,10 @@ func Listen(ctx context.Context, network, address string, o Options) (*Conn, err
 // socket buffers as o says.
 func New(uc *net.UDPConn, o Options) *Conn {
 	c := &Conn{uc: uc}
+	c.sendOne = func(b, oob []byte, to netip.AddrPort) error {
+		_, _, err := uc.WriteMsgUDPAddrPort(b, oob, to)
+		return err
+	}
 	if o.SocketBuffer >= 0 {
 		want := o.SocketBuffer
 		if want == 0 {
@@ -426,7 +433,7 @@ const maxOneWrite = 4096
 // echo's reply and its ack, about 0.2 µs of a round trip on these
 // machines).
 func (c *Conn) oneWrite(m *ipv4.Message) bool {
-	if c.uc == nil {
+	if c.sendOne == nil {
 		return false // a test's fake batchConn
 	}
 	if len(m.Buffers) == 1 {
@@ -450,7 +457,7 @@ func (c *Conn) writeOne(m *ipv4.Message, ap netip.AddrPort) (int, error) {
 		}
 		c.wone = b
 	}
-	if _, _, err := c.uc.WriteMsgUDPAddrPort(b, m.OOB, unmap(ap)); err != nil {
+	if err := c.sendOne(b, m.OOB, unmap(ap)); err != nil {
 		return 0, err
 	}
 	return 1, nil
