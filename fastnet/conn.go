@@ -34,6 +34,7 @@ type conn struct {
 	// sendable is set while the connection is in the endpoint's ring of
 	// connections with something to transmit.
 	sendable bool
+	dirty    bool // in Endpoint.dirty: its deadline is to be recomputed
 
 	// Handshake (client).
 	started    clock.Time // when Connect was called

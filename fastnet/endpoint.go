@@ -23,6 +23,7 @@ type Endpoint struct {
 	pending    int // client: connections still in their handshake
 
 	timers    timerHeap // connections by deadline
+	dirty     []*conn   // connections whose deadline changed since settle
 	ready     []*conn   // connections with something to transmit, round robin, from readyHead
 	readyHead int
 
@@ -173,11 +174,38 @@ func (e *Endpoint) emit(ev Event) {
 	e.events = append(e.events, ev)
 }
 
-// touch recomputes c's deadline and readiness after an input changed it.
+// touch follows an input that changed c: its readiness counts at once,
+// its deadline when the timer heap is next read (settle), so that the
+// several inputs and transmits of one round of I/O recompute it once.
 func (e *Endpoint) touch(c *conn, now clock.Time) {
 	if c.state == 0 {
 		return
 	}
+	if !c.dirty {
+		c.dirty = true
+		e.dirty = append(e.dirty, c)
+	}
+	if !c.sendable && c.wantsTransmit(now) {
+		c.sendable = true
+		e.pushReady(c)
+	}
+}
+
+// settle recomputes the deadlines of the connections touched since the
+// last settle, before the timer heap is read.
+func (e *Endpoint) settle() {
+	for i, c := range e.dirty {
+		e.dirty[i] = nil
+		if c.dirty && c.state != 0 {
+			c.dirty = false
+			e.reschedule(c)
+		}
+	}
+	e.dirty = e.dirty[:0]
+}
+
+// reschedule recomputes c's deadline and its place in the timer heap.
+func (e *Endpoint) reschedule(c *conn) {
 	d := c.nextDeadline()
 	switch {
 	case d == 0 && c.heapIdx >= 0:
@@ -188,10 +216,6 @@ func (e *Endpoint) touch(c *conn, now clock.Time) {
 	case d != 0 && d != c.deadline:
 		c.deadline = d
 		e.timers.fix(c.heapIdx)
-	}
-	if !c.sendable && c.wantsTransmit(now) {
-		c.sendable = true
-		e.pushReady(c)
 	}
 }
 
@@ -256,6 +280,7 @@ func (e *Endpoint) HandleTransportClosed(now clock.Time, addr netip.AddrPort) {
 // HandleTimeout tells the endpoint that time has reached now. Calls before
 // NextDeadline do nothing harmful.
 func (e *Endpoint) HandleTimeout(now clock.Time) {
+	e.settle()
 	for len(e.timers) > 0 && e.timers[0].deadline <= now {
 		c := e.timers[0]
 		c.handleTimeout(now)
@@ -263,12 +288,15 @@ func (e *Endpoint) HandleTimeout(now clock.Time) {
 			continue
 		}
 		e.touch(c, now)
+		c.dirty = false // the loop reads the heap: settle it now
+		e.reschedule(c)
 		if c.heapIdx >= 0 && c.deadline <= now {
 			// What is due is a transmit (a heartbeat, a resend) that
 			// PollTransmit produces. Park the connection in the ready
 			// ring; PollTransmit re-arms its timer.
 			e.timers.remove(c.heapIdx)
 			c.deadline = 0
+			c.dirty = false // settled: parked until PollTransmit
 			if !c.sendable {
 				c.sendable = true
 				e.pushReady(c)
@@ -280,6 +308,7 @@ func (e *Endpoint) HandleTimeout(now clock.Time) {
 // NextDeadline returns when HandleTimeout should next be called; ok is false
 // when nothing is scheduled.
 func (e *Endpoint) NextDeadline() (deadline clock.Time, ok bool) {
+	e.settle()
 	if len(e.timers) == 0 {
 		return 0, false
 	}
