@@ -185,6 +185,12 @@ func (e *Endpoint) touch(c *conn, now clock.Time) {
 		c.dirty = true
 		e.dirty = append(e.dirty, c)
 	}
+	e.markReady(c, now)
+}
+
+// markReady puts c in the ring of connections with something to
+// transmit, if it has something and is not there yet.
+func (e *Endpoint) markReady(c *conn, now clock.Time) {
 	if !c.sendable && c.wantsTransmit(now) {
 		c.sendable = true
 		e.pushReady(c)
@@ -287,16 +293,16 @@ func (e *Endpoint) HandleTimeout(now clock.Time) {
 		if c.state == 0 {
 			continue
 		}
-		e.touch(c, now)
-		c.dirty = false // the loop reads the heap: settle it now
+		// The loop reads the heap: settle c now.
+		c.dirty = false
 		e.reschedule(c)
+		e.markReady(c, now)
 		if c.heapIdx >= 0 && c.deadline <= now {
 			// What is due is a transmit (a heartbeat, a resend) that
 			// PollTransmit produces. Park the connection in the ready
 			// ring; PollTransmit re-arms its timer.
 			e.timers.remove(c.heapIdx)
 			c.deadline = 0
-			c.dirty = false // settled: parked until PollTransmit
 			if !c.sendable {
 				c.sendable = true
 				e.pushReady(c)

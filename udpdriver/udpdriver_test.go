@@ -6,14 +6,15 @@ import (
 	"time"
 )
 
-func TestEcho(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+// echo starts a server on loopback that echoes every message on the
+// channel it came on, and returns a client connected to it.
+func echo(tb testing.TB, ctx context.Context) *Conn {
+	tb.Helper()
 	l, err := Listen(ctx, "127.0.0.1:0", Config{})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer l.Close()
+	tb.Cleanup(func() { l.Close() })
 	go func() {
 		c, err := l.Accept(ctx)
 		if err != nil {
@@ -29,8 +30,15 @@ func TestEcho(t *testing.T) {
 	}()
 	c, err := Dial(ctx, l.Addr().String(), Config{})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return c
+}
+
+func TestEcho(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := echo(t, ctx)
 	if err := c.Send(ctx, 3, []byte("hello"), true); err != nil {
 		t.Fatal(err)
 	}
@@ -48,28 +56,7 @@ func TestEcho(t *testing.T) {
 func BenchmarkEcho(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	l, err := Listen(ctx, "127.0.0.1:0", Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			return
-		}
-		for {
-			m, err := c.Receive(ctx)
-			if err != nil {
-				return
-			}
-			c.Send(ctx, m.Channel, m.Data, m.Reliable)
-		}
-	}()
-	c, err := Dial(ctx, l.Addr().String(), Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := echo(b, ctx)
 	defer c.Close()
 	msg := make([]byte, 64)
 	b.ReportAllocs()
