@@ -464,3 +464,69 @@ func BenchmarkLoopback(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEchoFloor is the floor of the UDP driver's BenchmarkEcho
+// (W1 in one process): the four datagrams of a Fastnet round trip through
+// this layer with no protocol work. The client writes a 64-byte message
+// and a 9-byte datagram standing for an ack in one batch; the server
+// answers each message the same way; each side skips the acks it reads.
+// Its time is a round trip.
+func BenchmarkEchoFloor(b *testing.B) {
+	const ackSize = 9
+	ctx := context.Background()
+	srv, err := Listen(ctx, "udp4", "127.0.0.1:0", Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cli, err := Listen(ctx, "udp4", "127.0.0.1:0", Options{})
+	if err != nil {
+		srv.Close()
+		b.Fatal(err)
+	}
+	// read returns the next datagram of c that is not an ack.
+	read := func(c *Conn, one []Message) ([]byte, error) {
+		for {
+			if _, err := c.ReadBatch(one); err != nil {
+				return nil, err
+			}
+			for d := range one[0].Datagrams() {
+				if len(d) != ackSize {
+					return d, nil
+				}
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		one := []Message{{Buf: GetBuffer()}}
+		out := []Message{{}, {Buf: make([]byte, ackSize)}}
+		for {
+			d, err := read(srv, one)
+			if err != nil {
+				return
+			}
+			out[0].Buf, out[0].Addr, out[1].Addr = d, one[0].Addr, one[0].Addr
+			if _, err := srv.WriteBatch(out); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		srv.Close()
+		cli.Close()
+		<-done
+	}()
+	one := []Message{{Buf: GetBuffer()}}
+	out := []Message{{Buf: make([]byte, 64)}, {Buf: make([]byte, ackSize)}}
+	out[0].Addr, out[1].Addr = srv.LocalAddr(), srv.LocalAddr()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := cli.WriteBatch(out); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := read(cli, one); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
