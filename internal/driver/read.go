@@ -394,8 +394,10 @@ func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) bool {
 		return false
 	}
 	if len(e.out) > 0 && !e.writing {
+		// Left for the next Send or read; the idle timer that
+		// releaseRoleLocked arms bounds their wait: the timer
+		// goroutine's unlock writes them.
 		e.pending = len(e.out)
-		e.idle.Arm() // the timer goroutine's unlock writes them
 	}
 	e.releaseRoleLocked(now)
 	e.wakeLocked()
