@@ -16,8 +16,8 @@ import (
 
 // fastnetSystem is this project's engine through its UDP or TCP driver, one
 // connection, every message on channel 0. Over UDP the client first waits,
-// for at most Workload.WarmUp, for MTU estimation (D19) to pass warmUpMTU,
-// so that a message of W3 fits one datagram, and to settle.
+// for at most Workload.WarmUp, for MTU estimation (D19) to end above
+// warmUpMTU, so that a message of W3 fits one datagram (warmUp).
 type fastnetSystem struct{ tcp bool }
 
 // Metrics only the fastnet systems report.
@@ -34,32 +34,34 @@ const (
 // plus its header and checksum and the channel data header fit.
 const warmUpMTU = 1200
 
-// mtuSettled is how long the payload MTU must stay put for the estimation
-// to count as over: longer than one round of probes (D19).
-const mtuSettled = 600 * time.Millisecond
+// peerMargin is how long the client waits, once its own MTU estimation is
+// over, for the server's: the two start together, when the connection is
+// made, and search the same path, so the server's ends at about the same
+// time, give or take a round's final wait (MTUConfig.FinalTimeout, 250 ms).
+const peerMargin = 500 * time.Millisecond
 
-// warmUp waits, for at most limit, until the payload MTU of c has reached
-// warmUpMTU and stopped growing, so that messages are measured at the size
-// they keep. The estimation may still be narrowing its search then, and
-// its probes (one every 2 ms, up to 9 KB) share the wire with W1's first
-// round trips: a build with estimation off and a payload MTU of 1400 gave
-// the same pinned W1 p50 (25-27 µs against 26) and a p99 of 61-73 µs
-// against 74-79 (3 alternating runs each).
+// warmUp waits, for at most limit, until the client's MTU estimation (D19)
+// is over (Stats.MTUSearching) with a payload MTU of at least warmUpMTU,
+// then peerMargin for the server's, so that messages are measured at the
+// size they keep and no probe (one every 2 ms, up to 9 KB) shares the wire
+// with the measured traffic. On loopback the estimation takes about 2.5 s.
 func warmUp(ctx context.Context, c *udpdriver.Conn, limit time.Duration) error {
-	start := time.Now()
-	mtu, since := 0, start
-	for time.Since(start) < limit {
-		now := time.Now()
-		if m := c.Stats().PayloadMTU; m != mtu {
-			mtu, since = m, now
-		}
-		if mtu >= warmUpMTU && now.Sub(since) >= mtuSettled {
-			return nil
-		}
+	deadline := time.Now().Add(limit)
+	wait := func(d time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(d):
+			return nil
+		}
+	}
+	for time.Now().Before(deadline) {
+		st := c.Stats()
+		if !st.MTUSearching && st.MTUEstimations > 0 && st.PayloadMTU >= warmUpMTU {
+			return wait(min(peerMargin, time.Until(deadline)))
+		}
+		if err := wait(10 * time.Millisecond); err != nil {
+			return err
 		}
 	}
 	return nil

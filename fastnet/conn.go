@@ -336,6 +336,10 @@ func (c *conn) snapshot() Stats {
 	s := c.stats
 	s.RTT, s.RTTVar, s.MinRTT = c.hb.srtt, c.hb.rttvar, c.hb.minRTT
 	s.PayloadMTU = c.payloadMTU
+	if c.estimator != nil {
+		es := c.estimator.Stats()
+		s.MTUSearching, s.MTUEstimations, s.MTUProbes = es.Searching, es.Estimations, es.ProbesSent
+	}
 	s.SendQueueBytes = c.queued + c.stream.bytes
 	s.InFlightBytes = c.inFlight
 	for _, cs := range c.sendChans {

@@ -261,6 +261,12 @@ func TestMTUConvergence(t *testing.T) {
 				w := watchMTU(s, largest, largest)
 				s.connect(10 * time.Second)
 				start := s.net.Now()
+				for side := range 2 {
+					if st := s.stats(side); !st.MTUSearching || st.MTUEstimations != 0 {
+						t.Fatalf("%s once connected: MTUSearching %v, MTUEstimations %d; want an estimation under way, none finished",
+							sideName(side), st.MTUSearching, st.MTUEstimations)
+					}
+				}
 				if !s.runUntil(w.converged, 2*time.Minute) {
 					t.Fatalf("not within 1 %% of %d after 2 minutes: client %d, server %d (changes %v, %v)",
 						largest, s.stats(cliSide).PayloadMTU, s.stats(srvSide).PayloadMTU, w.changes[cliSide], w.changes[srvSide])
@@ -277,6 +283,10 @@ func TestMTUConvergence(t *testing.T) {
 					if st.MTURestarts != 0 {
 						t.Errorf("%s: %d early re-estimations on a path that never changed (N16)", sideName(side), st.MTURestarts)
 					}
+					if st.MTUSearching || st.MTUEstimations != 1 || st.MTUProbes == 0 {
+						t.Errorf("%s after the estimation: MTUSearching %v, MTUEstimations %d, MTUProbes %d; want false, 1, some",
+							sideName(side), st.MTUSearching, st.MTUEstimations, st.MTUProbes)
+					}
 				}
 				if s.ended[cliSide] != nil || s.ended[srvSide] != nil {
 					t.Fatalf("connection ended: %v, %v", s.ended[cliSide], s.ended[srvSide])
@@ -286,6 +296,43 @@ func TestMTUConvergence(t *testing.T) {
 					w.last(srvSide), w.reached[srvSide].Sub(start), len(w.changes[srvSide]))
 			})
 		}
+	}
+}
+
+// Stats.MTUSearching, MTUEstimations and MTUProbes describe this side's
+// estimation (D19) only: with estimation off here, they stay zero even
+// while the peer estimates (its probes are answered), and PayloadMTU stays
+// at InitialPayloadMTU.
+func TestMTUStatsWithEstimationOff(t *testing.T) {
+	off := fastnet.Config{InitialPayloadMTU: 1200, MTU: fastnet.MTUConfig{Disabled: true}}
+	on := fastnet.Config{}
+	tests := []struct {
+		name     string
+		cli, srv fastnet.Config
+	}{
+		{"both off", off, off},
+		{"client off", off, on},
+		{"server off", on, off},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSim(t, simSetup{Seed: 7, Cli: tt.cli, Srv: tt.srv})
+			s.connect(10 * time.Second)
+			s.run(5 * time.Second)
+			for side, cfg := range [2]fastnet.Config{tt.cli, tt.srv} {
+				st := s.stats(side)
+				if !cfg.MTU.Disabled {
+					if st.MTUEstimations == 0 || st.MTUProbes == 0 {
+						t.Errorf("%s estimates: MTUEstimations %d, MTUProbes %d; want some of both", sideName(side), st.MTUEstimations, st.MTUProbes)
+					}
+					continue
+				}
+				if st.MTUSearching || st.MTUEstimations != 0 || st.MTUProbes != 0 || st.PayloadMTU != cfg.InitialPayloadMTU {
+					t.Errorf("%s with estimation off: MTUSearching %v, MTUEstimations %d, MTUProbes %d, PayloadMTU %d; want false, 0, 0, %d",
+						sideName(side), st.MTUSearching, st.MTUEstimations, st.MTUProbes, st.PayloadMTU, cfg.InitialPayloadMTU)
+				}
+			}
+		})
 	}
 }
 

@@ -79,6 +79,14 @@ type Stats struct {
 	// MTURestarts counts estimations started early because large reliable
 	// packets went unacknowledged while heartbeats arrived (N16).
 	MTURestarts uint64
+	// MTUSearching reports that an MTU estimation of this side (D19) is
+	// under way: PayloadMTU may still grow, and probes as large as
+	// MaxPacketSize allows share the path with the connection's traffic.
+	// MTUEstimations counts the estimations finished (given up included)
+	// and MTUProbes the probes sent. All stay zero with estimation off.
+	MTUSearching   bool
+	MTUEstimations uint64
+	MTUProbes      uint64
 
 	SendQueueBytes  int // encoded message bytes waiting to be sent
 	InFlightBytes   int // reliable bytes sent and not acknowledged

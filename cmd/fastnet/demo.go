@@ -71,8 +71,8 @@ timeout); the report then says "peer is not acknowledging".
 
 Progress goes to standard error (one updated line on a terminal, a line a
 second otherwise). The report on standard output gives the messages sent and
-delivered per kind, the round-trip time, the resends and the payload MTU
-reached, and a verdict: every reliable message arrived intact and in order,
+delivered per kind, the round-trip time, the resends, the payload MTU
+reached and how many MTU estimations are over, and a verdict: every reliable message arrived intact and in order,
 both ways, and every unreliable one at most once and intact. Exits 0 when
 the verdict passes, 1 otherwise, including when the clients stopped waiting
 before everything arrived.`,
@@ -463,8 +463,20 @@ type totals struct {
 	rtt, minRTT                          time.Duration // mean smoothed RTT and least min RTT of the clients
 	resentClients, resentServer          uint64
 	mtuUp, mtuUpMin, mtuDown, mtuDownMin int                            // payload MTU client→server and server→client, max and min
+	mtuEnds, mtuDone, mtuSearching       int                            // connection ends seen, those whose MTU estimation finished, those still searching
 	latency                              time.Duration                  // median position echo latency
 	dropped                              [fastnet.NumDropReasons]uint64 // packets dropped on receipt, by reason
+}
+
+// countMTU counts one connection end's MTU estimation (D19).
+func (t *totals) countMTU(st fastnet.Stats) {
+	t.mtuEnds++
+	switch {
+	case st.MTUSearching:
+		t.mtuSearching++
+	case st.MTUEstimations > 0:
+		t.mtuDone++
+	}
 }
 
 func collect(clients []*demoClient, srv *demoServer) totals {
@@ -487,6 +499,7 @@ func collect(clients []*demoClient, srv *demoServer) totals {
 		for i, n := range ss.Dropped {
 			t.dropped[i] += n
 		}
+		t.countMTU(ss)
 		if ss.PayloadMTU > 0 {
 			t.mtuDown = max(t.mtuDown, ss.PayloadMTU)
 			if t.mtuDownMin == 0 || ss.PayloadMTU < t.mtuDownMin {
@@ -540,6 +553,7 @@ func collect(clients []*demoClient, srv *demoServer) totals {
 		for i, n := range st.Dropped {
 			t.dropped[i] += n
 		}
+		t.countMTU(st)
 		if st.PayloadMTU > 0 {
 			t.mtuUp = max(t.mtuUp, st.PayloadMTU)
 			if t.mtuUpMin == 0 || st.PayloadMTU < t.mtuUpMin {
@@ -629,6 +643,7 @@ func report(s *stdio, o demoOptions, took time.Duration, clients []*demoClient, 
 	s.printf("packets resent:        %d by the clients, %d by the server", t.resentClients, t.resentServer)
 	s.printf("payload MTU reached:   %s client to server, %s server to client (relay limit: %s)",
 		span(t.mtuUpMin, t.mtuUp), span(t.mtuDownMin, t.mtuDown), mtuLimit(o.imp.MTU))
+	s.printf("MTU estimation:        finished at %d of %d connection ends, still searching at %d", t.mtuDone, t.mtuEnds, t.mtuSearching)
 	s.printf("packets dropped:       %s", describeDrops(t.dropped))
 	s.printf("relay:                 %d datagrams: %d lost, %d too big, %d duplicated, %d held back, %d overflowed",
 		rs.Datagrams, rs.Lost, rs.TooBig, rs.Duplicated, rs.Reordered, rs.Overflow)
