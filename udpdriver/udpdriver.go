@@ -171,6 +171,9 @@ func (t *transport) ReadBatch(msgs []udpio.Message) (int, error) { return t.uc.R
 
 func (t *transport) SetReadDeadline(tm time.Time) error { return t.uc.SetReadDeadline(tm) }
 
+// ReadWaited makes the transport a driver.WaitReporter.
+func (t *transport) ReadWaited() (waited, known bool) { return t.uc.ReadWaited() }
+
 // start attaches the socket; the engine reads it.
 func start(e *driver.Engine, uc *udpio.Conn) {
 	e.Start(&transport{uc: uc})

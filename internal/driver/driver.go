@@ -159,6 +159,7 @@ type Engine struct {
 
 	// Reading the socket (Reader, see read.go).
 	rd          Reader
+	wr          WaitReporter    // rd, if it is one
 	rmsgs       []udpio.Message // the role holder's read buffers
 	rsize       int             // how many of them the next read asks for
 	token       chan struct{}   // holds the read role while it is free

@@ -38,6 +38,13 @@ type Reader interface {
 	SetReadDeadline(t time.Time) error
 }
 
+// A WaitReporter is a Reader that can say whether its last read had to
+// wait for its datagram (udpio.Conn.ReadWaited), which spares the engine
+// reading the clock around each read of one.
+type WaitReporter interface {
+	ReadWaited() (waited, known bool)
+}
+
 // A StreamReader is a transport with a stream per peer (TCP) that lets the
 // goroutine waiting in Conn.Receive read its connection's stream itself,
 // as the engine does with a Reader: each stream has a read role that one
@@ -102,6 +109,7 @@ const (
 // goroutine starts with the role.
 func (e *Engine) startReader(rd Reader) {
 	e.rd = rd
+	e.wr, _ = rd.(WaitReporter)
 	e.token = make(chan struct{}, 1)
 	e.turn = make(chan struct{}, 1)
 	e.role = roleBackground
@@ -186,13 +194,13 @@ func (e *Engine) readBackground() bool {
 func (e *Engine) read() (int, error) {
 	k := e.rsize
 	var start clock.Time
-	if k == 1 {
+	if k == 1 && e.wr == nil {
 		start = e.clk.Now()
 	}
 	n, err := e.rd.ReadBatch(e.rmsgs[:k])
 	switch {
 	case k == 1:
-		if n == 1 && e.clk.Now().Sub(start) < readWaited {
+		if n == 1 && !e.readWaited(start) {
 			e.rsize = 2
 		}
 	case n == k:
@@ -203,6 +211,19 @@ func (e *Engine) read() (int, error) {
 		e.rsize = max(k/2, minReadBatch)
 	}
 	return n, err
+}
+
+// readWaited reports whether a read of one datagram had to wait for it:
+// as the reader says, or, if it cannot, as the clock does (readWaited
+// since start).
+func (e *Engine) readWaited(start clock.Time) bool {
+	if e.wr != nil {
+		if waited, known := e.wr.ReadWaited(); known {
+			return waited
+		}
+		return true // a batched read: ask for one again, as a wait would
+	}
+	return e.clk.Now().Sub(start) >= readWaited
 }
 
 // releaseRole leaves the role free: a goroutine waiting for it (a Receive,

@@ -262,3 +262,37 @@ func TestReadSize(t *testing.T) {
 		t.Error("reads of one that found 5 datagrams waiting never asked for two")
 	}
 }
+
+// waitReader is a queueReader that says whether each read waited (a
+// WaitReporter, as the UDP socket on Linux is), with no delay to time.
+type waitReader struct {
+	queueReader
+	waited, known bool
+}
+
+func (w *waitReader) ReadWaited() (bool, bool) { return w.waited, w.known }
+
+// TestReadSizeReported: with a WaitReporter, a read of one datagram asks
+// for two next only if the reader says it did not wait; the clock is not
+// read. A reader that cannot tell counts as one that waited.
+func TestReadSizeReported(t *testing.T) {
+	tests := []struct {
+		waited, known bool
+		want          int
+	}{
+		{true, true, 1},
+		{false, true, 2},
+		{false, false, 1},
+	}
+	for _, tt := range tests {
+		wr := &waitReader{queueReader{waiting: 5}, tt.waited, tt.known}
+		// No clock: reading it would panic.
+		e := &Engine{rd: wr, wr: wr, rmsgs: make([]udpio.Message, readBatch), rsize: 1}
+		if _, err := e.read(); err != nil {
+			t.Fatal(err)
+		}
+		if e.rsize != tt.want {
+			t.Errorf("read of one, reader says waited %v (known %v): next asks for %d, want %d", tt.waited, tt.known, e.rsize, tt.want)
+		}
+	}
+}

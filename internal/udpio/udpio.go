@@ -5,9 +5,16 @@
 // On Linux a [Conn] reads with recvmmsg and writes with sendmmsg (through
 // golang.org/x/net/ipv4 and ipv6 ReadBatch and WriteBatch); elsewhere, when
 // the kernel refuses those calls (ENOSYS), or when [Options].NoBatch is set,
-// it makes one ReadFromUDPAddrPort or WriteToUDPAddrPort call per datagram.
+// it makes one system call per datagram.
 // Addresses are netip.AddrPort values; IPv4 peers of a dual-stack socket are
 // reported unmapped (1.2.3.4, not ::ffff:1.2.3.4).
+//
+// On Linux a read of one datagram and a write of one buffer are the Conn's
+// own recvmsg and sendmsg on the socket, through the runtime's poller, with
+// headers built once; a read that follows one that had to wait starts with
+// a peek, cheaper than a recvmsg that finds nothing, so that a request and
+// its reply (where each read waits) spend less on the read that comes
+// first. [Conn.ReadWaited] reports whether a read waited.
 //
 // Where the kernel offers segmentation offload (Linux: UDP_SEGMENT and
 // UDP_GRO), a batched write hands consecutive datagrams for one
@@ -105,6 +112,10 @@ type Options struct {
 	// NoOffload turns segmentation offload off (see the package
 	// documentation); it is on where the kernel has it.
 	NoOffload bool
+
+	// noRaw makes single reads and writes go through the standard
+	// library's calls, as on other systems (tests).
+	noRaw bool
 }
 
 // batchConn is what *ipv4.PacketConn and *ipv6.PacketConn have in common
@@ -148,6 +159,13 @@ type Conn struct {
 	sendOne func(b, oob []byte, to netip.AddrPort) error
 
 	readBufSize, writeBufSize int
+
+	// raw makes single reads and writes with the Conn's own system calls
+	// (Linux; nil elsewhere). waited says whether the last read had to
+	// wait for its datagram, if it was one of raw's (waitKnown).
+	raw       *rawSocket
+	waited    bool
+	waitKnown bool
 }
 
 // Listen opens a UDP socket on address ("host:port"; network is "udp",
@@ -170,7 +188,13 @@ func Listen(ctx context.Context, network, address string, o Options) (*Conn, err
 // socket buffers as o says.
 func New(uc *net.UDPConn, o Options) *Conn {
 	c := &Conn{uc: uc}
+	if !o.noRaw {
+		c.raw = newRawSocket(uc)
+	}
 	c.sendOne = func(b, oob []byte, to netip.AddrPort) error {
+		if c.raw != nil {
+			return c.raw.write(b, oob, to)
+		}
 		_, _, err := uc.WriteMsgUDPAddrPort(b, oob, to)
 		return err
 	}
@@ -257,12 +281,21 @@ func (c *Conn) ReadBatch(msgs []Message) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
+	c.waitKnown = false
 	if c.readBatched.Load() && len(msgs) > 1 {
 		n, err := c.readBatch(msgs)
 		if n > 0 || err == nil || !unsupported(err) {
 			return n, err
 		}
 		c.readBatched.Store(false)
+	}
+	if c.raw != nil {
+		waited, err := c.raw.read(&msgs[0])
+		c.waited, c.waitKnown = waited, true
+		if err != nil {
+			return 0, err
+		}
+		return 1, nil
 	}
 	if c.gro {
 		var oob [64]byte
@@ -282,6 +315,15 @@ func (c *Conn) ReadBatch(msgs []Message) (int, error) {
 	msgs[0].N, msgs[0].Seg = n, 0
 	msgs[0].Addr = unmap(ap)
 	return 1, nil
+}
+
+// ReadWaited reports whether the last ReadBatch had to wait for its
+// datagram (the socket had nothing when the read began), and whether the
+// Conn can tell: it can for a read of one message on Linux, where such
+// reads are its own system calls. Like ReadBatch, it is for the reading
+// goroutine.
+func (c *Conn) ReadWaited() (waited, known bool) {
+	return c.waited, c.waitKnown
 }
 
 func (c *Conn) readBatch(msgs []Message) (int, error) {

@@ -24,6 +24,10 @@ var modes = []struct {
 	{"batch", Options{}},
 	{"batch-nooffload", Options{NoOffload: true}},
 	{"plain", Options{NoBatch: true}},
+	// Single reads and writes through the standard library, as on
+	// systems without the Conn's own calls (raw_linux.go).
+	{"batch-stdlib", Options{noRaw: true}},
+	{"plain-stdlib", Options{NoBatch: true, noRaw: true}},
 }
 
 // families are the socket families tested: IPv4, IPv6 and a dual-stack IPv6

@@ -1,0 +1,310 @@
+package udpio
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// rawSocket makes the Conn's single reads and writes with its own recvmsg
+// and sendmsg on the socket's descriptor, through the runtime's poller
+// (syscall.RawConn), with headers built once and reused. Against the
+// standard library's ReadMsgUDPAddrPort and WriteMsgUDPAddrPort it saves
+// the conversions of each call, and it lets a read that expects to wait
+// begin with a cheaper check (rawSocket.read). A round trip of W1 makes
+// four such calls on each side.
+type rawSocket struct {
+	rc  syscall.RawConn
+	v6  bool // the socket is AF_INET6 (IPv4 peers as mapped addresses)
+	rd  rawRead
+	wr  rawWrite
+	zmu sync.Mutex
+	// Interface names by index and back, for IPv6 zones, as the
+	// standard library and x/net name them.
+	names   map[uint32]string
+	indexes map[string]uint32
+}
+
+// rawRead is the state of one read: ReadBatch runs on one goroutine at a
+// time, so one is enough.
+type rawRead struct {
+	hdr  syscall.Msghdr
+	iov  syscall.Iovec
+	name syscall.RawSockaddrAny
+	oob  [64]byte
+	peek [1]byte
+	none byte // storage for a read into an empty buffer
+	// probe says that the last read waited for its datagram: the next
+	// starts with a peek, which costs less than a recvmsg finding
+	// nothing (no message header to copy in).
+	probe bool
+	tries int // calls of try in this read
+	n     int
+	flags int
+	err   error
+	try   func(fd uintptr) bool
+}
+
+// rawWrite is the state of one write; writes are serialised by the
+// Conn's caller (one writing goroutine at a time).
+type rawWrite struct {
+	hdr  syscall.Msghdr
+	iov  syscall.Iovec
+	sa4  syscall.RawSockaddrInet4
+	sa6  syscall.RawSockaddrInet6
+	none byte
+	err  error
+	try  func(fd uintptr) bool
+}
+
+// newRawSocket returns the raw calls of uc, or nil if the socket does not
+// offer them.
+func newRawSocket(uc *net.UDPConn) *rawSocket {
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var sa syscall.Sockaddr
+	var serr error
+	if err := rc.Control(func(fd uintptr) { sa, serr = syscall.Getsockname(int(fd)) }); err != nil || serr != nil {
+		return nil
+	}
+	s := &rawSocket{rc: rc}
+	switch sa.(type) {
+	case *syscall.SockaddrInet4:
+	case *syscall.SockaddrInet6:
+		s.v6 = true
+	default:
+		return nil
+	}
+	r := &s.rd
+	r.hdr.Name = (*byte)(unsafe.Pointer(&r.name))
+	r.hdr.Iov = &r.iov
+	r.hdr.Iovlen = 1
+	r.hdr.Control = &r.oob[0]
+	r.try = r.attempt
+	w := &s.wr
+	w.hdr.Iov = &w.iov
+	w.hdr.Iovlen = 1
+	w.try = w.attempt
+	return s
+}
+
+// attempt is one try of a read, called by the poller until it returns
+// true: at once, and again each time the socket becomes readable.
+func (r *rawRead) attempt(fd uintptr) bool {
+	r.tries++
+	if r.tries == 1 && r.probe {
+		_, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&r.peek[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case syscall.EAGAIN:
+			return false
+		case 0, syscall.EINTR:
+		default:
+			// A pending socket error (an ICMP error from an
+			// earlier write), which the peek consumed: report it as
+			// the read that follows would have.
+			r.n, r.err = 0, e
+			return true
+		}
+	}
+	for {
+		r.hdr.Namelen = uint32(syscall.SizeofSockaddrAny)
+		r.hdr.SetControllen(len(r.oob))
+		r.hdr.Flags = 0
+		n, _, e := syscall.Syscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.hdr)), 0)
+		switch e {
+		case 0:
+			r.n, r.flags, r.err = int(n), int(r.hdr.Flags), nil
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		r.n, r.err = 0, e
+		return true
+	}
+}
+
+// read reads one datagram, or one offloaded run of them, into m, and
+// reports whether it had to wait for it.
+func (s *rawSocket) read(m *Message) (waited bool, err error) {
+	r := &s.rd
+	if len(m.Buf) > 0 {
+		r.iov.Base = &m.Buf[0]
+	} else {
+		r.iov.Base = &r.none
+	}
+	r.iov.SetLen(len(m.Buf))
+	r.tries = 0
+	perr := s.rc.Read(r.try)
+	waited = r.tries > 1
+	r.probe = waited
+	r.iov.Base = nil
+	switch {
+	case perr != nil:
+		return waited, &net.OpError{Op: "read", Net: "udp", Err: pollError(perr)}
+	case r.err != nil:
+		return waited, &net.OpError{Op: "read", Net: "udp", Err: os.NewSyscallError("recvmsg", r.err)}
+	}
+	m.Seg = 0
+	if oobn := int(r.hdr.Controllen); oobn > 0 {
+		m.Seg = groSegment(r.oob[:min(oobn, len(r.oob))])
+	}
+	m.N = whole(r.n, m.Seg, r.flags)
+	m.Addr = s.from()
+	return waited, nil
+}
+
+// from returns the sender of the last read, unmapped.
+func (s *rawSocket) from() netip.AddrPort {
+	r := &s.rd
+	switch r.name.Addr.Family {
+	case syscall.AF_INET:
+		sa := (*syscall.RawSockaddrInet4)(unsafe.Pointer(&r.name))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), port(sa.Port))
+	case syscall.AF_INET6:
+		sa := (*syscall.RawSockaddrInet6)(unsafe.Pointer(&r.name))
+		a := netip.AddrFrom16(sa.Addr)
+		if a.Is4In6() {
+			return netip.AddrPortFrom(a.Unmap(), port(sa.Port))
+		}
+		if sa.Scope_id != 0 {
+			a = a.WithZone(s.zoneName(sa.Scope_id))
+		}
+		return netip.AddrPortFrom(a, port(sa.Port))
+	}
+	return netip.AddrPort{}
+}
+
+// port reads a port the kernel stored in network byte order.
+func port(p uint16) uint16 {
+	b := (*[2]byte)(unsafe.Pointer(&p))
+	return uint16(b[0])<<8 | uint16(b[1])
+}
+
+// putPort stores p in network byte order.
+func putPort(dst *uint16, p uint16) {
+	b := (*[2]byte)(unsafe.Pointer(dst))
+	b[0], b[1] = byte(p>>8), byte(p)
+}
+
+// attempt is one try of a write.
+func (w *rawWrite) attempt(fd uintptr) bool {
+	for {
+		_, _, e := syscall.Syscall(syscall.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&w.hdr)), 0)
+		switch e {
+		case 0:
+			w.err = nil
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		w.err = e
+		return true
+	}
+}
+
+// write sends b, with the control messages oob, to ap (unmapped).
+func (s *rawSocket) write(b, oob []byte, ap netip.AddrPort) error {
+	w := &s.wr
+	a := ap.Addr()
+	switch {
+	case a.Is4() && !s.v6:
+		w.sa4 = syscall.RawSockaddrInet4{Family: syscall.AF_INET, Addr: a.As4()}
+		putPort(&w.sa4.Port, ap.Port())
+		w.hdr.Name = (*byte)(unsafe.Pointer(&w.sa4))
+		w.hdr.Namelen = syscall.SizeofSockaddrInet4
+	case s.v6:
+		w.sa6 = syscall.RawSockaddrInet6{Family: syscall.AF_INET6, Addr: a.As16()}
+		putPort(&w.sa6.Port, ap.Port())
+		if z := a.Zone(); z != "" {
+			w.sa6.Scope_id = s.zoneIndex(z)
+		}
+		w.hdr.Name = (*byte)(unsafe.Pointer(&w.sa6))
+		w.hdr.Namelen = syscall.SizeofSockaddrInet6
+	default:
+		// An IPv6 destination on an IPv4 socket: the standard
+		// library's answer.
+		return &net.OpError{Op: "write", Net: "udp", Addr: net.UDPAddrFromAddrPort(ap), Err: syscall.EAFNOSUPPORT}
+	}
+	if len(b) > 0 {
+		w.iov.Base = &b[0]
+	} else {
+		w.iov.Base = &w.none
+	}
+	w.iov.SetLen(len(b))
+	w.hdr.Control = nil
+	w.hdr.SetControllen(0)
+	if len(oob) > 0 {
+		w.hdr.Control = &oob[0]
+		w.hdr.SetControllen(len(oob))
+	}
+	perr := s.rc.Write(w.try)
+	w.iov.Base, w.hdr.Control = nil, nil
+	switch {
+	case perr != nil:
+		return &net.OpError{Op: "write", Net: "udp", Addr: net.UDPAddrFromAddrPort(ap), Err: pollError(perr)}
+	case w.err != nil:
+		return &net.OpError{Op: "write", Net: "udp", Addr: net.UDPAddrFromAddrPort(ap), Err: os.NewSyscallError("sendmsg", w.err)}
+	}
+	return nil
+}
+
+// pollError is the poller's own error (net.ErrClosed, a deadline), out of
+// the *net.OpError of the raw call that carries it.
+func pollError(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return oe.Err
+	}
+	return err
+}
+
+// zoneName names interface index i as net and x/net do: its name, or the
+// number if it has none.
+func (s *rawSocket) zoneName(i uint32) string {
+	s.zmu.Lock()
+	defer s.zmu.Unlock()
+	if n, ok := s.names[i]; ok {
+		return n
+	}
+	n := strconv.FormatUint(uint64(i), 10)
+	if ifi, err := net.InterfaceByIndex(int(i)); err == nil {
+		n = ifi.Name
+	}
+	if s.names == nil {
+		s.names = make(map[uint32]string)
+	}
+	s.names[i] = n
+	return n
+}
+
+// zoneIndex is the interface index of zone z: a name, or a number.
+func (s *rawSocket) zoneIndex(z string) uint32 {
+	s.zmu.Lock()
+	defer s.zmu.Unlock()
+	if i, ok := s.indexes[z]; ok {
+		return i
+	}
+	var i uint32
+	if ifi, err := net.InterfaceByName(z); err == nil {
+		i = uint32(ifi.Index)
+	} else if n, err := strconv.ParseUint(z, 10, 32); err == nil {
+		i = uint32(n)
+	}
+	if s.indexes == nil {
+		s.indexes = make(map[string]uint32)
+	}
+	s.indexes[z] = i
+	return i
+}
