@@ -152,8 +152,9 @@ type Conn struct {
 	waddr []net.UDPAddr
 	wip   [][net.IPv6len]byte
 	woob  []byte
-	wn    []int  // how many of the caller's messages each entry of wms carries
-	wone  []byte // the datagrams of a lone offloaded entry, end to end (writeOne)
+	wn    []int    // how many of the caller's messages each entry of wms carries
+	wone  []byte   // the datagrams of a lone offloaded entry, end to end (writeOne)
+	loob  [32]byte // lone's control message
 	// sendOne is writeOne's system call; tests replace it to see it
 	// used and to make it fail.
 	sendOne func(b, oob []byte, to netip.AddrPort) error
@@ -415,6 +416,22 @@ func (c *Conn) writeBatch(msgs []Message) (int, error) {
 	sent := 0
 	plainEnd := 0 // msgs[:plainEnd] go one per entry: their offloaded write failed
 	for sent < len(msgs) {
+		if cnt, b, oob := c.lone(msgs[sent:], sent >= plainEnd && c.gso.Load()); cnt > 0 {
+			err := c.sendOne(b, oob, unmap(msgs[sent].Addr))
+			switch {
+			case err == nil:
+				sent += cnt
+			case cnt > 1:
+				// As below: the datagrams go one by one.
+				if gsoDisabled(err) {
+					c.gso.Store(false)
+				}
+				plainEnd = sent + cnt
+			default:
+				return sent, err
+			}
+			continue
+		}
 		var k int
 		if sent < plainEnd {
 			k = c.packWrite(msgs[sent:plainEnd], false)
@@ -503,6 +520,42 @@ func (c *Conn) writeOne(m *ipv4.Message, ap netip.AddrPort) (int, error) {
 		return 0, err
 	}
 	return 1, nil
+}
+
+// lone reports whether msgs, all of them, make the one entry that writeOne
+// sends (an echo's reply and its ack; a lone message), in which case it
+// returns how many they are and the buffer and control message to send,
+// with none of the scratch of a batched write built.
+func (c *Conn) lone(msgs []Message, gso bool) (int, []byte, []byte) {
+	if c.sendOne == nil || len(msgs) == 0 || !msgs[0].Addr.IsValid() {
+		return 0, nil, nil
+	}
+	if len(msgs) == 1 {
+		return 1, msgs[0].Buf, nil
+	}
+	ap, size := msgs[0].Addr, len(msgs[0].Buf)
+	if !gso || size == 0 || ap.Port() == 0 || len(msgs) > maxSegments {
+		return 0, nil, nil
+	}
+	total := size
+	for i, m := range msgs[1:] {
+		n := len(m.Buf)
+		if m.Addr != ap || n == 0 || n > size || (n < size && i+2 < len(msgs)) {
+			return 0, nil, nil
+		}
+		total += n
+	}
+	if total > maxOneWrite {
+		return 0, nil, nil
+	}
+	b := c.wone[:0]
+	for _, m := range msgs {
+		b = append(b, m.Buf...)
+	}
+	c.wone = b
+	oob := c.loob[:segmentCmsgLen]
+	putSegmentCmsg(oob, size)
+	return len(msgs), b, oob
 }
 
 // packWrite fills the write scratch with entries for the longest prefix of
