@@ -161,6 +161,7 @@ type Engine struct {
 	rd          Reader
 	wr          WaitReporter    // rd, if it is one
 	rmsgs       []udpio.Message // the role holder's read buffers
+	nbufs       int             // how many of rmsgs have their buffer (read)
 	rsize       int             // how many of them the next read asks for
 	token       chan struct{}   // holds the read role while it is free
 	turn        chan struct{}   // tells the background reader to take it

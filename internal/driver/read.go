@@ -114,10 +114,7 @@ func (e *Engine) startReader(rd Reader) {
 	e.turn = make(chan struct{}, 1)
 	e.role = roleBackground
 	e.rmsgs = make([]udpio.Message, readBatch)
-	e.rsize = readBatch
-	for i := range e.rmsgs {
-		e.rmsgs[i].Buf = udpio.GetBuffer()
-	}
+	e.rsize = minReadBatch
 	e.Go(e.readLoop)
 }
 
@@ -132,10 +129,11 @@ func (e *Engine) readLoop() {
 		for e.role == roleReceive {
 			e.written.Wait()
 		}
-		for i := range e.rmsgs {
+		for i := range e.nbufs {
 			udpio.PutBuffer(e.rmsgs[i].Buf)
 			e.rmsgs[i].Buf = nil
 		}
+		e.nbufs = 0
 		e.mu.Unlock()
 	}()
 	for {
@@ -196,6 +194,12 @@ func (e *Engine) read() (int, error) {
 	var start clock.Time
 	if k == 1 && e.wr == nil {
 		start = e.clk.Now()
+	}
+	for ; e.nbufs < k; e.nbufs++ {
+		// Buffers are taken as reads first need them: an endpoint whose
+		// reads stay small (request and reply) holds a few, not a
+		// batch's worth (64 of 64 KiB).
+		e.rmsgs[e.nbufs].Buf = udpio.GetBuffer()
 	}
 	n, err := e.rd.ReadBatch(e.rmsgs[:k])
 	switch {

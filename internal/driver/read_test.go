@@ -241,6 +241,11 @@ func TestReadSize(t *testing.T) {
 		if _, err := e.read(); err != nil {
 			t.Fatal(err)
 		}
+		for i, m := range e.rmsgs[:tt.size] {
+			if len(m.Buf) != udpio.BufferSize {
+				t.Fatalf("read of %d: buffer %d has %d bytes", tt.size, i, len(m.Buf))
+			}
+		}
 		if e.rsize != tt.want {
 			t.Errorf("read of %d with %d waiting after %v: next asks for %d, want %d", tt.size, tt.waiting, tt.delay, e.rsize, tt.want)
 		}
@@ -260,6 +265,56 @@ func TestReadSize(t *testing.T) {
 	}
 	if !grew {
 		t.Error("reads of one that found 5 datagrams waiting never asked for two")
+	}
+}
+
+// TestReadBuffersFollowReads: an engine takes read buffers (64 KiB each)
+// as its reads first need them, not readBatch of them at the start. Reads
+// of one, as in a request-reply exchange, keep the smallest batch's worth
+// the first read took; reads that fill their batch take more as the batch
+// doubles.
+func TestReadBuffersFollowReads(t *testing.T) {
+	wr := &waitReader{queueReader{waiting: 1}, true, true}
+	e := &Engine{rd: wr, wr: wr, rmsgs: make([]udpio.Message, readBatch), rsize: minReadBatch}
+	for range 100 {
+		if _, err := e.read(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.nbufs != minReadBatch {
+		t.Errorf("after 100 reads of one: %d buffers, want %d", e.nbufs, minReadBatch)
+	}
+	wr.waiting, wr.waited = readBatch, false // a burst: reads find datagrams waiting
+	for range 10 {
+		e.read()
+	}
+	if e.nbufs != readBatch {
+		t.Errorf("after full reads: %d buffers, want %d", e.nbufs, readBatch)
+	}
+	for i, m := range e.rmsgs {
+		if len(m.Buf) != udpio.BufferSize {
+			t.Fatalf("buffer %d has %d bytes", i, len(m.Buf))
+		}
+	}
+}
+
+// TestCloseReturnsReadBuffers: once an engine that read the socket has
+// closed, it holds none of the pool's buffers.
+func TestCloseReturnsReadBuffers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, sc := pair(t, ctx)
+	warm(t, ctx, c, sc)
+	for _, e := range []*Engine{c.e, sc.e} {
+		e.Close() // every goroutine of the engine has returned
+		if e.nbufs != 0 {
+			t.Errorf("after Close: %d read buffers held", e.nbufs)
+		}
+		for i, m := range e.rmsgs {
+			if m.Buf != nil {
+				t.Errorf("after Close: buffer %d still held", i)
+			}
+		}
 	}
 }
 
