@@ -158,20 +158,23 @@ type Engine struct {
 	listener *Listener
 
 	// Reading the socket (Reader, see read.go).
-	rd          Reader
-	wr          WaitReporter    // rd, if it is one
-	rmsgs       []udpio.Message // the role holder's read buffers
-	nbufs       int             // how many of rmsgs have their buffer (read)
-	rsize       int             // how many of them the next read asks for
-	token       chan struct{}   // holds the read role while it is free
-	turn        chan struct{}   // tells the background reader to take it
-	role        readRole
-	freeSince   clock.Time // when the role was left free
-	wanted      bool       // turn was sent and the role not yet taken
-	receivers   int        // Receive calls waiting that would take the role
-	pending     int        // datagrams a Receive left unwritten at the head of out
-	reading     *Conn      // the Receive holding the role is in a read for it
-	interrupted bool       // that read's deadline was set to end it
+	rd Reader
+	wr WaitReporter // rd, if it is one
+	// waitsUnknown: wr said it cannot tell whether a read waited; reads
+	// of one are timed with the clock instead.
+	waitsUnknown bool
+	rmsgs        []udpio.Message // the role holder's read buffers
+	nbufs        int             // how many of rmsgs have their buffer (read)
+	rsize        int             // how many of them the next read asks for
+	token        chan struct{}   // holds the read role while it is free
+	turn         chan struct{}   // tells the background reader to take it
+	role         readRole
+	freeSince    clock.Time // when the role was left free
+	wanted       bool       // turn was sent and the role not yet taken
+	receivers    int        // Receive calls waiting that would take the role
+	pending      int        // datagrams a Receive left unwritten at the head of out
+	reading      *Conn      // the Receive holding the role is in a read for it
+	interrupted  bool       // that read's deadline was set to end it
 }
 
 // NewEngine creates the endpoint. The transport is attached with Start.

@@ -192,7 +192,8 @@ func (e *Engine) readBackground() bool {
 func (e *Engine) read() (int, error) {
 	k := e.rsize
 	var start clock.Time
-	if k == 1 && e.wr == nil {
+	timed := k == 1 && (e.wr == nil || e.waitsUnknown)
+	if timed {
 		start = e.clk.Now()
 	}
 	for ; e.nbufs < k; e.nbufs++ {
@@ -204,7 +205,7 @@ func (e *Engine) read() (int, error) {
 	n, err := e.rd.ReadBatch(e.rmsgs[:k])
 	switch {
 	case k == 1:
-		if n == 1 && !e.readWaited(start) {
+		if n == 1 && !e.readWaited(start, timed) {
 			e.rsize = 2
 		}
 	case n == k:
@@ -218,14 +219,19 @@ func (e *Engine) read() (int, error) {
 }
 
 // readWaited reports whether a read of one datagram had to wait for it:
-// as the reader says, or, if it cannot, as the clock does (readWaited
-// since start).
-func (e *Engine) readWaited(start clock.Time) bool {
-	if e.wr != nil {
+// as the reader says, or, if it cannot (a socket without udpio's own
+// calls), as the clock does (readWaited since start, if the read was
+// timed; the reader's first such read counts as a wait, and the later
+// ones are timed).
+func (e *Engine) readWaited(start clock.Time, timed bool) bool {
+	if e.wr != nil && !e.waitsUnknown {
 		if waited, known := e.wr.ReadWaited(); known {
 			return waited
 		}
-		return true // a batched read: ask for one again, as a wait would
+		e.waitsUnknown = true
+	}
+	if !timed {
+		return true
 	}
 	return e.clk.Now().Sub(start) >= readWaited
 }

@@ -1,3 +1,5 @@
+//go:build linux && !386
+
 package udpio
 
 import (
@@ -8,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -19,16 +22,29 @@ import (
 // begin with a cheaper check (rawSocket.read). A round trip of W1 makes
 // four such calls on each side.
 type rawSocket struct {
-	rc  syscall.RawConn
-	v6  bool // the socket is AF_INET6 (IPv4 peers as mapped addresses)
-	rd  rawRead
-	wr  rawWrite
-	zmu sync.Mutex
+	rc    syscall.RawConn
+	v6    bool     // the socket is AF_INET6 (IPv4 peers as mapped addresses)
+	laddr net.Addr // for errors, as the standard library reports them
+	rd    rawRead
+	wr    rawWrite
+	zmu   sync.Mutex
 	// Interface names by index and back, for IPv6 zones, as the
-	// standard library and x/net name them.
-	names   map[uint32]string
-	indexes map[string]uint32
+	// standard library and x/net name them; an entry is looked up again
+	// after zoneTTL, and a failed lookup is not kept.
+	names   map[uint32]zoneEntry[string]
+	indexes map[string]zoneEntry[uint32]
 }
+
+// zoneEntry is a cached interface name or index, and when it was looked up.
+type zoneEntry[T any] struct {
+	v  T
+	at time.Time
+}
+
+// zoneTTL is how long a zone lookup is trusted: interfaces come and go,
+// and one made again gets a new index (the standard library's cache
+// refreshes as often).
+const zoneTTL = time.Minute
 
 // rawRead is the state of one read: ReadBatch runs on one goroutine at a
 // time, so one is enough.
@@ -44,6 +60,9 @@ type rawRead struct {
 	// nothing (no message header to copy in).
 	probe bool
 	tries int // calls of try in this read
+	// fail, if set, is what every system call of the socket returns
+	// (tests: a kernel without them).
+	fail  syscall.Errno
 	n     int
 	flags int
 	err   error
@@ -59,6 +78,7 @@ type rawWrite struct {
 	sa6  syscall.RawSockaddrInet6
 	none byte
 	err  error
+	fail syscall.Errno // as rawRead.fail
 	try  func(fd uintptr) bool
 }
 
@@ -74,7 +94,7 @@ func newRawSocket(uc *net.UDPConn) *rawSocket {
 	if err := rc.Control(func(fd uintptr) { sa, serr = syscall.Getsockname(int(fd)) }); err != nil || serr != nil {
 		return nil
 	}
-	s := &rawSocket{rc: rc}
+	s := &rawSocket{rc: rc, laddr: uc.LocalAddr()}
 	switch sa.(type) {
 	case *syscall.SockaddrInet4:
 	case *syscall.SockaddrInet6:
@@ -99,6 +119,10 @@ func newRawSocket(uc *net.UDPConn) *rawSocket {
 // true: at once, and again each time the socket becomes readable.
 func (r *rawRead) attempt(fd uintptr) bool {
 	r.tries++
+	if r.fail != 0 {
+		r.n, r.err = 0, r.fail
+		return true
+	}
 	if r.tries == 1 && r.probe {
 		_, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&r.peek[0])), 1,
 			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
@@ -150,9 +174,9 @@ func (s *rawSocket) read(m *Message) (waited bool, err error) {
 	r.iov.Base = nil
 	switch {
 	case perr != nil:
-		return waited, &net.OpError{Op: "read", Net: "udp", Err: pollError(perr)}
+		return waited, &net.OpError{Op: "read", Net: "udp", Source: s.laddr, Err: pollError(perr)}
 	case r.err != nil:
-		return waited, &net.OpError{Op: "read", Net: "udp", Err: os.NewSyscallError("recvmsg", r.err)}
+		return waited, &net.OpError{Op: "read", Net: "udp", Source: s.laddr, Err: os.NewSyscallError("recvmsg", r.err)}
 	}
 	m.Seg = 0
 	if oobn := int(r.hdr.Controllen); oobn > 0 {
@@ -166,6 +190,9 @@ func (s *rawSocket) read(m *Message) (waited bool, err error) {
 // from returns the sender of the last read, unmapped.
 func (s *rawSocket) from() netip.AddrPort {
 	r := &s.rd
+	if r.hdr.Namelen == 0 {
+		return netip.AddrPort{}
+	}
 	switch r.name.Addr.Family {
 	case syscall.AF_INET:
 		sa := (*syscall.RawSockaddrInet4)(unsafe.Pointer(&r.name))
@@ -198,6 +225,10 @@ func putPort(dst *uint16, p uint16) {
 
 // attempt is one try of a write.
 func (w *rawWrite) attempt(fd uintptr) bool {
+	if w.fail != 0 {
+		w.err = w.fail
+		return true
+	}
 	for {
 		_, _, e := syscall.Syscall(syscall.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&w.hdr)), 0)
 		switch e {
@@ -233,9 +264,10 @@ func (s *rawSocket) write(b, oob []byte, ap netip.AddrPort) error {
 		w.hdr.Name = (*byte)(unsafe.Pointer(&w.sa6))
 		w.hdr.Namelen = syscall.SizeofSockaddrInet6
 	default:
-		// An IPv6 destination on an IPv4 socket: the standard
-		// library's answer.
-		return &net.OpError{Op: "write", Net: "udp", Addr: net.UDPAddrFromAddrPort(ap), Err: syscall.EAFNOSUPPORT}
+		// An IPv6 destination on an IPv4 socket, refused as the
+		// standard library refuses it.
+		return &net.OpError{Op: "write", Net: "udp", Source: s.laddr, Addr: net.UDPAddrFromAddrPort(ap),
+			Err: &net.AddrError{Err: "non-IPv4 address", Addr: a.String()}}
 	}
 	if len(b) > 0 {
 		w.iov.Base = &b[0]
@@ -253,9 +285,9 @@ func (s *rawSocket) write(b, oob []byte, ap netip.AddrPort) error {
 	w.iov.Base, w.hdr.Control = nil, nil
 	switch {
 	case perr != nil:
-		return &net.OpError{Op: "write", Net: "udp", Addr: net.UDPAddrFromAddrPort(ap), Err: pollError(perr)}
+		return &net.OpError{Op: "write", Net: "udp", Source: s.laddr, Addr: net.UDPAddrFromAddrPort(ap), Err: pollError(perr)}
 	case w.err != nil:
-		return &net.OpError{Op: "write", Net: "udp", Addr: net.UDPAddrFromAddrPort(ap), Err: os.NewSyscallError("sendmsg", w.err)}
+		return &net.OpError{Op: "write", Net: "udp", Source: s.laddr, Addr: net.UDPAddrFromAddrPort(ap), Err: os.NewSyscallError("sendmsg", w.err)}
 	}
 	return nil
 }
@@ -275,36 +307,40 @@ func pollError(err error) error {
 func (s *rawSocket) zoneName(i uint32) string {
 	s.zmu.Lock()
 	defer s.zmu.Unlock()
-	if n, ok := s.names[i]; ok {
-		return n
+	now := time.Now()
+	if e, ok := s.names[i]; ok && now.Sub(e.at) < zoneTTL {
+		return e.v
 	}
-	n := strconv.FormatUint(uint64(i), 10)
-	if ifi, err := net.InterfaceByIndex(int(i)); err == nil {
-		n = ifi.Name
+	ifi, err := net.InterfaceByIndex(int(i))
+	if err != nil {
+		return strconv.FormatUint(uint64(i), 10)
 	}
 	if s.names == nil {
-		s.names = make(map[uint32]string)
+		s.names = make(map[uint32]zoneEntry[string])
 	}
-	s.names[i] = n
-	return n
+	s.names[i] = zoneEntry[string]{ifi.Name, now}
+	return ifi.Name
 }
 
-// zoneIndex is the interface index of zone z: a name, or a number.
+// zoneIndex is the interface index of zone z: a name, or a number; 0 if
+// it is neither.
 func (s *rawSocket) zoneIndex(z string) uint32 {
+	if n, err := strconv.ParseUint(z, 10, 32); err == nil {
+		return uint32(n)
+	}
 	s.zmu.Lock()
 	defer s.zmu.Unlock()
-	if i, ok := s.indexes[z]; ok {
-		return i
+	now := time.Now()
+	if e, ok := s.indexes[z]; ok && now.Sub(e.at) < zoneTTL {
+		return e.v
 	}
-	var i uint32
-	if ifi, err := net.InterfaceByName(z); err == nil {
-		i = uint32(ifi.Index)
-	} else if n, err := strconv.ParseUint(z, 10, 32); err == nil {
-		i = uint32(n)
+	ifi, err := net.InterfaceByName(z)
+	if err != nil {
+		return 0
 	}
 	if s.indexes == nil {
-		s.indexes = make(map[string]uint32)
+		s.indexes = make(map[string]zoneEntry[uint32])
 	}
-	s.indexes[z] = i
-	return i
+	s.indexes[z] = zoneEntry[uint32]{uint32(ifi.Index), now}
+	return uint32(ifi.Index)
 }

@@ -1,3 +1,5 @@
+//go:build linux && !386
+
 package udpio
 
 import (
@@ -5,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -114,8 +117,9 @@ func TestRawEmptyBuffer(t *testing.T) {
 // an IPv6 destination on an IPv4 socket, a closed socket, a deadline.
 func TestRawErrors(t *testing.T) {
 	c := listen(t, "udp4", "127.0.0.1:0", Options{})
-	if err := c.raw.write([]byte("x"), nil, netip.MustParseAddrPort("[::1]:9")); err == nil {
-		t.Error("write of IPv6 destination on an IPv4 socket: no error")
+	var ae *net.AddrError
+	if err := c.raw.write([]byte("x"), nil, netip.MustParseAddrPort("[::1]:9")); !errors.As(err, &ae) {
+		t.Errorf("write of IPv6 destination on an IPv4 socket: %v, want a *net.AddrError as the standard library's", err)
 	}
 	c.SetReadDeadline(time.Now().Add(-time.Second))
 	m := Message{Buf: make([]byte, 10)}
@@ -158,5 +162,37 @@ func TestZones(t *testing.T) {
 	}
 	if got := s.zoneIndex("no-such-interface"); got != 0 {
 		t.Errorf("zoneIndex of no interface = %d, want 0", got)
+	}
+}
+
+// TestRawRefused: a kernel that refuses the socket's own calls (ENOSYS,
+// as s390x kernels before 4.3 do) turns each direction over to the
+// standard library's calls at the first refusal, with nothing lost.
+func TestRawRefused(t *testing.T) {
+	rx := listen(t, "udp4", "127.0.0.1:0", Options{})
+	tx := listen(t, "udp4", "127.0.0.1:0", Options{})
+	rx.raw.rd.fail = syscall.ENOSYS
+	tx.raw.wr.fail = syscall.ENOSYS
+	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+	one := []Message{{Buf: make([]byte, 100)}}
+	for i, s := range []string{"first", "second"} {
+		if n, err := tx.WriteBatch([]Message{{Buf: []byte(s), Addr: rx.LocalAddr()}}); n != 1 || err != nil {
+			t.Fatalf("write %d: %d, %v", i, n, err)
+		}
+		if n, err := rx.ReadBatch(one); n != 1 || err != nil || string(one[0].Buf[:one[0].N]) != s || one[0].Addr != tx.LocalAddr() {
+			t.Fatalf("read %d: %d, %v, %q from %v", i, n, err, one[0].Buf[:one[0].N], one[0].Addr)
+		}
+		if _, known := rx.ReadWaited(); known {
+			t.Errorf("read %d: ReadWaited known through the standard library's call", i)
+		}
+	}
+	if rx.rawReads.Load() || tx.rawWrites.Load() {
+		t.Errorf("raw calls still on after ENOSYS: reads %v, writes %v", rx.rawReads.Load(), tx.rawWrites.Load())
+	}
+	// Another error is the read's or the write's own, and changes nothing.
+	rx2 := listen(t, "udp4", "127.0.0.1:0", Options{})
+	rx2.raw.rd.fail = syscall.ECONNREFUSED
+	if _, err := rx2.ReadBatch(one); !errors.Is(err, syscall.ECONNREFUSED) || !rx2.rawReads.Load() {
+		t.Errorf("read refused: %v, raw reads %v; want ECONNREFUSED, still on", err, rx2.rawReads.Load())
 	}
 }

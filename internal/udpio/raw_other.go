@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux || 386
 
 package udpio
 
@@ -7,8 +7,8 @@ import (
 	"net/netip"
 )
 
-// rawSocket is Linux only: elsewhere the Conn uses the standard library's
-// calls.
+// rawSocket is Linux only (but for 386, whose socket calls go through
+// socketcall): elsewhere the Conn uses the standard library's calls.
 type rawSocket struct{}
 
 func newRawSocket(*net.UDPConn) *rawSocket { return nil }

@@ -162,9 +162,14 @@ type Conn struct {
 	readBufSize, writeBufSize int
 
 	// raw makes single reads and writes with the Conn's own system calls
-	// (Linux; nil elsewhere). waited says whether the last read had to
-	// wait for its datagram, if it was one of raw's (waitKnown).
+	// (Linux; nil elsewhere); rawReads and rawWrites say whether each
+	// direction still uses them: each drops to the standard library's
+	// calls on its own if the kernel refuses them. waited says whether
+	// the last read had to wait for its datagram, if it was one of raw's
+	// (waitKnown).
 	raw       *rawSocket
+	rawReads  atomic.Bool
+	rawWrites atomic.Bool
 	waited    bool
 	waitKnown bool
 }
@@ -191,10 +196,16 @@ func New(uc *net.UDPConn, o Options) *Conn {
 	c := &Conn{uc: uc}
 	if !o.noRaw {
 		c.raw = newRawSocket(uc)
+		c.rawReads.Store(c.raw != nil)
+		c.rawWrites.Store(c.raw != nil)
 	}
 	c.sendOne = func(b, oob []byte, to netip.AddrPort) error {
-		if c.raw != nil {
-			return c.raw.write(b, oob, to)
+		if c.rawWrites.Load() {
+			err := c.raw.write(b, oob, to)
+			if err == nil || !unsupported(err) {
+				return err
+			}
+			c.rawWrites.Store(false)
 		}
 		_, _, err := uc.WriteMsgUDPAddrPort(b, oob, to)
 		return err
@@ -290,13 +301,16 @@ func (c *Conn) ReadBatch(msgs []Message) (int, error) {
 		}
 		c.readBatched.Store(false)
 	}
-	if c.raw != nil {
+	if c.rawReads.Load() {
 		waited, err := c.raw.read(&msgs[0])
-		c.waited, c.waitKnown = waited, true
-		if err != nil {
+		switch {
+		case err == nil:
+			c.waited, c.waitKnown = waited, true
+			return 1, nil
+		case !unsupported(err):
 			return 0, err
 		}
-		return 1, nil
+		c.rawReads.Store(false)
 	}
 	if c.gro {
 		var oob [64]byte
