@@ -403,6 +403,30 @@ func printTable(out io.Writer, results []*result, runs int) {
 	}
 }
 
+// bimodal is how far apart the slowest and fastest W1 runs of the latency
+// baseline must be for printNotes to say the comparison is unsteady.
+const bimodal = 1.5
+
+// printNotes writes what a reader of the table needs to weigh it: when raw
+// UDP's W1 p50 spread widely over the runs (on two processors the kernel
+// keeps client and server on one of them in some runs and not in others),
+// the W1 ratios depend on which kind of run the median fell on, and
+// pinning every process to one processor measures the work of a round
+// trip instead. It writes nothing when there is nothing to say.
+func printNotes(out io.Writer, results []*result, pinned bool) {
+	if pinned {
+		return
+	}
+	for _, r := range results {
+		if r.system != latencyBaseline || r.w.Name != "W1" {
+			continue
+		}
+		if s, ok := r.spread(P50); ok && s.lo > 0 && s.hi/s.lo >= bimodal {
+			fmt.Fprintf(out, "\nNote: %s's W1 p50 ranged %.0f-%.0f µs over the runs: the kernel placed client and server differently from run to run, and the W1 ratios follow the runs the medians fell on. `--pin 0` runs every process on one CPU, where W1 holds still and measures the work of a round trip.\n", r.system, s.lo, s.hi)
+		}
+	}
+}
+
 // The baselines the ratios compare with, measured in the same run: echo
 // latency against plain UDP calls, and against the floors of four
 // datagrams per round trip (raw-udp-acked with plain batched calls,

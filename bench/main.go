@@ -141,6 +141,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Client and servers ran on CPU %s only (-pin).\n\n", *pin)
 	}
 	printTable(stdout, results, cfg.runs)
+	printNotes(stdout, results, *pin != "")
 	return 0
 }
 

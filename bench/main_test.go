@@ -166,3 +166,41 @@ func TestSpread(t *testing.T) {
 		t.Error("spread of a metric no run has")
 	}
 }
+
+// TestNotes: the note on an unsteady W1 baseline appears only when raw
+// UDP's W1 p50 spread by at least bimodal over the runs, and not when the
+// processes were pinned.
+func TestNotes(t *testing.T) {
+	w1 := Workload{Name: "W1"}
+	mk := func(system string, p50s ...float64) *result {
+		r := &result{system: system, w: w1}
+		for _, x := range p50s {
+			r.runs = append(r.runs, Metrics{P50: x})
+		}
+		return r
+	}
+	tests := []struct {
+		name    string
+		results []*result
+		pinned  bool
+		want    bool
+	}{
+		{"steady", []*result{mk(latencyBaseline, 19, 20, 21)}, false, false},
+		{"bimodal", []*result{mk(latencyBaseline, 17, 40, 65)}, false, true},
+		{"bimodal but pinned", []*result{mk(latencyBaseline, 17, 40, 65)}, true, false},
+		{"another system spreads", []*result{mk(latencyBaseline, 19, 20), mk("fastnet-udp", 24, 40)}, false, false},
+		{"no baseline", []*result{mk("fastnet-udp", 17, 65)}, false, false},
+	}
+	for _, tt := range tests {
+		var b strings.Builder
+		printNotes(&b, tt.results, tt.pinned)
+		if got := strings.Contains(b.String(), "Note:"); got != tt.want {
+			t.Errorf("%s: note printed %v, want %v (%q)", tt.name, got, tt.want, b.String())
+		}
+	}
+	var b strings.Builder
+	printNotes(&b, []*result{mk(latencyBaseline, 17, 40, 65)}, false)
+	if !strings.Contains(b.String(), "ranged 17-65 µs") || !strings.Contains(b.String(), "--pin 0") {
+		t.Errorf("note %q does not give the range and the remedy", b.String())
+	}
+}
