@@ -62,6 +62,17 @@ func testManyClients(t *testing.T, d Driver) {
 	}
 	l := listen(t, ctx, d, cfg)
 
+	// unheard runs when a server connection that had every message ends
+	// without its client's "disconnect": the first time, it logs every
+	// goroutine's stack. All of them ending so, as happened on rare
+	// loaded runs, would mean the server stopped reading its socket; the
+	// stacks say where it stood (shown when the test fails, or with -v).
+	var unheard sync.Once
+	logStacks := func() {
+		buf := make([]byte, 256<<10)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Logf("a server connection ended without its client's disconnect; goroutines then:\n%s", buf)
+	}
 	serve := func(c *driver.Conn) error {
 		o := newOrderChecker()
 		for {
@@ -69,6 +80,9 @@ func testManyClients(t *testing.T, d Driver) {
 			if err != nil {
 				if o.n != total {
 					return fmt.Errorf("after %d of %d messages: %w", o.n, total, err)
+				}
+				if !d.TCP && (errors.Is(err, fastnet.ErrTimeout) || errors.Is(err, fastnet.ErrNotAcknowledging)) {
+					unheard.Do(logStacks)
 				}
 				if !d.TCP && errors.Is(err, fastnet.ErrTimeout) {
 					// The "disconnect" of D18 is one datagram, and
