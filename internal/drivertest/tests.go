@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,11 +69,32 @@ func testManyClients(t *testing.T, d Driver) {
 	// goroutine's stack. All of them ending so, as happened on rare
 	// loaded runs, would mean the server stopped reading its socket; the
 	// stacks say where it stood (shown when the test fails, or with -v).
+	var mu sync.Mutex
+	var accepted []*driver.Conn
 	var unheard sync.Once
 	logStacks := func() {
 		buf := make([]byte, 256<<10)
 		buf = buf[:runtime.Stack(buf, true)]
 		t.Logf("a server connection ended without its client's disconnect; goroutines then:\n%s", buf)
+		// The server socket's queue and drop count (Linux): data
+		// waiting unread would mean a lost wake-up; drops, a full
+		// socket.
+		if ua, ok := l.Addr().(*net.UDPAddr); ok {
+			if b, err := os.ReadFile("/proc/net/udp"); err == nil {
+				for _, line := range strings.Split(string(b), "\n") {
+					if strings.Contains(line, fmt.Sprintf(":%04X ", ua.Port)) {
+						t.Logf("/proc/net/udp, the server socket: %s", strings.TrimSpace(line))
+					}
+				}
+			}
+		}
+		mu.Lock()
+		for _, c := range accepted {
+			st := c.Stats()
+			t.Logf("server connection from %v: err %v, received %d, sent %d, resent %d, in flight %d, dropped %v",
+				c.RemoteAddr(), c.Err(), st.PacketsReceived, st.PacketsSent, st.PacketsResent, st.InFlightPackets, st.Dropped)
+		}
+		mu.Unlock()
 	}
 	serve := func(c *driver.Conn) error {
 		o := newOrderChecker()
@@ -100,8 +123,6 @@ func testManyClients(t *testing.T, d Driver) {
 			}
 		}
 	}
-	var mu sync.Mutex
-	var accepted []*driver.Conn
 	served := make(chan error, 2*clients) // a client whose Dial timed out may still have been accepted
 	acceptDone := make(chan struct{})
 	go func() {
