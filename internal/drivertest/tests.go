@@ -66,9 +66,9 @@ func testManyClients(t *testing.T, d Driver) {
 
 	// unheard runs when a server connection that had every message ends
 	// without its client's "disconnect": the first time, it logs every
-	// goroutine's stack. All of them ending so, as happened on rare
-	// loaded runs, would mean the server stopped reading its socket; the
-	// stacks say where it stood (shown when the test fails, or with -v).
+	// goroutine's stack, the server socket's counters and the
+	// connections' statistics (shown with -v, or when the test fails),
+	// which tell a stalled server from a flooded socket.
 	var mu sync.Mutex
 	var accepted []*driver.Conn
 	var unheard sync.Once
@@ -107,10 +107,22 @@ func testManyClients(t *testing.T, d Driver) {
 				if !d.TCP && (errors.Is(err, fastnet.ErrTimeout) || errors.Is(err, fastnet.ErrNotAcknowledging)) {
 					unheard.Do(logStacks)
 				}
-				if !d.TCP && errors.Is(err, fastnet.ErrTimeout) {
+				if !d.TCP && (errors.Is(err, fastnet.ErrTimeout) || errors.Is(err, fastnet.ErrNotAcknowledging)) {
 					// The "disconnect" of D18 is one datagram, and
-					// even a quiet loopback socket may drop one.
-					t.Logf("server connection from %v timed out: its client's disconnect was lost", c.RemoteAddr())
+					// even a quiet loopback socket may drop one; so
+					// may the client's last acks, for echoes it did
+					// receive, and once it is gone nothing acks the
+					// echoes sent again. On a loaded machine (the race
+					// detector and other test processes on two cores)
+					// the server's socket overflows: in one such run
+					// /proc/net/udp counted 2,451 drops and an empty
+					// queue when every connection ended unheard, and
+					// the echoes had been resent about ten times each,
+					// the acks coming later than the resend interval
+					// (the engine has no congestion control). Every
+					// message was delivered, which is what this test
+					// checks.
+					t.Logf("server connection from %v ended without hearing its client's last datagrams: %v", c.RemoteAddr(), err)
 					return nil
 				}
 				return wantClosedBy(err, "")
