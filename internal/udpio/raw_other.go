@@ -3,6 +3,7 @@
 package udpio
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 )
@@ -13,5 +14,6 @@ type rawSocket struct{}
 
 func newRawSocket(*net.UDPConn) *rawSocket { return nil }
 
-func (*rawSocket) read(*Message) (bool, error)                { panic("udpio: no raw socket") }
-func (*rawSocket) write([]byte, []byte, netip.AddrPort) error { panic("udpio: no raw socket") }
+// read and write are never called: newRawSocket returns nil here.
+func (*rawSocket) read(*Message) (bool, error)                { return false, errors.ErrUnsupported }
+func (*rawSocket) write([]byte, []byte, netip.AddrPort) error { return errors.ErrUnsupported }
