@@ -2,6 +2,7 @@ package udpdriver_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
@@ -10,21 +11,30 @@ import (
 )
 
 // TestConformance runs the drivers' shared suite over loopback UDP, with
-// segmentation offload where the kernel has it (N28) and without.
+// segmentation offload where the kernel has it (N28) and without, and
+// with GOMAXPROCS 1, where the socket and timer calls that cannot block
+// skip the scheduler's bookkeeping (internal/rawcall, N32).
 func TestConformance(t *testing.T) {
-	for _, noOffload := range []bool{false, true} {
-		name := "udp"
-		if noOffload {
-			name = "udp-nooffload"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, v := range []struct {
+		name      string
+		noOffload bool
+		oneP      bool
+	}{
+		{"udp", false, false},
+		{"udp-nooffload", true, false},
+		{"udp-onep", false, true},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			if v.oneP {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			}
 			drivertest.Run(t, drivertest.Driver{
-				Name: name,
+				Name: v.name,
 				Listen: func(ctx context.Context, addr string, engine fastnet.Config, receiveQueue int) (*udpdriver.Listener, error) {
-					return udpdriver.Listen(ctx, addr, udpdriver.Config{Engine: engine, ReceiveQueue: receiveQueue, NoOffload: noOffload})
+					return udpdriver.Listen(ctx, addr, udpdriver.Config{Engine: engine, ReceiveQueue: receiveQueue, NoOffload: v.noOffload})
 				},
 				Dial: func(ctx context.Context, addr string, engine fastnet.Config) (*udpdriver.Conn, error) {
-					return udpdriver.Dial(ctx, addr, udpdriver.Config{Engine: engine, NoOffload: noOffload})
+					return udpdriver.Dial(ctx, addr, udpdriver.Config{Engine: engine, NoOffload: v.noOffload})
 				},
 			})
 		})

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/fastnet-engine/fastnet/internal/rawcall"
 )
 
 // A kernelTimer is a timerfd on CLOCK_MONOTONIC, non-blocking, so that a
@@ -60,7 +62,13 @@ func (k *kernelTimer) set(d time.Duration) {
 	k.rc.Control(func(fd uintptr) {
 		// It fails only for a bad descriptor or value, neither of
 		// which Control and NsecToTimespec let through.
-		syscall.Syscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
+		// The call cannot block: rawcall.Permit decides whether it
+		// skips the scheduler's bookkeeping.
+		if rawcall.Permit() {
+			syscall.RawSyscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
+		} else {
+			syscall.Syscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
+		}
 	})
 }
 
@@ -68,12 +76,27 @@ func (k *kernelTimer) set(d time.Duration) {
 // timer is closed.
 func (k *kernelTimer) wait() bool {
 	var b [8]byte // the count of expirations
-	_, err := k.f.Read(b[:])
-	// On a timerfd of CLOCK_MONOTONIC that the poller waits on
-	// (newKernelTimer checks), no other error than the close is known;
-	// should one come, a value on C is harmless where a silent alarm
-	// would stall the engine.
-	return !errors.Is(err, os.ErrClosed)
+	err := k.rc.Read(func(fd uintptr) bool {
+		for {
+			// A read of a non-blocking timerfd cannot block (rawcall).
+			var e syscall.Errno
+			if rawcall.Permit() {
+				_, _, e = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+			} else {
+				_, _, e = syscall.Syscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+			}
+			if e == syscall.EINTR {
+				continue
+			}
+			// On a timerfd of CLOCK_MONOTONIC that the poller waits
+			// on (newKernelTimer checks), no error other than EAGAIN
+			// (not fired yet) is known; should one come, a value on C
+			// is harmless where a silent alarm would stall the engine.
+			return e != syscall.EAGAIN
+		}
+	})
+	// The poller's only error here is the close: no deadline is set.
+	return err == nil
 }
 
 func (k *kernelTimer) close() { k.f.Close() }

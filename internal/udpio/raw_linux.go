@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/fastnet-engine/fastnet/internal/rawcall"
 )
 
 // rawSocket makes the Conn's single reads and writes with its own recvmsg
@@ -124,8 +126,16 @@ func (r *rawRead) attempt(fd uintptr) bool {
 		return true
 	}
 	if r.tries == 1 && r.probe {
-		_, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&r.peek[0])), 1,
-			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		// The pointer is converted in the call expression itself,
+		// which keeps its object alive and in place during the call.
+		var e syscall.Errno
+		if rawcall.Permit() {
+			_, _, e = syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&r.peek[0])), 1,
+				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		} else {
+			_, _, e = syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&r.peek[0])), 1,
+				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		}
 		switch e {
 		case syscall.EAGAIN:
 			return false
@@ -142,7 +152,13 @@ func (r *rawRead) attempt(fd uintptr) bool {
 		r.hdr.Namelen = uint32(syscall.SizeofSockaddrAny)
 		r.hdr.SetControllen(len(r.oob))
 		r.hdr.Flags = 0
-		n, _, e := syscall.Syscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.hdr)), 0)
+		var n uintptr
+		var e syscall.Errno
+		if rawcall.Permit() {
+			n, _, e = syscall.RawSyscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.hdr)), 0)
+		} else {
+			n, _, e = syscall.Syscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.hdr)), 0)
+		}
 		switch e {
 		case 0:
 			r.n, r.flags, r.err = int(n), int(r.hdr.Flags), nil
@@ -230,7 +246,12 @@ func (w *rawWrite) attempt(fd uintptr) bool {
 		return true
 	}
 	for {
-		_, _, e := syscall.Syscall(syscall.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&w.hdr)), 0)
+		var e syscall.Errno
+		if rawcall.Permit() {
+			_, _, e = syscall.RawSyscall(syscall.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&w.hdr)), 0)
+		} else {
+			_, _, e = syscall.Syscall(syscall.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&w.hdr)), 0)
+		}
 		switch e {
 		case 0:
 			w.err = nil

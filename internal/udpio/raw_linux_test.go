@@ -7,9 +7,12 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fastnet-engine/fastnet/internal/rawcall"
 )
 
 // TestReadWaited checks ReadWaited on the Conn's own reads: a read that
@@ -195,4 +198,23 @@ func TestRawRefused(t *testing.T) {
 	if _, err := rx2.ReadBatch(one); !errors.Is(err, syscall.ECONNREFUSED) || !rx2.rawReads.Load() {
 		t.Errorf("read refused: %v, raw reads %v; want ECONNREFUSED, still on", err, rx2.rawReads.Load())
 	}
+}
+
+// TestOneP runs the socket tests with GOMAXPROCS 1, where the Conn's own
+// calls are made with syscall.RawSyscall (internal/rawcall).
+func TestOneP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for deadline := time.Now().Add(5 * time.Second); !rawcall.Permit(); {
+		// The gate reads GOMAXPROCS again within a second.
+		if time.Now().After(deadline) {
+			t.Fatal("raw calls not permitted with GOMAXPROCS 1")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Run("BatchLoopback", TestBatchLoopback)
+	t.Run("ReadWaited", TestReadWaited)
+	t.Run("CloseUnblocksRead", TestCloseUnblocksRead)
+	t.Run("DeadlineUnblocksRead", TestDeadlineUnblocksRead)
+	t.Run("RawErrors", TestRawErrors)
+	t.Run("RawRefused", TestRawRefused)
 }
