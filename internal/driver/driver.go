@@ -166,6 +166,7 @@ type Engine struct {
 	rmsgs        []udpio.Message // the role holder's read buffers
 	nbufs        int             // how many of rmsgs have their buffer (read)
 	rsize        int             // how many of them the next read asks for
+	early        int             // reads of one in a row that found their datagram waiting
 	token        chan struct{}   // holds the read role while it is free
 	turn         chan struct{}   // tells the background reader to take it
 	role         readRole

@@ -187,8 +187,9 @@ func (e *Engine) readBackground() bool {
 // as many datagrams after a read that filled its batch and half as many
 // after one that took less than a quarter. A read of one datagram that
 // came after a wait (a request and its reply, where a batch would only
-// cost the work of its empty places) asks for one again: only one that
-// found it already waiting, a sign that more wait, asks for two.
+// cost the work of its empty places) asks for one again: only the second
+// of two in a row that found it already waiting, a sign that more wait,
+// asks for two.
 func (e *Engine) read() (int, error) {
 	k := e.rsize
 	var start clock.Time
@@ -206,7 +207,15 @@ func (e *Engine) read() (int, error) {
 	switch {
 	case k == 1:
 		if n == 1 && !e.readWaited(start, timed) {
-			e.rsize = 2
+			// Its datagram was waiting. Twice in a row is the sign
+			// that more wait; once is as often a reply that came
+			// back before this goroutine returned to the socket.
+			e.early++
+			if e.early == 2 {
+				e.rsize, e.early = 2, 0
+			}
+		} else {
+			e.early = 0
 		}
 	case n == k:
 		e.rsize = min(2*k, readBatch)

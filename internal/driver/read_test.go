@@ -217,7 +217,8 @@ func (q *queueReader) SetReadDeadline(time.Time) error { return nil }
 // TestReadSize checks how the batch a read asks for follows the traffic:
 // it doubles after a full read, halves after one under a quarter full, and
 // a read of one datagram that had to wait for it asks for one again (a
-// request and its reply), while one that found it waiting asks for two.
+// request and its reply), while the second of two in a row that found it
+// waiting asks for two.
 func TestReadSize(t *testing.T) {
 	tests := []struct {
 		size, waiting int
@@ -331,26 +332,44 @@ type waitReader struct {
 func (w *waitReader) ReadWaited() (bool, bool) { return w.waited, w.known }
 
 // TestReadSizeReported: with a WaitReporter, a read of one datagram asks
-// for two next only if the reader says it did not wait; the clock is not
-// read. A reader that cannot tell counts as one that waited.
+// for two next only if the reader says it and the read before it did not
+// wait; the clock is not read. A reader that cannot tell counts as one
+// that waited.
 func TestReadSizeReported(t *testing.T) {
+	const (
+		w = true  // waited
+		f = false // found its datagram waiting
+	)
 	tests := []struct {
-		waited, known bool
-		want          int
+		waits []bool // what the reader says of each read, in order
+		known bool
+		want  int // what the read after the last asks for
 	}{
-		{true, true, 1},
-		{false, true, 2},
-		{false, false, 1},
+		{[]bool{w}, true, 1},
+		{[]bool{f}, true, 1},
+		{[]bool{f, f}, true, 2},
+		{[]bool{f, w, f}, true, 1},
+		{[]bool{f, w, f, f}, true, 2},
+		{[]bool{f, f}, false, 1},
 	}
 	for _, tt := range tests {
-		wr := &waitReader{queueReader{waiting: 5}, tt.waited, tt.known}
+		wr := &waitReader{queueReader{waiting: 5}, false, tt.known}
 		// No clock: reading it would panic.
 		e := &Engine{rd: wr, wr: wr, rmsgs: make([]udpio.Message, readBatch), rsize: 1}
-		if _, err := e.read(); err != nil {
-			t.Fatal(err)
+		for _, waited := range tt.waits {
+			wr.waited = waited
+			if e.rsize != 1 {
+				t.Fatalf("reads %v (known %v): asked for %d before the last", tt.waits, tt.known, e.rsize)
+			}
+			if _, err := e.read(); err != nil {
+				t.Fatal(err)
+			}
+			if !tt.known {
+				break // the rest are timed, as checked below
+			}
 		}
 		if e.rsize != tt.want {
-			t.Errorf("read of one, reader says waited %v (known %v): next asks for %d, want %d", tt.waited, tt.known, e.rsize, tt.want)
+			t.Errorf("reads of one, reader says waited %v (known %v): next asks for %d, want %d", tt.waits, tt.known, e.rsize, tt.want)
 		}
 	}
 	// A reader that cannot tell: its later reads of one are timed, and
