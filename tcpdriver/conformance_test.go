@@ -2,6 +2,7 @@ package tcpdriver_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
@@ -9,16 +10,31 @@ import (
 	"github.com/fastnet-engine/fastnet/tcpdriver"
 )
 
-// TestConformance runs the drivers' shared suite over loopback TCP.
+// TestConformance runs the drivers' shared suite over loopback TCP, and
+// again with GOMAXPROCS 1, where the socket calls that cannot block skip
+// the scheduler's bookkeeping on Linux (internal/rawcall, N32).
 func TestConformance(t *testing.T) {
-	drivertest.Run(t, drivertest.Driver{
-		Name: "tcp",
-		TCP:  true,
-		Listen: func(ctx context.Context, addr string, engine fastnet.Config, receiveQueue int) (*tcpdriver.Listener, error) {
-			return tcpdriver.Listen(ctx, addr, tcpdriver.Config{Engine: engine, ReceiveQueue: receiveQueue})
-		},
-		Dial: func(ctx context.Context, addr string, engine fastnet.Config) (*tcpdriver.Conn, error) {
-			return tcpdriver.Dial(ctx, addr, tcpdriver.Config{Engine: engine})
-		},
-	})
+	for _, v := range []struct {
+		name string
+		oneP bool
+	}{
+		{"tcp", false},
+		{"tcp-onep", true},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			if v.oneP {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			}
+			drivertest.Run(t, drivertest.Driver{
+				Name: v.name,
+				TCP:  true,
+				Listen: func(ctx context.Context, addr string, engine fastnet.Config, receiveQueue int) (*tcpdriver.Listener, error) {
+					return tcpdriver.Listen(ctx, addr, tcpdriver.Config{Engine: engine, ReceiveQueue: receiveQueue})
+				},
+				Dial: func(ctx context.Context, addr string, engine fastnet.Config) (*tcpdriver.Conn, error) {
+					return tcpdriver.Dial(ctx, addr, tcpdriver.Config{Engine: engine})
+				},
+			})
+		})
+	}
 }

@@ -228,7 +228,7 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 	}
 	c := &tcpConn{
 		nc: nc, remote: remote, rc: rc, readerDone: make(chan struct{}),
-		fr:    newFrameReader(nc, t.maxPacket, 0),
+		fr:    newFrameReader(streamReader(nc), t.maxPacket, 0),
 		ready: make(chan struct{}, 1), token: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		idle: t.e.NewIdleTimer(idleDelay),
 	}

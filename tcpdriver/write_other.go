@@ -2,10 +2,17 @@
 
 package tcpdriver
 
-import "syscall"
+import (
+	"io"
+	"net"
+	"syscall"
+)
 
 // inlineWrites is false where a socket cannot be written without the
 // runtime's poller: the writer goroutine writes everything.
 const inlineWrites = false
 
 func tryWrite(rc syscall.RawConn, b []byte) int { return 0 }
+
+// streamReader returns what the frame reader reads nc through: nc itself.
+func streamReader(nc net.Conn) io.Reader { return nc }

@@ -1,8 +1,12 @@
-//go:build unix
+//go:build unix && !linux
 
 package tcpdriver
 
-import "syscall"
+import (
+	"io"
+	"net"
+	"syscall"
+)
 
 // inlineWrites says whether a Send may write to the socket itself
 // (tryWrite): where the socket's descriptor can be written without
@@ -32,3 +36,7 @@ func tryWrite(rc syscall.RawConn, b []byte) int {
 	})
 	return n
 }
+
+// streamReader returns what the frame reader reads nc through: nc itself
+// here (Linux has its own, read_linux.go).
+func streamReader(nc net.Conn) io.Reader { return nc }
