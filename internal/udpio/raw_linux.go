@@ -17,17 +17,20 @@ import (
 )
 
 // rawSocket makes the Conn's single reads and writes with its own recvmsg
-// and sendmsg on the socket's descriptor, through the runtime's poller
-// (syscall.RawConn), with headers built once and reused. Against the
-// standard library's ReadMsgUDPAddrPort and WriteMsgUDPAddrPort it saves
-// the conversions of each call, and it lets a read that expects to wait
-// begin with a cheaper check (rawSocket.read). A round trip of W1 makes
-// four such calls on each side.
+// and sendmsg, and its batched reads with its own recvmmsg, on the
+// socket's descriptor through the runtime's poller (syscall.RawConn), with
+// headers built once and reused. Against the standard library's
+// ReadMsgUDPAddrPort and WriteMsgUDPAddrPort, and x/net's ReadBatch, it
+// saves the conversions of each call, and it lets a read that expects to
+// wait begin with a cheaper check (rawSocket.read). With GOMAXPROCS 1 the
+// calls are raw (internal/rawcall). A round trip of W1 makes four such
+// calls on each side.
 type rawSocket struct {
 	rc    syscall.RawConn
 	v6    bool     // the socket is AF_INET6 (IPv4 peers as mapped addresses)
 	laddr net.Addr // for errors, as the standard library reports them
 	rd    rawRead
+	rm    rawMany
 	wr    rawWrite
 	zmu   sync.Mutex
 	// Interface names by index and back, for IPv6 zones, as the
@@ -71,6 +74,27 @@ type rawRead struct {
 	try   func(fd uintptr) bool
 }
 
+// rawMany is the state of one batched read (recvmmsg), with a header,
+// address and control buffer per place, built as the batch first needs
+// them; ReadBatch runs on one goroutine at a time.
+type rawMany struct {
+	hdrs  []mmsghdr
+	iovs  []syscall.Iovec
+	names []syscall.RawSockaddrAny
+	oob   [][64]byte
+	k     int // places this read offers
+	n     int // datagrams it read
+	err   syscall.Errno
+	try   func(fd uintptr) bool
+}
+
+// mmsghdr is struct mmsghdr: a message header and the length received.
+// Go pads it as C does (to 64 bytes on 64-bit systems, 32 on others).
+type mmsghdr struct {
+	hdr syscall.Msghdr
+	len uint32
+}
+
 // rawWrite is the state of one write; writes are serialised by the
 // Conn's caller (one writing goroutine at a time).
 type rawWrite struct {
@@ -110,6 +134,7 @@ func newRawSocket(uc *net.UDPConn) *rawSocket {
 	r.hdr.Iovlen = 1
 	r.hdr.Control = &r.oob[0]
 	r.try = r.attempt
+	s.rm.try = s.rm.attempt
 	w := &s.wr
 	w.hdr.Iov = &w.iov
 	w.hdr.Iovlen = 1
@@ -205,16 +230,21 @@ func (s *rawSocket) read(m *Message) (waited bool, err error) {
 
 // from returns the sender of the last read, unmapped.
 func (s *rawSocket) from() netip.AddrPort {
-	r := &s.rd
-	if r.hdr.Namelen == 0 {
+	return s.addr(&s.rd.name, s.rd.hdr.Namelen)
+}
+
+// addr returns the address a read stored in name, namelen bytes long,
+// unmapped.
+func (s *rawSocket) addr(name *syscall.RawSockaddrAny, namelen uint32) netip.AddrPort {
+	if namelen == 0 {
 		return netip.AddrPort{}
 	}
-	switch r.name.Addr.Family {
+	switch name.Addr.Family {
 	case syscall.AF_INET:
-		sa := (*syscall.RawSockaddrInet4)(unsafe.Pointer(&r.name))
+		sa := (*syscall.RawSockaddrInet4)(unsafe.Pointer(name))
 		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), port(sa.Port))
 	case syscall.AF_INET6:
-		sa := (*syscall.RawSockaddrInet6)(unsafe.Pointer(&r.name))
+		sa := (*syscall.RawSockaddrInet6)(unsafe.Pointer(name))
 		a := netip.AddrFrom16(sa.Addr)
 		if a.Is4In6() {
 			return netip.AddrPortFrom(a.Unmap(), port(sa.Port))
@@ -225,6 +255,90 @@ func (s *rawSocket) from() netip.AddrPort {
 		return netip.AddrPortFrom(a, port(sa.Port))
 	}
 	return netip.AddrPort{}
+}
+
+// readMany reads up to len(msgs) datagrams, or offloaded runs of them, in
+// one recvmmsg, waiting for the first; it is the batched read's own call,
+// as read is the single one's.
+func (s *rawSocket) readMany(msgs []Message) (int, error) {
+	r := &s.rm
+	if s.rd.fail != 0 {
+		return 0, &net.OpError{Op: "read", Net: "udp", Source: s.laddr, Err: os.NewSyscallError("recvmmsg", s.rd.fail)}
+	}
+	k := len(msgs)
+	if k > len(r.hdrs) {
+		r.hdrs = make([]mmsghdr, k)
+		r.iovs = make([]syscall.Iovec, k)
+		r.names = make([]syscall.RawSockaddrAny, k)
+		r.oob = make([][64]byte, k)
+	}
+	for i := range k {
+		h := &r.hdrs[i].hdr
+		if len(msgs[i].Buf) > 0 {
+			r.iovs[i].Base = &msgs[i].Buf[0]
+		} else {
+			r.iovs[i].Base = &s.rd.none
+		}
+		r.iovs[i].SetLen(len(msgs[i].Buf))
+		h.Iov = &r.iovs[i]
+		h.Iovlen = 1
+		h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
+		h.Namelen = uint32(syscall.SizeofSockaddrAny)
+		h.Control = &r.oob[i][0]
+		h.SetControllen(len(r.oob[i]))
+		h.Flags = 0
+		r.hdrs[i].len = 0
+	}
+	r.k = k
+	perr := s.rc.Read(r.try)
+	for i := range k {
+		r.iovs[i].Base = nil // keep no buffer of the caller's
+	}
+	switch {
+	case perr != nil:
+		return 0, &net.OpError{Op: "read", Net: "udp", Source: s.laddr, Err: pollError(perr)}
+	case r.err != 0:
+		return 0, &net.OpError{Op: "read", Net: "udp", Source: s.laddr, Err: os.NewSyscallError("recvmmsg", r.err)}
+	}
+	for i := range r.n {
+		h := &r.hdrs[i].hdr
+		m := &msgs[i]
+		m.Seg = 0
+		if oobn := int(h.Controllen); oobn > 0 {
+			m.Seg = groSegment(r.oob[i][:min(oobn, len(r.oob[i]))])
+		}
+		m.N = whole(int(r.hdrs[i].len), m.Seg, int(h.Flags))
+		m.Addr = s.addr(&r.names[i], h.Namelen)
+	}
+	return r.n, nil
+}
+
+// attempt is one try of a batched read, as rawRead.attempt is of a
+// single one.
+func (r *rawMany) attempt(fd uintptr) bool {
+	r.n, r.err = 0, 0
+	for {
+		var n uintptr
+		var e syscall.Errno
+		// The pointer is converted in the call expression itself,
+		// which keeps its object alive and in place during the call.
+		if rawcall.Permit() {
+			n, _, e = syscall.RawSyscall6(syscall.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.k), 0, 0, 0)
+		} else {
+			n, _, e = syscall.Syscall6(syscall.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.k), 0, 0, 0)
+		}
+		switch e {
+		case 0:
+			r.n = int(n)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		r.err = e
+		return true
+	}
 }
 
 // port reads a port the kernel stored in network byte order.

@@ -192,6 +192,17 @@ func TestRawRefused(t *testing.T) {
 	if rx.rawReads.Load() || tx.rawWrites.Load() {
 		t.Errorf("raw calls still on after ENOSYS: reads %v, writes %v", rx.rawReads.Load(), tx.rawWrites.Load())
 	}
+	// A batched read turns to x/net's calls the same way.
+	if n, err := tx.WriteBatch([]Message{{Buf: []byte("third"), Addr: rx.LocalAddr()}}); n != 1 || err != nil {
+		t.Fatalf("write 2: %d, %v", n, err)
+	}
+	batch := []Message{{Buf: make([]byte, 100)}, {Buf: make([]byte, 100)}}
+	if n, err := rx.ReadBatch(batch); n != 1 || err != nil || string(batch[0].Buf[:batch[0].N]) != "third" || batch[0].Addr != tx.LocalAddr() {
+		t.Fatalf("batched read: %d, %v, %q from %v", n, err, batch[0].Buf[:batch[0].N], batch[0].Addr)
+	}
+	if rx.rawBatch.Load() {
+		t.Error("raw batched reads still on after ENOSYS")
+	}
 	// Another error is the read's or the write's own, and changes nothing.
 	rx2 := listen(t, "udp4", "127.0.0.1:0", Options{})
 	rx2.raw.rd.fail = syscall.ECONNREFUSED

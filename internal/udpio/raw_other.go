@@ -16,4 +16,5 @@ func newRawSocket(*net.UDPConn) *rawSocket { return nil }
 
 // read and write are never called: newRawSocket returns nil here.
 func (*rawSocket) read(*Message) (bool, error)                { return false, errors.ErrUnsupported }
+func (*rawSocket) readMany([]Message) (int, error)            { return 0, errors.ErrUnsupported }
 func (*rawSocket) write([]byte, []byte, netip.AddrPort) error { return errors.ErrUnsupported }

@@ -161,14 +161,15 @@ type Conn struct {
 
 	readBufSize, writeBufSize int
 
-	// raw makes single reads and writes with the Conn's own system calls
-	// (Linux; nil elsewhere); rawReads and rawWrites say whether each
-	// direction still uses them: each drops to the standard library's
-	// calls on its own if the kernel refuses them. waited says whether
-	// the last read had to wait for its datagram, if it was one of raw's
-	// (waitKnown).
+	// raw makes single reads and writes, and batched reads, with the
+	// Conn's own system calls (Linux; nil elsewhere); rawReads, rawBatch
+	// and rawWrites say whether each still uses them: each drops to the
+	// standard library's or x/net's calls on its own if the kernel
+	// refuses them. waited says whether the last read had to wait for its
+	// datagram, if it was one of raw's (waitKnown).
 	raw       *rawSocket
 	rawReads  atomic.Bool
+	rawBatch  atomic.Bool
 	rawWrites atomic.Bool
 	waited    bool
 	waitKnown bool
@@ -197,6 +198,7 @@ func New(uc *net.UDPConn, o Options) *Conn {
 	if !o.noRaw {
 		c.raw = newRawSocket(uc)
 		c.rawReads.Store(c.raw != nil)
+		c.rawBatch.Store(c.raw != nil)
 		c.rawWrites.Store(c.raw != nil)
 	}
 	c.sendOne = func(b, oob []byte, to netip.AddrPort) error {
@@ -344,6 +346,13 @@ func (c *Conn) ReadWaited() (waited, known bool) {
 func (c *Conn) readBatch(msgs []Message) (int, error) {
 	if len(msgs) > maxBatch {
 		msgs = msgs[:maxBatch]
+	}
+	if c.rawBatch.Load() {
+		n, err := c.raw.readMany(msgs)
+		if n > 0 || err == nil || !unsupported(err) {
+			return n, err
+		}
+		c.rawBatch.Store(false)
 	}
 	k := len(msgs)
 	if k > len(c.rms) {
