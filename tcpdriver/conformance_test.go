@@ -4,9 +4,11 @@ import (
 	"context"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/drivertest"
+	"github.com/fastnet-engine/fastnet/internal/rawcall"
 	"github.com/fastnet-engine/fastnet/tcpdriver"
 )
 
@@ -24,6 +26,9 @@ func TestConformance(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			if v.oneP {
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+				if !rawcall.Await(5 * time.Second) {
+					t.Fatal("raw calls not permitted with GOMAXPROCS 1")
+				}
 			}
 			drivertest.Run(t, drivertest.Driver{
 				Name: v.name,

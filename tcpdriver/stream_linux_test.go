@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fastnet-engine/fastnet/internal/rawcall"
 )
 
 // tcpPair returns both ends of a loopback TCP connection.
@@ -46,6 +48,9 @@ func TestRawStream(t *testing.T) {
 		t.Run(map[int]string{0: "default", 1: "onep"}[procs], func(t *testing.T) {
 			if procs > 0 {
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+				if !rawcall.Await(5 * time.Second) {
+					t.Fatal("raw calls not permitted with GOMAXPROCS 1")
+				}
 			}
 			a, b := tcpPair(t)
 			r, ok := streamReader(b).(*rawStream)
@@ -102,5 +107,22 @@ func TestRawStream(t *testing.T) {
 				t.Fatalf("Read after a reset: %v, want a read *net.OpError around ECONNRESET", err)
 			}
 		})
+	}
+}
+
+// TestRawStreamAllocs: a read allocates nothing, as net.TCPConn's does.
+func TestRawStreamAllocs(t *testing.T) {
+	a, b := tcpPair(t)
+	r := streamReader(b)
+	msg := []byte("ping")
+	buf := make([]byte, 64)
+	allocs := testing.AllocsPerRun(100, func() {
+		a.Write(msg)
+		if n, err := io.ReadFull(r, buf[:len(msg)]); n != len(msg) || err != nil {
+			t.Fatalf("read: %d, %v", n, err)
+		}
+	})
+	if allocs > 0 {
+		t.Errorf("%.1f allocations per write and read, want 0", allocs)
 	}
 }

@@ -51,11 +51,20 @@ func tryWrite(rc syscall.RawConn, b []byte) int {
 // A rawStream reads a TCP socket with its own read(2) calls through the
 // runtime's poller, so that with GOMAXPROCS 1 they skip the scheduler's
 // system-call state (internal/rawcall, N32). Deadlines and Close work as
-// on the net.Conn: the poller ends a waiting read with the same errors.
+// on the net.Conn, through the poller: the errors wrap
+// os.ErrDeadlineExceeded and net.ErrClosed as the net.Conn's do (with
+// the operation named "raw-read"). One goroutine reads at a time (the
+// frame reader's).
 type rawStream struct {
 	rc    syscall.RawConn
 	laddr net.Addr // for errors, as the standard library reports them
 	raddr net.Addr
+	// The read in progress, for try, a method value made once so that
+	// a read allocates nothing.
+	buf []byte
+	n   int
+	err syscall.Errno
+	try func(fd uintptr) bool
 }
 
 // streamReader returns what the frame reader reads nc through: a
@@ -69,7 +78,9 @@ func streamReader(nc net.Conn) io.Reader {
 	if err != nil {
 		return nc
 	}
-	return &rawStream{rc: rc, laddr: nc.LocalAddr(), raddr: nc.RemoteAddr()}
+	s := &rawStream{rc: rc, laddr: nc.LocalAddr(), raddr: nc.RemoteAddr()}
+	s.try = s.attempt
+	return s
 }
 
 // Read reads what the socket holds into b, waiting for something if it
@@ -78,35 +89,43 @@ func (s *rawStream) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	var n int
-	var e syscall.Errno
-	perr := s.rc.Read(func(fd uintptr) bool {
-		for {
-			var m uintptr
-			if rawcall.Permit() {
-				m, _, e = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-			} else {
-				m, _, e = syscall.Syscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-			}
-			switch e {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // wait until readable
-			}
-			n = int(m)
-			return true
-		}
-	})
+	s.buf, s.n, s.err = b, 0, 0
+	perr := s.rc.Read(s.try)
+	s.buf = nil
 	switch {
 	case perr != nil:
-		// A deadline or Close, as a *net.OpError around
-		// os.ErrDeadlineExceeded or net.ErrClosed.
 		return 0, perr
-	case e != 0:
-		return 0, &net.OpError{Op: "read", Net: "tcp", Source: s.laddr, Addr: s.raddr, Err: os.NewSyscallError("read", e)}
-	case n == 0:
+	case s.err != 0:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: s.laddr, Addr: s.raddr, Err: os.NewSyscallError("read", s.err)}
+	case s.n == 0:
 		return 0, io.EOF
 	}
-	return n, nil
+	return s.n, nil
+}
+
+// attempt is one try of a read, called by the poller until it returns
+// true: at once, and again each time the socket becomes readable.
+func (s *rawStream) attempt(fd uintptr) bool {
+	for {
+		// The pointer is converted in the call expression itself,
+		// which keeps its object alive and in place during the call.
+		var m uintptr
+		var e syscall.Errno
+		if rawcall.Permit() {
+			m, _, e = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.buf[0])), uintptr(len(s.buf)))
+		} else {
+			m, _, e = syscall.Syscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.buf[0])), uintptr(len(s.buf)))
+		}
+		switch e {
+		case 0:
+			s.n = int(m)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // wait until readable
+		}
+		s.err = e
+		return true
+	}
 }

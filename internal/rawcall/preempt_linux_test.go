@@ -78,15 +78,10 @@ func TestPreemptsAfterRawWake(t *testing.T) {
 	// Let the reader park, with raw calls permitted, then fire the timerfd
 	// 3 ms later: within the gate's period, so the read is raw.
 	time.Sleep(20 * time.Millisecond)
-	for deadline := time.Now().Add(5 * time.Second); !Permit(); {
-		// A ticker armed while GOMAXPROCS was higher notices the
-		// change at its next tick.
-		if time.Now().After(deadline) {
-			t.Fatal("raw calls not permitted with GOMAXPROCS 1")
-		}
-		time.Sleep(2 * time.Millisecond)
+	if !Await(5 * time.Second) {
+		t.Fatal("raw calls not permitted with GOMAXPROCS 1")
 	}
-	spec := [4]int64{0, 0, 0, int64(3 * time.Millisecond)} // interval, value
+	spec := struct{ interval, value syscall.Timespec }{value: syscall.NsecToTimespec(int64(3 * time.Millisecond))}
 	if _, _, e := syscall.Syscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0); e != 0 {
 		t.Fatalf("timerfd_settime: %v", e)
 	}

@@ -17,7 +17,7 @@
 // not sleep through one for long. Its sleep ends at the runtime's next
 // timer; a goroutine made runnable without a system call (by the network
 // poller) and running on after raw calls would otherwise go unpreempted
-// until then, which can be minutes. So Permit keeps a timer pending at
+// until then, up to a minute. So Permit keeps a timer pending at
 // most Period ahead while it permits raw calls: the first call after a
 // Period without any is made the standard way (it wakes the monitor) and
 // starts that timer again, and the timer stops once a Period passes
@@ -114,11 +114,11 @@ func (g *gate) start() {
 		return
 	}
 	g.recheck.Store(0)
-	g.raw.Store(true)
 	if !g.ticking {
 		g.ticking = true
 		g.arm()
 	}
+	g.raw.Store(true) // after the timer is armed
 }
 
 // arm makes the ticker fire in one period; g.mu is held.
@@ -146,4 +146,17 @@ func (g *gate) tick() {
 		return
 	}
 	g.ticking = false
+}
+
+// Await asks Permit every 2 ms until it permits a raw call or timeout
+// has passed, and reports whether it did: after GOMAXPROCS becomes 1, the
+// gate notices within recheckPeriod. Tests that run with one P use it to
+// make sure their calls are raw.
+func Await(timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); !Permit(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }

@@ -215,12 +215,8 @@ func TestRawRefused(t *testing.T) {
 // calls are made with syscall.RawSyscall (internal/rawcall).
 func TestOneP(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	for deadline := time.Now().Add(5 * time.Second); !rawcall.Permit(); {
-		// The gate reads GOMAXPROCS again within a second.
-		if time.Now().After(deadline) {
-			t.Fatal("raw calls not permitted with GOMAXPROCS 1")
-		}
-		time.Sleep(2 * time.Millisecond)
+	if !rawcall.Await(5 * time.Second) {
+		t.Fatal("raw calls not permitted with GOMAXPROCS 1")
 	}
 	t.Run("BatchLoopback", TestBatchLoopback)
 	t.Run("ReadWaited", TestReadWaited)
