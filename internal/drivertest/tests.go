@@ -106,8 +106,6 @@ func testManyClients(t *testing.T, d Driver) {
 				}
 				if !d.TCP && (errors.Is(err, fastnet.ErrTimeout) || errors.Is(err, fastnet.ErrNotAcknowledging)) {
 					unheard.Do(logStacks)
-				}
-				if !d.TCP && (errors.Is(err, fastnet.ErrTimeout) || errors.Is(err, fastnet.ErrNotAcknowledging)) {
 					// The "disconnect" of D18 is one datagram, and
 					// even a quiet loopback socket may drop one; so
 					// may the client's last acks, for echoes it did

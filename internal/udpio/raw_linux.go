@@ -271,6 +271,13 @@ func (s *rawSocket) readMany(msgs []Message) (int, error) {
 		r.iovs = make([]syscall.Iovec, k)
 		r.names = make([]syscall.RawSockaddrAny, k)
 		r.oob = make([][64]byte, k)
+		for i := range k {
+			h := &r.hdrs[i].hdr
+			h.Iov = &r.iovs[i]
+			h.Iovlen = 1
+			h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
+			h.Control = &r.oob[i][0]
+		}
 	}
 	for i := range k {
 		h := &r.hdrs[i].hdr
@@ -280,11 +287,8 @@ func (s *rawSocket) readMany(msgs []Message) (int, error) {
 			r.iovs[i].Base = &s.rd.none
 		}
 		r.iovs[i].SetLen(len(msgs[i].Buf))
-		h.Iov = &r.iovs[i]
-		h.Iovlen = 1
-		h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
+		// What the kernel wrote back last time.
 		h.Namelen = uint32(syscall.SizeofSockaddrAny)
-		h.Control = &r.oob[i][0]
 		h.SetControllen(len(r.oob[i]))
 		h.Flags = 0
 		r.hdrs[i].len = 0

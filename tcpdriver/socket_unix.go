@@ -38,5 +38,5 @@ func tryWrite(rc syscall.RawConn, b []byte) int {
 }
 
 // streamReader returns what the frame reader reads nc through: nc itself
-// here (Linux has its own, write_linux.go).
+// here (Linux has its own, socket_linux.go).
 func streamReader(nc net.Conn) io.Reader { return nc }
