@@ -1,6 +1,7 @@
 package mtu
 
 import (
+	"encoding/binary"
 	"strconv"
 	"testing"
 	"time"
@@ -9,7 +10,9 @@ import (
 )
 
 // round drives e through one whole round by hand, as a lossless peer would
-// answer it: reset, ack, 100 probes, count 100. It returns the time after it.
+// answer it: reset, ack, the round's probes (100 for small sizes, fewer for
+// large ones, N44), and their count, written into reply (4 bytes). It
+// returns the time after it.
 func round(t testing.TB, e *Estimator, now clock.Time, buf []byte, reply []byte) clock.Time {
 	const rtt = 50 * time.Millisecond
 	var ok bool
@@ -17,12 +20,14 @@ func round(t testing.TB, e *Estimator, now clock.Time, buf []byte, reply []byte)
 		t.Fatalf("at %v: no reset due", now)
 	}
 	e.HandlePayload(now, ackPayload)
-	for range ProbesPerRound {
+	n := e.probesFor(e.size)
+	for range n {
 		if buf, ok = e.AppendPayload(buf[:0], now, rtt); !ok {
 			t.Fatalf("at %v: no probe due", now)
 		}
 		now = now.Add(e.cfg.ProbeInterval)
 	}
+	binary.BigEndian.PutUint32(reply, uint32(n))
 	e.HandlePayload(now, reply)
 	return now
 }

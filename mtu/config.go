@@ -24,11 +24,22 @@ const (
 	// DefaultResetTries is how many resets a round sends, three round-trip
 	// times apart, before the estimation gives up (D19).
 	DefaultResetTries = 10
+	// DefaultRoundBytes is the probe payload a round aims at: a round of
+	// size s sends DefaultRoundBytes/s probes, between MinProbesPerRound
+	// and ProbesPerRound (N44).
+	DefaultRoundBytes = 32 << 10
 )
 
-// ProbesPerRound is the number of probes of one round (D19): a round's count
-// is out of this many, so a count is also a percentage.
+// ProbesPerRound is the number of probes of a round of small probes, D19's
+// 100, and the most any round sends. Larger probes go in fewer (see
+// Config.RoundBytes); a round's count is read as a percentage of the probes
+// it sent.
 const ProbesPerRound = 100
+
+// MinProbesPerRound is the fewest probes a round sends, however large its
+// size: with 20 probes one lost probe costs 5 points, which D19's 5-point
+// rule still lets pass, and two cost 10 (N44).
+const MinProbesPerRound = 20
 
 // MinPayload is the smallest payload MTU the specification allows.
 const MinPayload = 32
@@ -57,8 +68,13 @@ type Config struct {
 	// ResetTries is how many resets a round sends, three round-trip times
 	// apart, before the estimation gives up until the next period.
 	ResetTries int
-	// Rand fills the probes. Nil means a fixed-seed source: probe contents
-	// need not be secret, only arbitrary.
+	// RoundBytes bounds the probe payload of a round: a round of size s
+	// sends RoundBytes/s probes, at least MinProbesPerRound and at most
+	// ProbesPerRound (N44). Zero means DefaultRoundBytes.
+	RoundBytes int
+	// Rand seeds the generator that fills the probes. Nil means a
+	// fixed-seed source: probe contents need not be secret, only
+	// arbitrary.
 	Rand *rand.Rand
 }
 
@@ -79,6 +95,9 @@ func (c Config) withDefaults() Config {
 	if c.ResetTries == 0 {
 		c.ResetTries = DefaultResetTries
 	}
+	if c.RoundBytes == 0 {
+		c.RoundBytes = DefaultRoundBytes
+	}
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(0x6d7475, 0x70726f6265))
 	}
@@ -86,8 +105,8 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports whether c, with its zero fields set to their defaults,
-// is usable: MinPayload <= Initial <= MaxPayload, positive durations and
-// a positive ResetTries. The error wraps [ErrConfig].
+// is usable: MinPayload <= Initial <= MaxPayload, positive durations, a
+// positive ResetTries and RoundBytes. The error wraps [ErrConfig].
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {
@@ -101,6 +120,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative duration", ErrConfig)
 	case c.ResetTries < 0:
 		return fmt.Errorf("%w: ResetTries %d is negative", ErrConfig, c.ResetTries)
+	case c.RoundBytes < 0:
+		return fmt.Errorf("%w: RoundBytes %d is negative", ErrConfig, c.RoundBytes)
 	}
 	return nil
 }

@@ -39,19 +39,35 @@
 //
 // An estimation is a series of rounds (D19). A round sends a single 0 byte
 // until the responder acknowledges with a single 1 byte, up to
-// Config.ResetTries times three round-trip times apart; then 100 probes of
-// the round's size, Config.ProbeInterval apart; then waits
-// Config.FinalTimeout. Its count is the largest 4-byte big-endian count the
-// responder sent back: how many of the 100 probes reached it, so a count is
-// a percentage. A size passes if its count loses no more than 10 points
-// against the estimation's first round and no more than 5 against the last
-// passing round. Sizes double from Config.Initial while they pass, then a
+// Config.ResetTries times three round-trip times apart; then the round's
+// probes, Config.ProbeInterval apart; then waits Config.FinalTimeout. A
+// round of small probes sends D19's 100; a round of size s sends
+// Config.RoundBytes/s (32 KiB by default), never fewer than
+// MinProbesPerRound (20), so that a round's bytes stay bounded (the
+// project's note N44). Its count is the largest 4-byte big-endian count the
+// responder sent back: how many of the round's probes reached it, read as
+// a percentage of them. A size passes if its count loses no more than 10
+// points against the estimation's first round and no more than 5 against
+// the last passing round. Sizes double from Config.Initial while they pass, then a
 // binary search between the last pass and the first failure narrows until
 // the last pass is within 1 % of the largest size the path could still
 // carry (the first failure minus one), never above Config.MaxPayload. Each
 // size that passes becomes the MTU at once. A peer that never acknowledges
 // a reset leaves the MTU where it is; the next estimation starts
 // Config.Period after the end of one.
+//
+// # What the system knows (D29)
+//
+// [Estimator.SetPathHint] gives the estimator the payload MTU the system
+// believes the path carries (on Linux, the kernel's path MTU toward the
+// peer, less the IP, UDP and channel id headers; note N43). Each
+// estimation probes the hint right after its first round, then once a size
+// just beyond 1 % above it: on a path the hint describes, the MTU is at
+// full size after two rounds and the search ends after three, with about
+// 66 KB of probes on a 1500-byte path. The rounds stay D19's check: a hint
+// that fails is searched below like any failure, and a size above it that
+// passes is searched above. Probes must carry the don't-fragment bit for
+// any of this to mean something; that is the transport's business (N42).
 //
 // # Decisions D19 leaves open
 //
@@ -61,7 +77,10 @@
 //     the reference of the 10-point rule; were a count of 0 to pass there,
 //     every later size would pass against it. If the first round gets no
 //     count, the estimation ends with the MTU unchanged.
-//   - Marginal failures are confirmed. With 100 probes the count of a round
+//   - Marginal failures are confirmed. (Measured with rounds of 100 probes,
+//     before N44 made large rounds smaller; a round of 20 probes is
+//     noisier, and confirmations catch more of it.) With 100 probes the
+//     count of a round
 //     on a path losing p of its packets has a standard deviation of
 //     10·sqrt(p(1-p)) points: 4 points at 20 % loss, so the difference of two
 //     rounds has one of 5.7, and the 5-point rule fails a good size in about

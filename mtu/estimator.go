@@ -2,6 +2,7 @@ package mtu
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/clock"
@@ -12,8 +13,8 @@ import (
 const defaultRTT = 200 * time.Millisecond
 
 // Points a size may lose against the first round and against the last
-// passing round and still pass (D19). A count is out of ProbesPerRound
-// (100), so a count is a percentage and a point is one probe.
+// passing round and still pass (D19). A point is one percent of the probes
+// a round sent: one probe in a round of 100, five in a round of 20 (N44).
 const (
 	maxLossVsFirst = 10
 	maxLossVsLast  = 5
@@ -62,12 +63,17 @@ type Estimator struct {
 	// The estimation.
 	first     bool // the next evaluated round is the estimation's first
 	firstCnt  int  // the first round's count
+	firstN    int  // and its probes
 	passCnt   int  // the last passing round's count
+	passN     int  // and its probes
 	lo        int  // the largest size passed in this estimation, 0 if none
 	hi        int  // the smallest size failed in this estimation, 0 if none
 	lastHi    int  // hi of the last estimation, a hint for the next one
 	hintLo    int  // the MTU in use when the estimation started, to verify first; 0 if none
 	hintHi    int  // the last estimation's first failure, to try next; 0 if none
+	pathHint  int  // the payload MTU the system says the path carries (SetPathHint); 0 if none
+	pathTry   int  // pathHint, while this estimation has not tried it
+	above     bool // this estimation has probed just above pathHint
 	confirmed bool // the MTU in use has been verified or refuted: passes raise it
 	failures  int  // rounds of the current size that failed with a count
 	doubted   int  // the size that failed with a count, to measure again after the refresh
@@ -75,11 +81,13 @@ type Estimator struct {
 
 	// The round.
 	size  int // probe size
+	n     int // probes the round sends (probesFor)
 	tries int // resets sent
 	sent  int // probes sent
 	count int // largest valid count received
 	bad   int // counts refused as above sent
 
+	fill  rand.PCG // fills the probes, seeded once from Config.Rand
 	stats EstimatorStats
 }
 
@@ -95,11 +103,13 @@ type EstimatorStats struct {
 	Ignored     uint64 // payloads that were neither a reset ack nor a count, or came when none was expected
 	BadCounts   uint64 // counts of 0 or above the probes sent so far in the round (stale, duplicated or forged)
 
-	Searching bool // an estimation is under way
-	Size      int  // the size being probed, or last probed
-	LastSize  int  // the size of the last evaluated round
-	LastCount int  // that round's count, out of ProbesPerRound
-	LastPass  bool // whether that round passed
+	Searching  bool // an estimation is under way
+	Size       int  // the size being probed, or last probed
+	LastSize   int  // the size of the last evaluated round
+	LastCount  int  // that round's count
+	LastProbes int  // the probes that round sent: LastCount is out of these
+	LastPass   bool // whether that round passed
+	PathHint   int  // the hint of SetPathHint in use, 0 if none
 }
 
 // NewEstimator returns an estimator for cfg, idle until [Estimator.Start].
@@ -111,12 +121,42 @@ func NewEstimator(cfg Config) *Estimator {
 		panic(err)
 	}
 	cfg = cfg.withDefaults()
-	return &Estimator{
+	e := &Estimator{
 		cfg:      cfg,
 		retry:    confirmations,
 		mtu:      cfg.Initial,
 		reported: cfg.Initial,
 	}
+	e.fill.Seed(cfg.Rand.Uint64(), cfg.Rand.Uint64())
+	return e
+}
+
+// SetPathHint tells the estimator the payload MTU the system believes the
+// path carries (D29, N43): on Linux the kernel's path MTU toward the peer
+// less the IP, UDP and channel id headers. Each estimation then probes the
+// hint right after its first round, and if the hint passes, a size just
+// beyond 1 % above it, so that a path that carries the hint is at full size
+// after two rounds and known within 1 % after three. A hint that fails is
+// searched below like any failure (D19 stays the check); a size above the
+// hint that passes is searched above. A hint of Config.Initial or less, or
+// 0, removes the hint; one above Config.MaxPayload counts as MaxPayload.
+// During an estimation, the hint is tried next if it is still in the
+// search's range.
+func (e *Estimator) SetPathHint(payloadMTU int) {
+	if payloadMTU <= e.cfg.Initial {
+		payloadMTU = 0
+	}
+	payloadMTU = min(payloadMTU, e.cfg.MaxPayload)
+	if payloadMTU == e.pathHint {
+		return
+	}
+	e.pathHint, e.pathTry, e.above = payloadMTU, payloadMTU, false
+	e.stats.PathHint = payloadMTU
+}
+
+// probesFor returns the number of probes of a round of size bytes (N44).
+func (e *Estimator) probesFor(size int) int {
+	return max(MinProbesPerRound, min(ProbesPerRound, e.cfg.RoundBytes/max(size, 1)))
 }
 
 // Start begins an estimation at now: the endpoint calls it when the
@@ -138,6 +178,7 @@ func (e *Estimator) Start(now clock.Time) {
 		}
 	}
 	e.confirmed = e.hintLo == 0
+	e.pathTry, e.above = e.pathHint, false
 	e.first = true
 	e.refresh = false
 	e.lo, e.hi = 0, 0
@@ -150,6 +191,7 @@ func (e *Estimator) Start(now clock.Time) {
 func (e *Estimator) newRound(now clock.Time, size int) {
 	e.phase = phaseReset
 	e.size = size
+	e.n = e.probesFor(size)
 	e.tries = 0
 	e.sent = 0
 	e.count = 0
@@ -197,7 +239,7 @@ func (e *Estimator) HandlePayload(now clock.Time, payload []byte) {
 	if int(c) > e.count {
 		e.count = int(c)
 	}
-	if e.phase == phaseFinal && e.count == ProbesPerRound {
+	if e.phase == phaseFinal && e.count == e.n {
 		// Every probe is accounted for: waiting longer cannot change
 		// the round's result.
 		e.evaluate(now)
@@ -278,7 +320,7 @@ func (e *Estimator) AppendPayload(b []byte, now clock.Time, rtt time.Duration) (
 		e.sent++
 		e.stats.ProbesSent++
 		e.stats.ProbeBytes += uint64(e.size)
-		if e.sent < ProbesPerRound {
+		if e.sent < e.n {
 			e.sendAt = now.Add(e.cfg.ProbeInterval)
 		} else {
 			e.phase = phaseFinal
@@ -290,15 +332,18 @@ func (e *Estimator) AppendPayload(b []byte, now clock.Time, rtt time.Duration) (
 }
 
 // appendProbe appends size random bytes. A probe is never mistaken for a
-// reset: sizes are at least MinPayload.
+// reset: sizes are at least MinPayload. The bytes come from the estimator's
+// own generator, seeded once from Config.Rand: the source the endpoint
+// configures may be a cryptographic one, far too slow to fill hundreds of
+// kilobytes of probes (N44).
 func (e *Estimator) appendProbe(b []byte) []byte {
 	n := e.size
 	for n >= 8 {
-		b = binary.LittleEndian.AppendUint64(b, e.cfg.Rand.Uint64())
+		b = binary.LittleEndian.AppendUint64(b, e.fill.Uint64())
 		n -= 8
 	}
 	if n > 0 {
-		v := e.cfg.Rand.Uint64()
+		v := e.fill.Uint64()
 		for ; n > 0; n-- {
 			b = append(b, byte(v))
 			v >>= 8
@@ -307,11 +352,19 @@ func (e *Estimator) appendProbe(b []byte) []byte {
 	return b
 }
 
+// lossWithin reports whether a round of cnt out of n probes lost no more
+// than points percentage points against a round of ref out of refN:
+// 100·ref/refN - 100·cnt/n <= points, in integers.
+func lossWithin(ref, refN, cnt, n, points int) bool {
+	return 100*(ref*n-cnt*refN) <= points*refN*n
+}
+
 // evaluate ends the round at now and picks what comes next (D19).
 func (e *Estimator) evaluate(now clock.Time) {
 	e.stats.Rounds++
 	e.stats.LastSize = e.size
 	e.stats.LastCount = e.count
+	e.stats.LastProbes = e.n
 	if e.refresh {
 		e.refresh = false
 		e.stats.LastPass = e.count > 0
@@ -321,12 +374,13 @@ func (e *Estimator) evaluate(now clock.Time) {
 			e.finish(now, false)
 			return
 		}
-		e.passCnt = e.count
+		e.passCnt, e.passN = e.count, e.n
 		e.newRound(now, e.doubted)
 		return
 	}
 	pass := e.count > 0 &&
-		(e.first || (e.firstCnt-e.count <= maxLossVsFirst && e.passCnt-e.count <= maxLossVsLast))
+		(e.first || (lossWithin(e.firstCnt, e.firstN, e.count, e.n, maxLossVsFirst) &&
+			lossWithin(e.passCnt, e.passN, e.count, e.n, maxLossVsLast)))
 	e.stats.LastPass = pass
 	switch {
 	case e.first:
@@ -339,10 +393,11 @@ func (e *Estimator) evaluate(now clock.Time) {
 			return
 		}
 		e.firstCnt, e.passCnt = e.count, e.count
+		e.firstN, e.passN = e.n, e.n
 		e.lo = e.size
 	case pass:
 		e.failures = 0
-		e.passCnt = e.count
+		e.passCnt, e.passN = e.count, e.n
 		e.lo = e.size
 		if e.size == e.hintLo {
 			e.confirmed = true
@@ -388,9 +443,11 @@ func (e *Estimator) evaluate(now clock.Time) {
 }
 
 // nextSize returns the next size to probe, or 0 when the search is done:
-// the hints of a re-estimation first, then doubling while sizes pass, then a
-// binary search between the last pass and the first failure down to within
-// 1 % (D19), never above MaxPayload.
+// the MTU in use first (a re-estimation), then the system's path hint, a
+// size just beyond 1 % above the hint once it has passed, the last
+// estimation's first failure, then doubling while sizes pass, then a binary
+// search between the last pass and the first failure down to within 1 %
+// (D19), never above MaxPayload.
 func (e *Estimator) nextSize() int {
 	inRange := func(s int) bool { return s > e.lo && (e.hi == 0 || s < e.hi) && s <= e.cfg.MaxPayload }
 	if e.hintLo != 0 {
@@ -399,6 +456,21 @@ func (e *Estimator) nextSize() int {
 		}
 		e.hintLo = 0
 		e.confirmed = true
+	}
+	if e.pathTry != 0 {
+		s := e.pathTry
+		e.pathTry = 0
+		if inRange(s) {
+			return s
+		}
+	}
+	if e.pathHint != 0 && !e.above && e.hi == 0 && e.lo >= e.pathHint {
+		// The path carries what the system said; probe once just
+		// beyond 1 % above it. If that fails, the search is done.
+		e.above = true
+		if s := e.lo + e.lo/100 + 1; inRange(s) {
+			return s
+		}
 	}
 	if e.hintHi != 0 {
 		if inRange(e.hintHi) {
