@@ -27,6 +27,15 @@ type naiveReceiver struct {
 	out      []Message
 	drops    Drops
 	deadline clock.Time
+	// witnesses are the unblocked packets seen beyond the window, at most
+	// DefaultSkipEvidence-1 (D27).
+	witnesses []naiveWitness
+}
+
+// naiveWitness is an unblocked packet seen beyond the window (D27).
+type naiveWitness struct {
+	seq, l Seq
+	at     clock.Time
 }
 
 type naivePacket struct {
@@ -48,10 +57,15 @@ func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
 	}
 	d := Distance(m.g, h.Seq)
 	if d == 0 || d > SeqSpace/2 {
-		if h.Reliable {
+		switch {
+		case !h.Reliable:
+			return Stale
+		case !m.l.Before(h.Rel): // R at or before L (D26)
 			return Duplicate
 		}
-		return Stale
+		m.err = ErrPassedReliable
+		clear(m.q)
+		return Rejected
 	}
 	if h.Start && h.Reliable {
 		if hdr, err := coalesce.ParseHeader(chunk, m.maxMsg); err == nil && hdr.EncodedLen() <= len(chunk) {
@@ -71,16 +85,49 @@ func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
 				return OutOfWindow
 			}
 		}
-		if nd != m.l {
+		if nd != m.l || d > SeqSpace/4 {
 			return OutOfWindow
 		}
+		// D27: the packet and two valid witnesses within the window's
+		// width of one another move G to just before the lowest.
+		var valid []naiveWitness
+		for _, w := range m.witnesses {
+			o := Distance(m.g, w.seq)
+			if w.l == m.l && o > m.window && o <= SeqSpace/4 && now.Sub(w.at) <= DefaultSkipEvidenceTime && w.seq != h.Seq {
+				valid = append(valid, w)
+			}
+		}
+		m.witnesses = valid
+		lo := -1
+		for i, a := range valid {
+			for _, b := range valid[i+1:] {
+				offs := []int{Distance(m.g, a.seq), Distance(m.g, b.seq), d}
+				if slices.Max(offs)-slices.Min(offs) < m.window && (lo < 0 || slices.Min(offs) < lo) {
+					lo = slices.Min(offs)
+				}
+			}
+		}
+		if lo < 0 {
+			if len(m.witnesses) == DefaultSkipEvidence-1 {
+				oldest := 0
+				for i, w := range m.witnesses {
+					if w.at < m.witnesses[oldest].at {
+						oldest = i
+					}
+				}
+				m.witnesses = slices.Delete(m.witnesses, oldest, oldest+1)
+			}
+			m.witnesses = append(m.witnesses, naiveWitness{h.Seq, m.l, now})
+			return OutOfWindow
+		}
+		m.witnesses = nil
 		for q := range m.q {
-			if Distance(m.g, q) < d {
+			if Distance(m.g, q) < lo {
 				delete(m.q, q)
 				m.drops.Skipped++
 			}
 		}
-		m.g = h.Seq.Prev()
+		m.g = m.g.Add(lo - 1)
 	}
 	if p, ok := m.q[h.Seq]; ok {
 		if !h.Reliable {
@@ -316,6 +363,10 @@ func TestReceiverMatchesModel(t *testing.T) {
 					Start:    rapid.Bool().Draw(t, "start"),
 					Seq:      m.g.Add(rapid.IntRange(-3, cfg.Window+3).Draw(t, "dseq")),
 					Rel:      m.l.Add(rapid.IntRange(-2, 4).Draw(t, "drel")),
+				}
+				if rapid.IntRange(0, 3).Draw(t, "far") == 0 {
+					// Beyond the window, where evidence may move it (D27).
+					h.Seq = m.g.Add(rapid.IntRange(cfg.Window+1, 3*cfg.Window).Draw(t, "dfar"))
 				}
 				var chunk []byte
 				switch rapid.IntRange(0, 2).Draw(t, "kind") {

@@ -15,6 +15,25 @@ const (
 	DefaultMCI        = 25 * time.Millisecond // D11
 )
 
+// The evidence that moves a receive window past a loss longer than the
+// window (D27, N37 of docs/protocol.md): SkipEvidence distinct unblocked
+// packets beyond the window, their sequence numbers less than the window
+// apart, all arrived within SkipEvidenceTime, none more than MaxSkip
+// places after the ignore number.
+const (
+	// DefaultSkipEvidence is ReceiverConfig.SkipEvidence's default.
+	DefaultSkipEvidence = 3
+	// MaxSkipEvidence bounds ReceiverConfig.SkipEvidence.
+	MaxSkipEvidence = 4
+	// DefaultSkipEvidenceTime is ReceiverConfig.SkipEvidenceTime's
+	// default: a sender that lost more than a window of packets in a row
+	// sends far more than three a second.
+	DefaultSkipEvidenceTime = time.Second
+	// MaxSkip bounds how far past the ignore number an evidence packet
+	// may lie: M/4 (D27).
+	MaxSkip = SeqSpace / 4
+)
+
 // PacketOverhead is the memory charged for each queued packet beyond its
 // chunk bytes, for the bookkeeping that holds it (D22).
 const PacketOverhead = 32
@@ -58,6 +77,15 @@ type ReceiverConfig struct {
 	// unreliable message is dropped once its newest packet is this old.
 	// Default DefaultMCI.
 	MCI time.Duration
+	// SkipEvidence is how many distinct unblocked packets beyond the
+	// window, close together, move the window past a loss longer than it
+	// (D27). Default DefaultSkipEvidence; values above MaxSkipEvidence
+	// are lowered to it, and a value of 1 is raised to 2: one datagram is
+	// never evidence.
+	SkipEvidence int
+	// SkipEvidenceTime bounds the time between the first and the last of
+	// the SkipEvidence packets' arrivals. Default DefaultSkipEvidenceTime.
+	SkipEvidenceTime time.Duration
 }
 
 // Budget is a receive memory budget shared by the channels of one
@@ -101,22 +129,24 @@ type Result uint8
 const (
 	// Accepted: the packet is queued or already delivered.
 	Accepted Result = iota + 1
-	// Duplicate: a reliable packet already received (at or before the
-	// ignore number, or already queued). It is dropped and acked again
-	// (D8).
+	// Duplicate: a reliable packet already received: already queued, or
+	// at or before the ignore number with its R at or before L, so
+	// consumed (D8, D26). It is dropped and acked again.
 	Duplicate
 	// Stale: an unreliable packet at or before the ignore number, or one
 	// already queued. Dropped (D8).
 	Stale
 	// OutOfWindow: more than Window places after the ignore number (D9), or
-	// an invalid sequence number. Dropped and not acked. (An unblocked
-	// packet beyond the window instead moves the window up to it; see
-	// Receiver.Handle.)
+	// an invalid sequence number. Dropped and not acked. (Enough unblocked
+	// packets beyond the window, close together, instead move the window;
+	// see Receiver.Handle and D27.)
 	OutOfWindow
 	// NoMemory: the packet does not fit the memory limits (D22). Dropped
 	// and not acked: a reliable packet will be resent.
 	NoMemory
-	// Rejected: the receiver has failed (Err is not nil) and takes nothing.
+	// Rejected: the receiver has failed (Err is not nil) and takes
+	// nothing, or this packet made it fail: a reliable packet the window
+	// passed that was never consumed (D26). Not acked.
 	Rejected
 	// Corrupt: a reliable packet holding a whole message that fails its
 	// checksum or reliability check (D3, D11). Dropped before it is acked,
@@ -163,9 +193,8 @@ type Drops struct {
 	// Orphaned counts unreliable message groups dropped because the packet
 	// that started their message was lost.
 	Orphaned uint64
-	// Skipped counts queued unreliable packets dropped because an
-	// unblocked packet beyond the receive window moved the window past
-	// them.
+	// Skipped counts queued unreliable packets dropped because the
+	// receive window moved past them on the evidence of D27.
 	Skipped uint64
 }
 
@@ -192,6 +221,10 @@ var (
 	ErrNoStart error = &ProtocolError{"reliable packet continues no message"}
 	// ErrReliableSeq: reliable sequence numbers that no sender produces.
 	ErrReliableSeq error = &ProtocolError{"inconsistent reliable sequence numbers"}
+	// ErrPassedReliable: a reliable packet at or before the ignore number
+	// whose R is after L, so never delivered (D26). Acking it would
+	// report a delivery that did not happen.
+	ErrPassedReliable error = &ProtocolError{"reliable packet passed by the receive window was never delivered"}
 )
 
 // Message is a message a Receiver delivers.
@@ -247,6 +280,18 @@ type Receiver struct {
 	grant    int
 	grantSeq Seq // the message's first packet
 	grantRel Seq // and its R
+
+	// The latest unblocked packets beyond the window, dropped, kept as
+	// evidence that the window must move (D27, skipEvidence).
+	evidence  [MaxSkipEvidence - 1]witness
+	evidenceN int
+}
+
+// witness is an unblocked packet seen beyond the receive window (D27).
+type witness struct {
+	seq Seq
+	l   Seq // L when it arrived: it was unblocked then
+	at  clock.Time
 }
 
 // cmgState caches the current message group (D10) between evaluations, so
@@ -286,6 +331,13 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 	if cfg.MCI <= 0 {
 		cfg.MCI = DefaultMCI
 	}
+	if cfg.SkipEvidence <= 0 {
+		cfg.SkipEvidence = DefaultSkipEvidence
+	}
+	cfg.SkipEvidence = min(max(cfg.SkipEvidence, 2), MaxSkipEvidence)
+	if cfg.SkipEvidenceTime <= 0 {
+		cfg.SkipEvidenceTime = DefaultSkipEvidenceTime
+	}
 	r := &Receiver{cfg: cfg, budget: cfg.Budget, g: -1, l: 0}
 	if r.budget != nil {
 		r.pool = &r.budget.pool
@@ -301,7 +353,7 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 }
 
 // Err returns a *ProtocolError once the peer has broken the protocol on
-// reliable data (D11); the receiver then takes nothing more and holds no
+// reliable data (D11, D26); the receiver then takes nothing more and holds no
 // queued packets (messages delivered before the violation can still be
 // taken with Poll). After Reset, Err returns a non-protocol error.
 func (r *Receiver) Err() error { return r.err }
@@ -472,11 +524,17 @@ func need(reliable bool, rel Seq) Seq {
 // be given back, and the owed packets could never be stored. An honest
 // sender's packets that are refused are simply resent later.
 //
-// A packet more than Window places after the ignore number is dropped (D9)
-// unless it is unblocked (D7) and only unreliable packets are queued: then
-// no reliable packet before it is owed, and the ignore number moves up to
-// just before it, dropping the queued unreliable packets it passes. This
-// keeps a channel alive after a loss longer than the window (D23).
+// A packet more than Window places after the ignore number is dropped and
+// not acked (D9). To keep a channel alive after a loss longer than the
+// window (D23), the window moves only on evidence (D27): when such a
+// packet is unblocked (D7), only unreliable packets are queued, and it and
+// SkipEvidence-1 other unblocked packets seen beyond the window lie within
+// the window's width of one another, at most MaxSkip after the ignore
+// number, and arrived within SkipEvidenceTime (see witnessed). The ignore
+// number then moves to just before the lowest of them, dropping the
+// queued unreliable packets it passes (Drops.Skipped), and the packet is
+// taken. A reliable packet the window passed but never consumed is then
+// a protocol violation, not a duplicate (D26).
 //
 // A reliable packet that holds a whole message is verified before it is
 // acked; if it fails, Handle returns Corrupt (N15 of docs/protocol.md).
@@ -493,10 +551,18 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 	d := Distance(r.g, h.Seq)
 	if d == 0 || d > SeqSpace/2 {
 		// At or before the ignore number (D8).
-		if h.Reliable {
-			return Duplicate
+		if !h.Reliable {
+			return Stale
 		}
-		return Stale
+		if !r.l.Before(h.Rel) {
+			return Duplicate // consumed already: its R is at or before L
+		}
+		// The window passed a reliable packet that was never consumed: an
+		// ack would tell the sender it was delivered. Only a datagram no
+		// honest sender makes (forged, corrupted, or one that moved the
+		// window on false evidence) leads here; end loudly (D26).
+		r.fail(ErrPassedReliable)
+		return Rejected
 	}
 	// A message that fits in its packet is verified now (D3): a reliable
 	// one that fails is dropped before it is acked, so the sender's resend
@@ -516,16 +582,22 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 		}
 	}
 	if d > r.cfg.Window {
-		if need(h.Reliable, h.Rel) != r.l || r.queued != r.unrelN {
+		if d > MaxSkip || need(h.Reliable, h.Rel) != r.l || r.queued != r.unrelN {
 			return OutOfWindow // D9
 		}
-		// The packet is unblocked, so every packet between G and it is
+		// An unblocked packet says that every packet between G and it is
 		// unreliable (no reliable packet before it is still owed, D7,
-		// D10); they were lost, or are too late to matter. Without this
-		// the window would never move again after a loss longer than the
-		// window, and the channel would be dead (D23).
-		r.skip(d - 1)
-		d = 1
+		// D10), lost or too late to matter; without moving, the window
+		// would never move again after a loss longer than it, and the
+		// channel would be dead (D23). But one forged, corrupted or
+		// stale datagram could say so falsely: the window moves only
+		// when several say it together (D27).
+		lo, ok := r.witnessed(now, h.Seq, d)
+		if !ok {
+			return OutOfWindow // D9: dropped, not acked, remembered
+		}
+		r.skip(lo - 1)
+		d -= lo - 1
 	}
 	i := d - 1
 	if r.q.has(i) {
@@ -550,6 +622,67 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 	r.process(now)
 	r.updateGrant()
 	return Accepted
+}
+
+// witnessed records an unblocked packet with sequence number seq, d places
+// after the ignore number and beyond the window, as evidence (D27, N37).
+// It reports whether the packet and SkipEvidence-1 of the witnesses kept
+// make the evidence that moves the window: distinct sequence numbers less
+// than the window apart, every one still unblocked and beyond the window,
+// at most MaxSkip after the ignore number, and arrived within
+// SkipEvidenceTime of now. It then returns the distance from the ignore
+// number of the lowest of them, and forgets the witnesses. Otherwise the
+// packet is kept among the witnesses, in place of one no longer valid or
+// of the oldest.
+func (r *Receiver) witnessed(now clock.Time, seq Seq, d int) (lo int, ok bool) {
+	w := r.cfg.Window
+	// Offsets (from G) of the valid witnesses within the window's width
+	// of the packet, and the packet's own.
+	var offs [MaxSkipEvidence]int
+	n := 0
+	kept := r.evidence[:0]
+	for _, e := range r.evidence[:r.evidenceN] {
+		o := Distance(r.g, e.seq)
+		if e.l != r.l || o <= w || o > MaxSkip || now.Sub(e.at) > r.cfg.SkipEvidenceTime || e.seq == seq {
+			continue // no longer evidence, or this packet again
+		}
+		kept = append(kept, e)
+		if o-d < w && d-o < w {
+			offs[n] = o
+			n++
+		}
+	}
+	r.evidenceN = len(kept)
+	offs[n] = d
+	n++
+	if k := r.cfg.SkipEvidence; n >= k {
+		sorted := offs[:n]
+		for i := 1; i < n; i++ { // insertion sort of at most MaxSkipEvidence
+			for j := i; j > 0 && sorted[j] < sorted[j-1]; j-- {
+				sorted[j], sorted[j-1] = sorted[j-1], sorted[j]
+			}
+		}
+		for i := 0; i+k <= n; i++ {
+			if sorted[i+k-1]-sorted[i] < w && sorted[i] <= d && d <= sorted[i+k-1] {
+				r.evidenceN = 0
+				return sorted[i], true
+			}
+		}
+	}
+	e := witness{seq: seq, l: r.l, at: now}
+	if r.evidenceN < len(r.evidence) {
+		r.evidence[r.evidenceN] = e
+		r.evidenceN++
+		return 0, false
+	}
+	oldest := 0
+	for i := range r.evidence {
+		if r.evidence[i].at < r.evidence[oldest].at {
+			oldest = i
+		}
+	}
+	r.evidence[oldest] = e
+	return 0, false
 }
 
 // fast delivers a message that arrives whole in one packet at the head of
@@ -739,6 +872,7 @@ func (r *Receiver) Reuse(g, l Seq) bool {
 		return false
 	}
 	r.g, r.l = g, l
+	r.evidenceN = 0
 	r.drops, r.reported = Drops{}, Drops{}
 	r.cmg = cmgState{}
 	r.maxChunk = 0
@@ -818,16 +952,23 @@ func (r *Receiver) process(now clock.Time) {
 		case coalesce.Fail:
 			switch {
 			case g.Blocked:
-				r.err = ErrReliableSeq
+				r.fail(ErrReliableSeq)
 			case !g.Start:
-				r.err = ErrNoStart
+				r.fail(ErrNoStart)
 			default:
-				r.err = ErrMalformedReliable
+				r.fail(ErrMalformedReliable)
 			}
-			r.release()
 			return
 		}
 	}
+}
+
+// fail records that the peer broke the protocol and drops every queued
+// packet (D11, D26).
+func (r *Receiver) fail(err error) {
+	r.err = err
+	r.release()
+	r.deadline = 0
 }
 
 // consumeGroup removes the current message group from the queue, moves the

@@ -135,7 +135,8 @@ func TestIgnoreNumberStartsAtMinusOne(t *testing.T) {
 		want Result
 	}{
 		{Header{Start: true, Seq: -1}, Stale},
-		{Header{Start: true, Seq: -1, Rel: 1, Reliable: true}, Duplicate},
+		// R 0 is at or before L = 0: consumed, so a duplicate (D8, D26).
+		{Header{Start: true, Seq: -1, Rel: 0, Reliable: true}, Duplicate},
 		{Header{Start: true, Seq: -500}, Stale},
 		{Header{Start: true, Seq: 0}, Accepted},
 	}
@@ -197,25 +198,95 @@ func TestReceiveWindow(t *testing.T) {
 }
 
 // TestWindowMovesPastLongLoss checks that a channel survives a loss longer
-// than the window (D9, D23): an unblocked packet beyond the window proves
-// that only unreliable packets were missed, so the window moves up to it.
+// than the window (D9, D23, D27): unblocked packets beyond the window prove
+// that only unreliable packets were missed once SkipEvidence of them,
+// close together, have arrived; the first ones are dropped unacked, and
+// the window then moves to just before the lowest of them.
 func TestWindowMovesPastLongLoss(t *testing.T) {
 	p := newPair(t, ReceiverConfig{Window: 50, MCI: time.Hour})
-	u := p.send(payload(1, 40), false) // 2 packets, R 0
+	u := p.send(payload(1, 40), false) // 3 packets, R 0
 	p.handle(Accepted, u[0])           // incomplete: stays queued
 	for i := range 100 {
 		p.send(payload(i, 3), false) // lost
 	}
-	r := p.send(payload(2, 3), true) // seq 102, R 1: unblocked
+	// The stream goes on: seq 103 and 104 are evidence, dropped (D9).
+	ev := cat(p.send(payload(4, 3), false), p.send(payload(5, 3), false))
+	p.handle(OutOfWindow, ev...)
+	r := p.send(payload(2, 3), true) // seq 105, R 1: unblocked, the third
 	p.handle(Accepted, r...)
 	p.wantPoll("after the loss", msgOf(true, payload(2, 3)))
+	if g, _ := p.r.Position(); g != 105 {
+		t.Errorf("G = %d, want 105", g)
+	}
 	if d := p.r.Drops(); d.Skipped != 1 {
 		t.Errorf("Drops = %+v, want the queued packet skipped", d)
 	}
-	late := p.send(payload(3, 3), false) // seq 103, R 1
+	late := p.send(payload(3, 3), false) // seq 106, R 1
 	p.handle(Accepted, late...)
 	p.wantPoll("after", msgOf(false, payload(3, 3)))
 	p.handle(Stale, u[1])
+	p.handle(Stale, ev...)
+}
+
+// TestD27WindowMovesOnlyOnEvidence checks what is and is not evidence that
+// moves the window past a loss longer than it (D27, N37): SkipEvidence
+// distinct unblocked packets beyond the window, within the window's width
+// of one another, arrived within SkipEvidenceTime, at most M/4 after G.
+// The packets are unreliable one-packet messages with R = L = 0 (so
+// unblocked), sent to a fresh receiver with window 100.
+func TestD27WindowMovesOnlyOnEvidence(t *testing.T) {
+	msg := coalesce.AppendMessage(nil, []byte("m"), false)
+	type arrival struct {
+		seq  Seq
+		rel  Seq // R; 0 is unblocked
+		at   time.Duration
+		want Result
+	}
+	for _, tc := range []struct {
+		name     string
+		arrivals []arrival
+		g        Seq // G afterwards
+	}{
+		{"one forged far-ahead packet", []arrival{{5000, 0, 0, OutOfWindow}}, -1},
+		{"the same packet three times", []arrival{{5000, 0, 0, OutOfWindow}, {5000, 0, ms, OutOfWindow}, {5000, 0, 2 * ms, OutOfWindow}}, -1},
+		{"three close together", []arrival{{5000, 0, 0, OutOfWindow}, {5001, 0, ms, OutOfWindow}, {5003, 0, 2 * ms, Accepted}}, 5003},
+		{"three out of order", []arrival{{5040, 0, 0, OutOfWindow}, {5000, 0, ms, OutOfWindow}, {5020, 0, 2 * ms, Accepted}}, 5020},
+		{"spread wider than the window", []arrival{{5000, 0, 0, OutOfWindow}, {5050, 0, ms, OutOfWindow}, {5100, 0, 2 * ms, OutOfWindow}}, -1},
+		{"too slow", []arrival{{5000, 0, 0, OutOfWindow}, {5001, 0, 600 * ms, OutOfWindow}, {5002, 0, 1200 * ms, OutOfWindow}}, -1},
+		{"slow but then a fourth", []arrival{{5000, 0, 0, OutOfWindow}, {5001, 0, 600 * ms, OutOfWindow}, {5002, 0, 1200 * ms, OutOfWindow}, {5003, 0, 1300 * ms, Accepted}}, 5003},
+		{"blocked packets are no evidence", []arrival{{5000, 1, 0, OutOfWindow}, {5001, 1, ms, OutOfWindow}, {5002, 1, 2 * ms, OutOfWindow}}, -1},
+		{"more than M/4 ahead", []arrival{{Seq(MaxSkip + 1), 0, 0, OutOfWindow}, {Seq(MaxSkip + 2), 0, ms, OutOfWindow}, {Seq(MaxSkip + 3), 0, 2 * ms, OutOfWindow}}, -1},
+		{"at M/4", []arrival{{Seq(MaxSkip - 3), 0, 0, OutOfWindow}, {Seq(MaxSkip - 2), 0, ms, OutOfWindow}, {Seq(MaxSkip - 1), 0, 2 * ms, Accepted}}, Seq(MaxSkip - 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewReceiver(ReceiverConfig{Window: 100})
+			for _, a := range tc.arrivals {
+				if got := r.Handle(t0.Add(a.at), Header{Start: true, Seq: a.seq, Rel: a.rel}, msg); got != a.want {
+					t.Fatalf("seq %d at %v: %v, want %v", a.seq, a.at, got, a.want)
+				}
+			}
+			if g, _ := r.Position(); g != tc.g {
+				t.Errorf("G = %d, want %d", g, tc.g)
+			}
+		})
+	}
+}
+
+// TestD27ForgedPacketCannotCauseLoss is the attack D27 closes, end to end
+// at channel level: a reliable message is in flight (its packets delayed)
+// and a forged unblocked packet arrives beyond the window. It is dropped
+// unacked and the window does not move, so the reliable message is then
+// delivered, not lost.
+func TestD27ForgedPacketCannotCauseLoss(t *testing.T) {
+	p := newPair(t, ReceiverConfig{Window: 100})
+	rel := p.send(payload(1, 60), true) // delayed
+	forged := raw(false, true, 3000, 0, coalesce.AppendMessage(nil, []byte("x"), false))
+	p.handle(OutOfWindow, forged)
+	p.handle(Accepted, rel...)
+	p.wantPoll("the reliable message", msgOf(true, payload(1, 60)))
+	if p.r.Err() != nil {
+		t.Fatal(p.r.Err())
+	}
 }
 
 // TestBlockedUntilReliable checks D7: an unreliable packet sent after a
@@ -854,5 +925,80 @@ func TestSharedBudgetNoDeadlock(t *testing.T) {
 	}
 	if b.Used != 0 || b.committed != 0 {
 		t.Errorf("after all deliveries: budget used %d, committed %d", b.Used, b.committed)
+	}
+}
+
+// TestD26AckMeansDelivery checks D26: a reliable packet is acked
+// (Duplicate or Accepted) only when it is queued, duplicates a queued one,
+// or duplicates a consumed one (R at or before L). One the window passed
+// without consuming it (R after L) is refused unacked and fails the
+// receiver with ErrPassedReliable. The attack: while a reliable message is
+// in flight, one unreliable packet carrying R = L far ahead within the
+// window (forged, or a flipped bit in a sequence number) is delivered at
+// once and moves G past the reliable packets; before D26 they were then
+// acked as duplicates and dropped, a silent loss.
+func TestD26AckMeansDelivery(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// run drives the receiver and returns the packet under test.
+		run  func(p *pair) packet
+		want Result
+		err  error
+	}{
+		{"forged unreliable moves G past reliable packets in flight", func(p *pair) packet {
+			rel := p.send(payload(1, 60), true) // 3 packets, seq 0..2, R 1..3: delayed
+			forged := raw(false, true, 1000, 0, coalesce.AppendMessage(nil, []byte("x"), false))
+			p.handle(Accepted, forged) // R 0 = L: unblocked, whole, delivered
+			p.wantPoll("forged", msgOf(false, []byte("x")))
+			return rel[0]
+		}, Rejected, ErrPassedReliable},
+		{"flipped bit in an unreliable packet's sequence number", func(p *pair) packet {
+			u := p.send(payload(2, 5), false) // seq 0, R 0
+			rel := p.send(payload(1, 5), true)
+			u[0].h.Seq ^= 1 << 12 // seq 4096, still within the window
+			p.handle(Accepted, u[0])
+			p.wantPoll("damaged", msgOf(false, payload(2, 5)))
+			return rel[0]
+		}, Rejected, ErrPassedReliable},
+		{"duplicate of a consumed reliable packet", func(p *pair) packet {
+			rel := p.send(payload(1, 5), true)
+			p.handle(Accepted, rel...)
+			p.wantPoll("first copy", msgOf(true, payload(1, 5)))
+			return rel[0]
+		}, Duplicate, nil},
+		{"duplicate of a consumed reliable packet after unreliable ones", func(p *pair) packet {
+			rel := p.send(payload(1, 5), true)
+			p.handle(Accepted, rel...)
+			u := p.send(payload(2, 5), false)
+			p.handle(Accepted, u...)
+			p.wantPoll("both", msgOf(true, payload(1, 5)), msgOf(false, payload(2, 5)))
+			return rel[0]
+		}, Duplicate, nil},
+		{"duplicate of a queued reliable packet", func(p *pair) packet {
+			rel := p.send(payload(1, 60), true)
+			p.handle(Accepted, rel[1])
+			return rel[1]
+		}, Duplicate, nil},
+		{"stale unreliable packet", func(p *pair) packet {
+			u := p.send(payload(1, 5), false)
+			p.handle(Accepted, u...)
+			p.wantPoll("first copy", msgOf(false, payload(1, 5)))
+			return u[0]
+		}, Stale, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, ReceiverConfig{})
+			k := tc.run(p)
+			got := p.r.Handle(p.now, k.h, k.chunk)
+			if got != tc.want || got.Ack() != (tc.want == Duplicate) {
+				t.Fatalf("Handle = %v (ack %v), want %v", got, got.Ack(), tc.want)
+			}
+			if err := p.r.Err(); err != tc.err || tc.err != nil && !errors.Is(err, ErrProtocol) {
+				t.Fatalf("Err = %v, want %v", err, tc.err)
+			}
+			if tc.err != nil && (p.r.Bytes() != 0 || p.r.queued != 0) {
+				t.Errorf("a failed receiver holds %d bytes, %d packets", p.r.Bytes(), p.r.queued)
+			}
+		})
 	}
 }
