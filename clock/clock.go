@@ -17,8 +17,27 @@ import (
 // Instants compare with < and >; durations between them are time.Duration.
 type Time int64
 
-// Add returns t+d.
-func (t Time) Add(d time.Duration) Time { return t + Time(d) }
+// Add returns t+d. It saturates instead of overflowing: an instant past the
+// clock's range reads as the largest (or smallest) Time, so a duration of
+// math.MaxInt64 added to any instant means "never" rather than a deadline
+// in the past.
+func (t Time) Add(d time.Duration) Time {
+	s := t + Time(d)
+	switch {
+	case d > 0 && s < t:
+		return Never
+	case d < 0 && s > t:
+		return minTime
+	}
+	return s
+}
+
+// Never is the latest instant: a deadline that is never reached. Adding a
+// duration too large for the clock's range to any Time gives Never.
+const Never Time = 1<<63 - 1
+
+// minTime is the earliest instant, where subtractions saturate.
+const minTime Time = -1 << 63
 
 // Sub returns the duration t-u.
 func (t Time) Sub(u Time) time.Duration { return time.Duration(t - u) }

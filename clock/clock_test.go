@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -51,5 +52,29 @@ func TestReal(t *testing.T) {
 	d := r.Deadline(a.Add(time.Second))
 	if got := d.Sub(r.Deadline(a)); got != time.Second {
 		t.Fatalf("Deadline difference = %v, want 1s", got)
+	}
+}
+
+// TestAddSaturates checks that instants past the clock's range saturate
+// (N36): a configured duration of math.MaxInt64 means "never", not a
+// deadline that overflowed into the past.
+func TestAddSaturates(t *testing.T) {
+	for _, tc := range []struct {
+		t    Time
+		d    time.Duration
+		want Time
+	}{
+		{Epoch, time.Second, Epoch + Time(time.Second)},
+		{Epoch, math.MaxInt64, Never},
+		{Never - 5, 10, Never},
+		{Never, 1, Never},
+		{Never, -1, Never - 1},
+		{Epoch, -time.Second, Epoch - Time(time.Second)},
+		{minTime + 5, -10, minTime},
+		{minTime, math.MinInt64, minTime},
+	} {
+		if got := tc.t.Add(tc.d); got != tc.want {
+			t.Errorf("%d.Add(%d) = %d, want %d", tc.t, tc.d, got, tc.want)
+		}
 	}
 }

@@ -59,7 +59,12 @@ func (t Transport) String() string {
 }
 
 // Config holds every setting and limit of an endpoint. The zero value of a
-// field means its default (see DefaultConfig); Validate checks the result.
+// field means its default (the Default constants below); Validate checks
+// the result.
+//
+// A duration may be as large as math.MaxInt64: deadlines saturate at
+// clock.Never instead of overflowing, so a duration too long for the
+// clock's range (math.MaxInt64, or about 290 years) means "never" (N36).
 type Config struct {
 	// Role is Client or Server. Required.
 	Role Role
@@ -135,6 +140,25 @@ type Config struct {
 	// MaxPendingHandshakes bounds a client's connections still in their
 	// handshake. Default 16.
 	MaxPendingHandshakes int
+	// MaxUnvalidated bounds a server's unvalidated connections: those
+	// whose client has not yet echoed a heartbeat the server originated,
+	// and so has not proved that it receives at its address (D25). They
+	// do not count against MaxConnections; when the bound is reached, the
+	// oldest is dropped silently to make room for a new one. Default
+	// 1024.
+	MaxUnvalidated int
+	// ValidationTimeout ends an unvalidated connection silently this long
+	// after its "connect?" (D25). Default 5 s, the client's default
+	// ConnectTimeout: a real client echoes the first heartbeat one round
+	// trip after "connected".
+	ValidationTimeout time.Duration
+	// UnvalidatedReceiveMemory bounds the bytes an unvalidated connection
+	// holds for its client: packets queued for reassembly and messages
+	// complete but not yet reported, which are delivered once the
+	// connection is validated (D25). A reliable packet that does not fit
+	// is not acked, so the client resends it after validation. Default
+	// 64 KiB; at most ConnReceiveMemory.
+	UnvalidatedReceiveMemory int
 
 	// Timeout ends a connection whose peer sent no heartbeat for this long
 	// (default 20 s), and one with a reliable packet unacknowledged this
@@ -196,6 +220,9 @@ const (
 	DefaultMaxInFlight       = 1 << 20
 	DefaultMaxConnections    = 1024
 	DefaultMaxPendingConnect = 16
+	DefaultMaxUnvalidated    = 1024
+	DefaultValidationTimeout = 5 * time.Second
+	DefaultUnvalidatedMemory = 64 << 10
 	DefaultTimeout           = 20 * time.Second
 	DefaultConnectTimeout    = 5 * time.Second
 	DefaultConnectRetry      = 200 * time.Millisecond
@@ -267,6 +294,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPendingHandshakes == 0 {
 		c.MaxPendingHandshakes = DefaultMaxPendingConnect
+	}
+	if c.MaxUnvalidated == 0 {
+		c.MaxUnvalidated = DefaultMaxUnvalidated
+	}
+	if c.ValidationTimeout == 0 {
+		c.ValidationTimeout = DefaultValidationTimeout
+	}
+	if c.UnvalidatedReceiveMemory == 0 {
+		c.UnvalidatedReceiveMemory = min(DefaultUnvalidatedMemory, c.ConnReceiveMemory)
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -347,6 +383,12 @@ func (c Config) resolve() (Config, error) {
 		return bad("MaxInFlight %d is below 64 KiB", c.MaxInFlight)
 	case c.MaxConnections < 1 || c.MaxPendingHandshakes < 1:
 		return bad("MaxConnections and MaxPendingHandshakes must be positive")
+	case c.MaxUnvalidated < 1:
+		return bad("MaxUnvalidated %d is not positive", c.MaxUnvalidated)
+	case c.ValidationTimeout <= 0:
+		return bad("ValidationTimeout must be positive")
+	case c.UnvalidatedReceiveMemory < 1 || c.UnvalidatedReceiveMemory > c.ConnReceiveMemory:
+		return bad("UnvalidatedReceiveMemory %d is outside 1..ConnReceiveMemory (%d)", c.UnvalidatedReceiveMemory, c.ConnReceiveMemory)
 	case c.Timeout < 100*time.Millisecond:
 		return bad("Timeout %v is below 100ms", c.Timeout)
 	case c.ConnectTimeout <= 0 || c.ConnectRetry <= 0 || c.CoalesceInterval <= 0:

@@ -36,6 +36,15 @@ type conn struct {
 	sendable bool
 	dirty    bool // in Endpoint.dirty: its deadline is to be recomputed
 
+	// Address validation (D25), server: unvalidated until the client
+	// echoes a heartbeat of the challenge; validateBy ends it silently
+	// before; held keeps the messages it completed meanwhile, heldBytes
+	// their size.
+	unvalidated bool
+	validateBy  clock.Time
+	held        []Event
+	heldBytes   int
+
 	// Handshake (client).
 	started    clock.Time // when Connect was called
 	retryAt    clock.Time // next queries or "connect?"
@@ -234,6 +243,9 @@ func (c *conn) nextDeadline() clock.Time {
 	}
 	d := c.hb.nextSend
 	d = clock.Earliest(d, c.hb.lastHeard.Add(cfg.Timeout))
+	if c.unvalidated {
+		d = clock.Earliest(d, c.validateBy)
+	}
 	resend, oldest := c.sendTimes()
 	d = clock.Earliest(d, resend)
 	if oldest != 0 {
@@ -286,6 +298,11 @@ func (c *conn) handleTimeout(now clock.Time) {
 	switch c.state {
 	case stateQuerying, stateConnecting:
 		c.handshakeTimeout(now)
+		return
+	}
+	if c.unvalidated && now >= c.validateBy {
+		c.ep.vstats.Expired++
+		c.ep.disconnect(now, c, ErrTimeout, false) // silently (D25)
 		return
 	}
 	if now >= c.hb.lastHeard.Add(cfg.Timeout) {

@@ -27,13 +27,23 @@ type Endpoint struct {
 	ready     []*conn   // connections with something to transmit, round robin, from readyHead
 	readyHead int
 
-	ctl     []ctlOut // channel -1 packets to send, bounded, from ctlHead
+	ctl     []ctlOut // query answers to send, bounded, from ctlHead
 	ctlHead int
-	events  []Event
-	evHead  int
+	// once holds the channel -1 packets that must not be lost to a
+	// query flood ("connected", "abort", "disconnect"), sent before
+	// query answers (N35).
+	once     []ctlOut
+	onceHead int
+	events   []Event
+	evHead   int
 
 	// Counters of packets dropped before they reach any connection.
 	stray [NumDropReasons]uint64
+
+	// A server's unvalidated connections, oldest first, and what address
+	// validation did (D25).
+	unvalidated unvalidatedQueue
+	vstats      ValidationStats
 
 	// liveReceivers is how many receivers and senders a connection keeps
 	// at first before it parks those that fall idle, and liveCap how many
@@ -47,8 +57,11 @@ type ctlOut struct {
 	c  control
 }
 
-// maxCtlOut bounds the queue of channel -1 packets: a flood of queries gets
-// answers only as fast as the caller drains PollTransmit.
+// maxCtlOut bounds the queue of query answers, and the "connected" and
+// "abort" answers waiting at once: a flood of queries gets answers only as
+// fast as the caller drains PollTransmit. A "connected" or "abort" beyond
+// it is answered again at the client's next retry; a "disconnect" is never
+// dropped (N35).
 const maxCtlOut = 1024
 
 // NewEndpoint returns an endpoint configured by cfg, or the error of
@@ -95,7 +108,14 @@ func (e *Endpoint) Connect(now clock.Time, to netip.AddrPort) (Handle, error) {
 }
 
 func (e *Endpoint) addConn(addr netip.AddrPort) *conn {
-	e.nextHandle++
+	// Handles wrap after 2^32 connections; one still in use is skipped,
+	// so two live connections never share one.
+	for {
+		e.nextHandle++
+		if _, used := e.conns[e.nextHandle]; e.nextHandle != 0 && !used {
+			break
+		}
+	}
 	c := newConn(e, e.nextHandle, addr)
 	e.conns[c.handle] = c
 	e.byAddr[addr] = c
@@ -120,6 +140,11 @@ func (e *Endpoint) removeConn(c *conn) {
 	if c.state == stateQuerying || c.state == stateConnecting {
 		e.pending--
 	}
+	if c.unvalidated {
+		c.unvalidated = false
+		e.unvalidated.n--
+	}
+	c.held, c.heldBytes = nil, 0
 	c.state = 0
 	c.releaseBuffers()
 }
@@ -130,6 +155,22 @@ func (e *Endpoint) disconnect(now clock.Time, c *conn, err error, tell bool) {
 	if c.state == 0 {
 		return
 	}
+	if c.unvalidated {
+		// The application never heard of it: no event. Its address is
+		// not proven: the peer hears why only if the bytes left of its
+		// budget carry a "disconnect" (D25).
+		if tell {
+			if room := int(amplification*c.stats.BytesReceived) - int(c.stats.BytesSent) - 2 - len("disconnect"); room >= 0 {
+				var reason string
+				if pe, ok := err.(*ProtocolError); ok {
+					reason = pe.Reason
+				}
+				e.queueCtlOnce(c.addr, control{kind: ctlDisconnect, text: cutTo(reason, room)})
+			}
+		}
+		e.removeConn(c)
+		return
+	}
 	if tell {
 		var reason string
 		switch err := err.(type) {
@@ -138,7 +179,7 @@ func (e *Endpoint) disconnect(now clock.Time, c *conn, err error, tell bool) {
 		default:
 			reason = err.Error()
 		}
-		e.queueCtl(c.addr, control{kind: ctlDisconnect, text: reason})
+		e.queueCtlOnce(c.addr, control{kind: ctlDisconnect, text: reason})
 	}
 	e.removeConn(c)
 	e.emit(Event{Kind: EventDisconnected, Conn: c.handle, Addr: c.addr, Err: err})
@@ -157,6 +198,46 @@ func (e *Endpoint) queueCtl(to netip.AddrPort, c control) {
 	e.ctl = append(e.ctl, ctlOut{to: to, c: c})
 }
 
+// queueCtlOnce queues a channel -1 packet that a query flood must not
+// crowd out (N35): a "disconnect", never dropped (one per connection
+// ended), or a "connected" or "abort", dropped only past maxCtlOut waiting
+// (the client's retry asks again).
+func (e *Endpoint) queueCtlOnce(to netip.AddrPort, c control) {
+	if c.kind != ctlDisconnect && len(e.once)-e.onceHead >= maxCtlOut {
+		return
+	}
+	if len(e.once) == cap(e.once) && e.onceHead > 0 && 2*e.onceHead >= len(e.once) {
+		n := copy(e.once, e.once[e.onceHead:])
+		clear(e.once[n:])
+		e.once, e.onceHead = e.once[:n], 0
+	}
+	e.once = append(e.once, ctlOut{to: to, c: c})
+}
+
+// popCtl takes the next channel -1 packet to send, those of queueCtlOnce
+// first.
+func (e *Endpoint) popCtl() (ctlOut, bool) {
+	if e.onceHead < len(e.once) {
+		m := e.once[e.onceHead]
+		e.once[e.onceHead] = ctlOut{}
+		e.onceHead++
+		if e.onceHead == len(e.once) {
+			e.once, e.onceHead = e.once[:0], 0
+		}
+		return m, true
+	}
+	if e.ctlHead < len(e.ctl) {
+		m := e.ctl[e.ctlHead]
+		e.ctl[e.ctlHead] = ctlOut{}
+		e.ctlHead++
+		if e.ctlHead == len(e.ctl) {
+			e.ctl, e.ctlHead = e.ctl[:0], 0
+		}
+		return m, true
+	}
+	return ctlOut{}, false
+}
+
 // pushReady appends c to the ready queue. When the slice is full and at
 // least half of it lies before readyHead, the live part moves to the front
 // instead of the slice growing: pops and pushes stay O(1) amortized, and
@@ -171,6 +252,12 @@ func (e *Endpoint) pushReady(c *conn) {
 }
 
 func (e *Endpoint) emit(ev Event) {
+	if ev.Kind == EventMessage && e.unvalidated.n > 0 {
+		if c := e.conns[ev.Conn]; c != nil && c.unvalidated {
+			c.hold(ev) // reported once validated (D25)
+			return
+		}
+	}
 	e.events = append(e.events, ev)
 }
 
@@ -255,6 +342,9 @@ func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte)
 		return
 	}
 	c.handlePacket(now, ch, payload)
+	if c.unvalidated && ch == chHeartbeat && c.state != 0 {
+		e.afterHeartbeat(now, c)
+	}
 	e.touch(c, now)
 }
 
@@ -327,15 +417,16 @@ func (e *Endpoint) NextDeadline() (deadline clock.Time, ok bool) {
 // Handle* and Send call.
 func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool) {
 	buf = buf[:0]
-	if e.ctlHead < len(e.ctl) {
-		m := e.ctl[e.ctlHead]
-		e.ctl[e.ctlHead] = ctlOut{}
-		e.ctlHead++
-		if e.ctlHead == len(e.ctl) {
-			e.ctl, e.ctlHead = e.ctl[:0], 0
+	for {
+		m, ok := e.popCtl()
+		if !ok {
+			break
 		}
 		b := appendControl(appendPacketHeader(buf, chControl), m.c)
 		if c := e.byAddr[m.to]; c != nil {
+			if c.unvalidated && !e.mayTransmit(c, len(b)) {
+				continue
+			}
 			c.countSent(len(b))
 		}
 		return Transmit{To: m.to, N: len(b)}, true
@@ -355,6 +446,9 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 		if c.state != 0 {
 			// Round robin: it goes to the back while it has more.
 			e.touch(c, now)
+		}
+		if ok && c.unvalidated && !e.mayTransmit(c, len(b)) {
+			continue // withheld, as if lost (D25)
 		}
 		if ok {
 			c.countSent(len(b))

@@ -64,6 +64,11 @@ var (
 	// ErrTransportClosed: a connection-based transport reported the
 	// connection dropped.
 	ErrTransportClosed = errors.New("fastnet: transport connection lost")
+	// ErrPeerRestarted: a "connect?" came from the peer's address too
+	// long after its handshake to be a retry of it: the client restarted
+	// on the same address and port, and its new connection replaces this
+	// one (D28).
+	ErrPeerRestarted = errors.New("fastnet: closed by a restarted peer")
 )
 
 // RefusedError is the reason a server gave in its "abort" reply.

@@ -3,8 +3,10 @@ package fastnet
 import (
 	"errors"
 	"net/netip"
+	"time"
 
 	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/mtu"
 )
 
 // Channel -1: status queries, the handshake and disconnect (D15, D18).
@@ -81,7 +83,7 @@ func (e *Endpoint) handleControl(now clock.Time, from netip.AddrPort, c *conn, p
 		return
 	}
 	if e.cfg.Role == Server {
-		e.serverControl(now, from, c, m)
+		e.serverControl(now, from, c, m, 2+len(p))
 	} else {
 		e.clientControl(now, c, m)
 	}
@@ -90,21 +92,29 @@ func (e *Endpoint) handleControl(now clock.Time, from netip.AddrPort, c *conn, p
 	}
 }
 
-func (e *Endpoint) serverControl(now clock.Time, from netip.AddrPort, c *conn, m control) {
+// serverControl handles a channel -1 payload that arrived in a datagram of
+// n bytes.
+func (e *Endpoint) serverControl(now clock.Time, from netip.AddrPort, c *conn, m control, n int) {
 	switch m.kind {
 	case ctlQueryFastnet:
-		// Answered for anyone, always (D15).
+		// Answered for anyone, always (D15), statelessly: the answer is
+		// less than 3 times the query (D25).
 		e.queueCtl(from, control{kind: ctlFastnetYes})
 	case ctlQueryVersion:
 		e.queueCtl(from, control{kind: ctlVersion, text: Version})
 	case ctlConnect:
 		if c != nil {
-			// A repeated "connect?": the client may have lost our
-			// answer; the same ID again and nothing else (D15).
-			e.queueCtl(from, control{kind: ctlConnected, id: c.id})
-			return
+			if c.mayBeRetry(now) {
+				// A repeated "connect?": the client may have lost our
+				// answer; the same ID again and nothing else (D15).
+				e.queueCtlOnce(from, control{kind: ctlConnected, id: c.id})
+				return
+			}
+			// Too late to be a retry: a new client on the old one's
+			// address (D28, N34).
+			e.disconnect(now, c, ErrPeerRestarted, false)
 		}
-		e.accept(now, from)
+		e.accept(now, from, n)
 	case ctlDisconnect:
 		if c != nil {
 			e.disconnect(now, c, &PeerClosedError{Reason: m.text}, false)
@@ -114,25 +124,118 @@ func (e *Endpoint) serverControl(now clock.Time, from netip.AddrPort, c *conn, m
 	}
 }
 
-// accept establishes a connection from addr, or refuses it.
-func (e *Endpoint) accept(now clock.Time, from netip.AddrPort) {
-	if len(e.conns) >= e.cfg.MaxConnections {
-		e.queueCtl(from, control{kind: ctlAbort, text: errServerFull.Error()})
+// accept opens an unvalidated connection for a "connect?" of n bytes from
+// addr, or refuses it (D25).
+func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
+	// A refusal goes to an address not yet validated: it may be at most
+	// 3 times the "connect?" (D25), so a long reason is cut (N33).
+	room := amplification*n - 2 - len("abort")
+	if e.cfg.Transport == Stream {
+		room = maxReason // the transport's handshake proved the address
+	}
+	if e.validated() >= e.cfg.MaxConnections {
+		e.queueCtlOnce(from, control{kind: ctlAbort, text: cutTo(errServerFull.Error(), room)})
 		return
 	}
 	if e.cfg.Accept != nil {
 		if err := e.cfg.Accept(from); err != nil {
-			e.queueCtl(from, control{kind: ctlAbort, text: validReason(err.Error())})
+			e.queueCtlOnce(from, control{kind: ctlAbort, text: cutTo(validReason(err.Error()), room)})
 			return
+		}
+	}
+	if e.cfg.Transport == Stream {
+		// A connection-based transport's own handshake proved the
+		// address (N33): no validation.
+		c := e.addConn(from)
+		c.id = e.newID()
+		e.ids[c.id] = c
+		e.queueCtlOnce(from, control{kind: ctlConnected, id: c.id})
+		c.establish(now)
+		e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: from, ID: c.id})
+		e.touch(c, now)
+		return
+	}
+	if e.unvalidated.n >= e.cfg.MaxUnvalidated {
+		// The oldest unvalidated connection makes room, silently.
+		if old := e.unvalidated.oldest(); old != nil {
+			e.vstats.Evicted++
+			e.disconnect(now, old, ErrTimeout, false)
 		}
 	}
 	c := e.addConn(from)
 	c.id = e.newID()
 	e.ids[c.id] = c
-	e.queueCtl(from, control{kind: ctlConnected, id: c.id})
+	c.unvalidated = true
+	c.validateBy = now.Add(e.cfg.ValidationTimeout)
+	c.recvBudget.Limit = e.cfg.UnvalidatedReceiveMemory
+	c.stats.PacketsReceived++
+	c.stats.BytesReceived += uint64(n)
+	e.unvalidated.push(c)
+	c.hb.startChallenge(e.cfg.Rand, e.cfg.ConnectRetry)
+	e.queueCtlOnce(from, control{kind: ctlConnected, id: c.id})
 	c.establish(now)
-	e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: from, ID: c.id})
 	e.touch(c, now)
+}
+
+// validated returns the number of a server's validated connections, those
+// counted against Config.MaxConnections.
+func (e *Endpoint) validated() int { return len(e.conns) - e.unvalidated.n }
+
+// afterHeartbeat validates c once its client echoed the challenge, or ends
+// it silently if the client echoed a value never sent (D25).
+func (e *Endpoint) afterHeartbeat(now clock.Time, c *conn) {
+	switch {
+	case c.hb.forged:
+		e.vstats.Forged++
+		e.disconnect(now, c, ErrTimeout, false)
+	case c.hb.echoed:
+		e.validate(now, c)
+	}
+}
+
+// validate makes c a connection like any other once its client proved it
+// receives at its address (D25): it now counts against MaxConnections (and
+// is refused if they are full), the application hears of it, and what it
+// sent meanwhile is delivered.
+func (e *Endpoint) validate(now clock.Time, c *conn) {
+	e.unvalidated.n--
+	c.unvalidated = false
+	c.hb.endChallenge(heartbeatInterval(e.cfg.Timeout))
+	e.vstats.Validated++
+	if e.validated() > e.cfg.MaxConnections {
+		// Full since its "connect?" (D25): refused now. The client
+		// already counts itself connected; abort ends its connection
+		// as refused (N33).
+		e.queueCtlOnce(c.addr, control{kind: ctlAbort, text: errServerFull.Error()})
+		e.vstats.Refused++
+		e.removeConn(c)
+		return
+	}
+	c.recvBudget.Limit = e.cfg.ConnReceiveMemory
+	c.recvPaused = false
+	r := c.responder
+	c.startMTU(now)
+	if r != nil {
+		c.responder = r // its count may be mid-round
+	}
+	e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id})
+	for i, ev := range c.held {
+		e.emit(ev)
+		c.held[i] = Event{}
+	}
+	c.held, c.heldBytes = nil, 0
+	e.touch(c, now)
+}
+
+// mayBeRetry reports whether a "connect?" from c's address at now may still
+// be a retry of c's handshake (D28): until the client's heartbeats have
+// been heard for longer than a retry could have been delayed behind them,
+// max(1 s, 4 RTTs) counted from the first (N34).
+func (c *conn) mayBeRetry(now clock.Time) bool {
+	if c.hb.firstHeard == 0 {
+		return true
+	}
+	return now.Sub(c.hb.firstHeard) < max(time.Second, 4*c.hb.srtt)
 }
 
 // newID draws a connection ID unique among established connections, from
@@ -191,6 +294,10 @@ func (e *Endpoint) clientControl(now clock.Time, c *conn, m control) {
 		switch m.kind {
 		case ctlDisconnect:
 			e.disconnect(now, c, &PeerClosedError{Reason: m.text}, false)
+		case ctlAbort:
+			// A server refuses a connection it has answered "connected"
+			// when its validation finds the server full (D25, N33).
+			e.disconnect(now, c, &RefusedError{Reason: m.text}, false)
 		case ctlConnected, ctlFastnetYes, ctlVersion:
 			// Answers to our retries that crossed the first answer.
 		default:
@@ -205,7 +312,12 @@ func (c *conn) establish(now clock.Time) {
 	c.state = stateConnected
 	c.retryAt = 0
 	c.hb.start(now)
-	c.startMTU(now)
+	if !c.unvalidated {
+		c.startMTU(now)
+	} else if c.ep.cfg.Transport == Datagram {
+		// No probes until validated (D25); the client's are answered.
+		c.responder = mtu.NewResponder()
+	}
 }
 
 // IncompatibleError says which version a server that is not a Fastnet 1.0

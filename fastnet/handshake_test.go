@@ -157,6 +157,7 @@ func TestServerIDsUnique(t *testing.T) {
 	for i := 0; i < 500; i++ {
 		from := netip.AddrPortFrom(netip.MustParseAddr("10.1.0.1"), uint16(1000+i))
 		tc.recvFrom(from, chControl, []byte("connect?"))
+		tc.echoChallengeFrom(from)
 		ev := tc.wantEvent("connected", EventConnected)
 		if seen[ev.ID] || ev.ID == 0 {
 			t.Fatalf("ID %d reused or zero", ev.ID)

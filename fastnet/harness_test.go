@@ -20,6 +20,9 @@ type testEndpoint struct {
 	buf  []byte
 	sent []sentPacket // transmitted and not yet consumed by want*
 	evs  []Event
+	// firstBeat is the server's first heartbeat, echoed by connectServer
+	// (D25).
+	firstBeat int16
 }
 
 type sentPacket struct {
@@ -189,9 +192,37 @@ func (tc *testEndpoint) connectServer() (Handle, uint32) {
 		tc.t.Fatalf("server answered connect? with %q", tc.sent[0].payload)
 	}
 	tc.sent = tc.sent[1:]
+	tc.wantNoEvent("server unvalidated (D25)")
+	tc.firstBeat = tc.echoChallenge()
 	ev := tc.wantEvent("server connected", EventConnected)
 	if ev.ID != m.id {
 		tc.t.Fatalf("Connected event ID %d, but sent %d", ev.ID, m.id)
 	}
 	return ev.Conn, m.id
+}
+
+// echoChallenge plays the client echoing the server's first heartbeat, the
+// challenge of address validation (D25), and consumes that heartbeat.
+func (tc *testEndpoint) echoChallenge() int16 {
+	tc.t.Helper()
+	return tc.echoChallengeFrom(tc.peer)
+}
+
+// echoChallengeFrom echoes the first heartbeat the server sent to from,
+// from there, and returns its value.
+func (tc *testEndpoint) echoChallengeFrom(from netip.AddrPort) int16 {
+	tc.t.Helper()
+	for i, p := range tc.sent {
+		if p.ch == chHeartbeat && p.to == from {
+			tc.sent = append(tc.sent[:i:i], tc.sent[i+1:]...)
+			v, err := parseHeartbeat(p.payload)
+			if err != nil || v <= 0 {
+				tc.t.Fatalf("server heartbeat %x", p.payload)
+			}
+			tc.recvFrom(from, chHeartbeat, p.payload)
+			return v
+		}
+	}
+	tc.t.Fatal("server sent no heartbeat to echo")
+	return 0
 }

@@ -27,6 +27,7 @@ type heartbeat struct {
 	server   bool
 	next     int16      // the next value to originate
 	nextSend clock.Time // when to originate it
+	lastSent clock.Time // when the last was originated
 	// lastHeard is when the peer's last heartbeat (originated or echo)
 	// arrived; the connection times out Config.Timeout after it.
 	lastHeard clock.Time
@@ -38,6 +39,18 @@ type heartbeat struct {
 
 	srtt, rttvar, minRTT time.Duration
 	sampled              bool
+
+	// firstHeard is when the peer's first heartbeat arrived, 0 before
+	// (D28).
+	firstHeard clock.Time
+	// A server's challenge (D25): while challenge is non-zero the
+	// connection is unvalidated, its heartbeats go out at most challenge
+	// apart, first is the first value originated, and the peer's echo of
+	// a value originated since sets echoed, of any other positive value
+	// forged.
+	challenge      time.Duration
+	first          int16
+	echoed, forged bool
 }
 
 // sentBeat is an originated heartbeat awaiting its echo.
@@ -68,8 +81,32 @@ func (h *heartbeat) start(now clock.Time) {
 	h.lastHeard = now
 }
 
+// startChallenge makes a server's heartbeats the challenge of D25: the
+// first value originated is drawn from r (1..32767), so that a sender who
+// cannot see the server's packets cannot echo it, and they go out every
+// interval until the peer echoes one.
+func (h *heartbeat) startChallenge(r interface{ IntN(int) int }, interval time.Duration) {
+	h.next = int16(r.IntN(32767) + 1)
+	h.first = h.next
+	h.challenge = interval
+}
+
+// originated reports whether the server originated v since its challenge
+// began: the values go up from first, one per heartbeat, wrapping from
+// 32767 to 1.
+func (h *heartbeat) originated(v int16) bool {
+	if v <= 0 || h.sentN >= 32767 {
+		return v > 0
+	}
+	d := (int(v) - int(h.first) + 32767) % 32767
+	return d < h.sentN
+}
+
 // originate returns the value to send now and schedules the next one.
 func (h *heartbeat) originate(now clock.Time, interval time.Duration) int16 {
+	if h.challenge > 0 {
+		interval = min(interval, h.challenge)
+	}
 	v := h.next
 	if h.server {
 		if h.next == 32767 {
@@ -86,14 +123,34 @@ func (h *heartbeat) originate(now clock.Time, interval time.Duration) int16 {
 	}
 	h.sent[h.sentN%outstanding] = sentBeat{v, now}
 	h.sentN++
+	h.lastSent = now
 	h.nextSend = now.Add(interval)
 	return v
+}
+
+// endChallenge returns the heartbeats to their interval once the
+// connection is validated (D25).
+func (h *heartbeat) endChallenge(interval time.Duration) {
+	h.challenge = 0
+	if h.sentN > 0 {
+		h.nextSend = h.lastSent.Add(interval)
+	}
 }
 
 // receive handles a heartbeat value from the peer at now.
 func (h *heartbeat) receive(now clock.Time, v int16) {
 	h.lastHeard = now
+	if h.firstHeard == 0 {
+		h.firstHeard = now
+	}
 	ours := (h.server && v > 0) || (!h.server && v < 0)
+	if ours && h.challenge > 0 {
+		if h.originated(v) {
+			h.echoed = true
+		} else {
+			h.forged = true
+		}
+	}
 	if !ours {
 		if v != 0 && h.echoN < outstanding {
 			h.echoes[h.echoN] = v

@@ -154,14 +154,7 @@ func appendControl(b []byte, c control) []byte {
 
 // cutReason shortens s to at most maxReason bytes at a rune boundary.
 func cutReason(s string) string {
-	if len(s) <= maxReason {
-		return s
-	}
-	n := maxReason
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return cutTo(s, maxReason)
 }
 
 // A heartbeat (D16) is exactly one i16.

@@ -38,7 +38,11 @@ func connect(t *testing.T, n *Network, cli *fastnet.Endpoint) fastnet.Handle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	connected := func() bool { return hasKind(n.Events(addr(2)), fastnet.EventConnected) }
+	// Both ends: the server's once the client's echo validated the
+	// connection (D25).
+	connected := func() bool {
+		return hasKind(n.Events(addr(2)), fastnet.EventConnected) && hasKind(n.Events(addr(1)), fastnet.EventConnected)
+	}
 	if err := n.RunUntilCond(connected, 30*time.Second); err != nil {
 		t.Fatalf("connecting: %v; client events %v", err, n.Events(addr(2)))
 	}
