@@ -173,6 +173,11 @@ type Conn struct {
 	rawWrites atomic.Bool
 	waited    bool
 	waitKnown bool
+
+	// df is what New found out about the don't-fragment bit; tooBig
+	// counts datagrams the kernel refused as too big (pmtu.go).
+	df     dfState
+	tooBig atomic.Uint64
 }
 
 // Listen opens a UDP socket on address ("host:port"; network is "udp",
@@ -191,10 +196,12 @@ func Listen(ctx context.Context, network, address string, o Options) (*Conn, err
 	return New(uc, o), nil
 }
 
-// New wraps uc, which the Conn then owns (Close closes it), and sizes its
-// socket buffers as o says.
+// New wraps uc, which the Conn then owns (Close closes it), sizes its
+// socket buffers as o says, and sets the don't-fragment bit of its
+// datagrams wherever the system allows (D29; see Conn.DontFragment).
 func New(uc *net.UDPConn, o Options) *Conn {
 	c := &Conn{uc: uc}
+	c.df = setDontFragment(uc)
 	if !o.noRaw {
 		c.raw = newRawSocket(uc)
 		c.rawReads.Store(c.raw != nil)
@@ -396,10 +403,18 @@ func (c *Conn) readBatch(msgs []Message) (int, error) {
 // WriteBatch sends each msgs[i].Buf to msgs[i].Addr, in order, and returns
 // how many it sent. If err is not nil, msgs[n] is the message that failed;
 // the caller may drop it and go on with msgs[n+1:] (a UDP send that fails
-// is a lost datagram), unless errors.Is(err, net.ErrClosed).
+// is a lost datagram), unless errors.Is(err, net.ErrClosed). A datagram
+// the system refuses as larger than the path (EMSGSIZE, with the
+// don't-fragment bit) is such a failure, and is counted (Conn.TooBig).
 //
 // WriteBatch keeps no reference to msgs or their buffers after it returns.
 func (c *Conn) WriteBatch(msgs []Message) (int, error) {
+	n, err := c.writeAll(msgs)
+	c.countTooBig(err)
+	return n, err
+}
+
+func (c *Conn) writeAll(msgs []Message) (int, error) {
 	if c.writeBatched.Load() {
 		n, err := c.writeBatch(msgs)
 		if n > 0 || err == nil || !unsupported(err) {
