@@ -33,8 +33,8 @@ func TestConformance(t *testing.T) {
 			drivertest.Run(t, drivertest.Driver{
 				Name: v.name,
 				TCP:  true,
-				Listen: func(ctx context.Context, addr string, engine fastnet.Config, receiveQueue int) (*tcpdriver.Listener, error) {
-					return tcpdriver.Listen(ctx, addr, tcpdriver.Config{Engine: engine, ReceiveQueue: receiveQueue})
+				Listen: func(ctx context.Context, addr string, engine fastnet.Config, opts drivertest.ListenOptions) (*tcpdriver.Listener, error) {
+					return tcpdriver.Listen(ctx, addr, tcpdriver.Config{Engine: engine, ReceiveQueue: opts.ReceiveQueue, Backlog: opts.Backlog})
 				},
 				Dial: func(ctx context.Context, addr string, engine fastnet.Config) (*tcpdriver.Conn, error) {
 					return tcpdriver.Dial(ctx, addr, tcpdriver.Config{Engine: engine})

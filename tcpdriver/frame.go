@@ -2,6 +2,7 @@ package tcpdriver
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -23,6 +24,7 @@ const defaultFrameBuffer = 64 << 10
 // time, into memory it reuses.
 type frameReader struct {
 	br        *bufio.Reader
+	src       io.Reader // what br reads
 	maxPacket int
 	// long holds packets that do not fit in br's buffer. It grows with the
 	// bytes that actually arrive and is kept (at most maxPacket bytes) for the
@@ -40,7 +42,37 @@ func newFrameReader(r io.Reader, maxPacket, bufSize int) *frameReader {
 	if bufSize == 0 {
 		bufSize = defaultFrameBuffer
 	}
-	return &frameReader{br: bufio.NewReaderSize(r, bufSize), maxPacket: maxPacket}
+	return &frameReader{br: bufio.NewReaderSize(r, bufSize), src: r, maxPacket: maxPacket}
+}
+
+// grow gives the reader a read buffer of size bytes if its own is smaller
+// (a server's connection reads its handshake through a small one, N46).
+// What the old buffer holds is read first, then the stream.
+func (fr *frameReader) grow(size int) {
+	if fr.br.Size() >= size {
+		return
+	}
+	src := fr.src
+	if n := fr.br.Buffered(); n > 0 {
+		held, _ := fr.br.Peek(n)
+		src = &prefixReader{prefix: bytes.Clone(held), r: fr.src}
+	}
+	fr.br = bufio.NewReaderSize(src, size)
+}
+
+// prefixReader reads prefix, then r.
+type prefixReader struct {
+	prefix []byte
+	r      io.Reader
+}
+
+func (p *prefixReader) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.r.Read(b)
 }
 
 // next returns the next packet. The packet aliases the reader's memory and
@@ -168,6 +200,9 @@ func (fw *frameWriter) write(p []byte) error {
 func (fw *frameWriter) flush() error {
 	return fw.bw.Flush()
 }
+
+// size returns the size of the writer's buffer.
+func (fw *frameWriter) size() int { return fw.bw.Size() }
 
 // buffered returns the number of bytes waiting for flush.
 func (fw *frameWriter) buffered() int {

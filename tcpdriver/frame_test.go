@@ -537,3 +537,35 @@ func TestFrameReaderResumesAfterDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameReaderGrow checks that a reader whose buffer grows after the
+// handshake (N46) loses and repeats nothing: the packets its small buffer
+// held, whole or in part, come first, then the rest of the stream.
+func TestFrameReaderGrow(t *testing.T) {
+	const small, large, maxPacket = 16, 256, 1000
+	lengths := []int{3, 5, 2, 40, 7, 300, 0, 9}
+	var wire []byte
+	for _, n := range lengths {
+		wire = append(wire, frame(pattern(n))...)
+	}
+	// Grow after each number of packets, so that the small buffer holds
+	// a whole packet, part of one, or nothing when it grows.
+	for at := range len(lengths) {
+		fr := newFrameReader(bytes.NewReader(wire), maxPacket, small)
+		for i, n := range lengths {
+			if i == at {
+				fr.grow(large)
+				if fr.br.Size() != large {
+					t.Fatalf("after grow(%d): buffer of %d bytes", large, fr.br.Size())
+				}
+			}
+			got, err := fr.next()
+			if err != nil || !bytes.Equal(got, pattern(n)) {
+				t.Fatalf("grown before packet %d: packet %d: %x, %v; want %d bytes", at, i, got, err, n)
+			}
+		}
+		if _, err := fr.next(); err != io.EOF {
+			t.Errorf("grown before packet %d: at the end: %v, want io.EOF", at, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package tcpdriver
 
 import (
+	"container/list"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,6 +33,11 @@ type Message = driver.Message
 // fastnet.ErrClosed and unwraps to the reason.
 type CloseError = driver.CloseError
 
+// DriverStats are the driver's own counters of an endpoint
+// (Listener.DriverStats, Conn.DriverStats): socket write errors, the
+// listener's backlog, and the TCP connections still in their handshake.
+type DriverStats = driver.Stats
+
 // Config configures a TCP endpoint. The zero value works.
 type Config struct {
 	// Engine is the protocol configuration; Role and Transport are set by
@@ -46,9 +53,31 @@ type Config struct {
 	// WriteQueue bounds the bytes waiting to be written to one TCP
 	// connection: Send blocks while it is exceeded. Default 4 MiB.
 	WriteQueue int
+	// Backlog bounds a server's established connections waiting for
+	// Accept. While it is reached, new clients are refused with the
+	// reason "server busy"; a connection that ends before Accept takes it
+	// is dropped from the backlog with the messages it received (N47).
+	// Default (0): 128; negative is refused.
+	Backlog int
+	// MaxHandshakes bounds a server's TCP connections accepted whose
+	// Fastnet handshake has not completed (N46). When one more arrives,
+	// the oldest of them is closed to make room (counted in
+	// DriverStats.HandshakesDropped), so that connections that never
+	// speak cannot keep real clients out. Until its handshake completes a
+	// connection has small buffers. Default (0): 128; negative is
+	// refused.
+	MaxHandshakes int
+	// HandshakeTimeout closes a server's TCP connection whose Fastnet
+	// handshake has not completed this long after it was accepted
+	// (counted in DriverStats.HandshakeTimeouts, N46). Default (0):
+	// Engine.ConnectTimeout; negative is refused.
+	HandshakeTimeout time.Duration
 }
 
-const defaultWriteQueue = 4 << 20
+const (
+	defaultWriteQueue    = 4 << 20
+	defaultMaxHandshakes = 128
+)
 
 // Listen starts a Fastnet server on the TCP address addr ("host:port").
 func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
@@ -92,8 +121,14 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 }
 
 func newEngine(cfg Config) (*driver.Engine, error) {
+	switch {
+	case cfg.MaxHandshakes < 0:
+		return nil, fmt.Errorf("tcpdriver: MaxHandshakes %d is negative", cfg.MaxHandshakes)
+	case cfg.HandshakeTimeout < 0:
+		return nil, fmt.Errorf("tcpdriver: HandshakeTimeout %v is negative", cfg.HandshakeTimeout)
+	}
 	cfg.Engine.Transport = fastnet.Stream
-	return driver.NewEngine(cfg.Engine, driver.Options{ReceiveQueue: cfg.ReceiveQueue})
+	return driver.NewEngine(cfg.Engine, driver.Options{ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog})
 }
 
 // transport carries one endpoint's packets over its TCP connections, one
@@ -112,17 +147,30 @@ func newEngine(cfg Config) (*driver.Engine, error) {
 // the peer still sends until the peer closes in turn, so that the last
 // packets (a "disconnect", D18) are never lost to a reset; closeWait bounds
 // both steps.
+//
+// A server's connection that has not completed its Fastnet handshake is
+// cheap and bounded (N46): it has small buffers, it is closed when
+// handshakeTO has passed, and at most maxHandshakes of them are open, the
+// oldest closed to make room for a new one.
 type transport struct {
-	e          *driver.Engine
-	ln         net.Listener
-	maxPacket  int
-	writeQueue int
-	connectTO  time.Duration
-	closeWait  time.Duration
+	e             *driver.Engine
+	ln            net.Listener
+	maxPacket     int
+	writeQueue    int
+	handshakeTO   time.Duration
+	maxHandshakes int
+	closeWait     time.Duration
 
 	mu     sync.Mutex
 	conns  map[netip.AddrPort]*tcpConn
 	closed bool
+	// handshakes holds a server's connections still in their handshake,
+	// oldest first (N46).
+	handshakes list.List
+
+	// Counters of DriverStats.
+	handshakesDropped atomic.Uint64
+	handshakeTimeouts atomic.Uint64
 }
 
 // minCloseWait is the least time an ending connection gets to write what is
@@ -133,7 +181,11 @@ const minCloseWait = 100 * time.Millisecond
 type tcpConn struct {
 	nc         net.Conn
 	remote     netip.AddrPort
+	server     bool          // accepted by a listener
 	readerDone chan struct{} // closed when the reader returns
+	// hs is c's place in transport.handshakes while a server's
+	// connection is in its handshake (transport.mu).
+	hs *list.Element
 
 	// The stream's read role (driver.StreamReader): the reader goroutine
 	// holds it, or a goroutine in Receive. fr is the holder's.
@@ -179,19 +231,34 @@ const (
 // two Receive calls wait no longer (N26).
 const idleDelay = 5 * time.Millisecond
 
+// handshakeBuffer is the size of a connection's read and write buffers
+// while it is a server's in its handshake (N46): the handshake's packets
+// are a few bytes each, and a longer one is still read whole (frameReader
+// grows for it).
+const handshakeBuffer = 512
+
 func newTransport(e *driver.Engine, cfg Config) *transport {
 	wq := cfg.WriteQueue
 	if wq <= 0 {
 		wq = defaultWriteQueue
 	}
 	ec := e.Config()
+	hto := cfg.HandshakeTimeout
+	if hto == 0 {
+		hto = ec.ConnectTimeout
+	}
+	mh := cfg.MaxHandshakes
+	if mh == 0 {
+		mh = defaultMaxHandshakes
+	}
 	return &transport{
-		e:          e,
-		maxPacket:  ec.MaxPacketSize,
-		writeQueue: wq,
-		connectTO:  ec.ConnectTimeout,
-		closeWait:  max(ec.Linger, minCloseWait),
-		conns:      make(map[netip.AddrPort]*tcpConn),
+		e:             e,
+		maxPacket:     ec.MaxPacketSize,
+		writeQueue:    wq,
+		handshakeTO:   hto,
+		maxHandshakes: mh,
+		closeWait:     max(ec.Linger, minCloseWait),
+		conns:         make(map[netip.AddrPort]*tcpConn),
 	}
 }
 
@@ -214,8 +281,8 @@ func (t *transport) acceptLoop() {
 }
 
 // add starts the reader and writer of a new TCP connection. A server's
-// connection must complete the Fastnet handshake within the connect
-// timeout.
+// connection must complete the Fastnet handshake within handshakeTO, and
+// closes the oldest still in its handshake if maxHandshakes are (N46).
 func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 	ap := nc.RemoteAddr().(*net.TCPAddr).AddrPort()
 	remote := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
@@ -226,12 +293,21 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 			rc, _ = tc.SyscallConn()
 		}
 	}
+	bufSize := 0 // defaultFrameBuffer
+	if server {
+		bufSize = handshakeBuffer
+	}
 	c := &tcpConn{
-		nc: nc, remote: remote, rc: rc, readerDone: make(chan struct{}),
-		fr:    newFrameReader(streamReader(nc), t.maxPacket, 0),
+		nc: nc, remote: remote, server: server, rc: rc, readerDone: make(chan struct{}),
+		fr:    newFrameReader(streamReader(nc), t.maxPacket, bufSize),
 		ready: make(chan struct{}, 1), token: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		idle: t.e.NewIdleTimer(idleDelay),
 	}
+	if server {
+		c.deadline = time.Now().Add(t.handshakeTO)
+		nc.SetReadDeadline(c.deadline)
+	}
+	var oldest *tcpConn
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -239,14 +315,50 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 		return remote
 	}
 	t.conns[remote] = c
-	t.mu.Unlock()
 	if server {
-		c.deadline = time.Now().Add(t.connectTO)
-		nc.SetReadDeadline(c.deadline)
+		if t.handshakes.Len() >= t.maxHandshakes {
+			oldest = t.handshakes.Remove(t.handshakes.Front()).(*tcpConn)
+			oldest.hs = nil
+		}
+		c.hs = t.handshakes.PushBack(c)
+	}
+	t.mu.Unlock()
+	if oldest != nil {
+		// Its reader fails at once and its writer closes it (see
+		// failed): nothing of it is kept.
+		t.handshakesDropped.Add(1)
+		oldest.nc.Close()
 	}
 	t.e.Go(func() { t.readLoop(c) })
 	t.e.Go(func() { t.writeLoop(c) })
 	return remote
+}
+
+// settled takes c out of the connections in their handshake (N46).
+func (t *transport) settled(c *tcpConn) {
+	t.mu.Lock()
+	if c.hs != nil {
+		t.handshakes.Remove(c.hs)
+		c.hs = nil
+	}
+	t.mu.Unlock()
+}
+
+// AddStats adds the transport's counters to s (driver.StatsReporter).
+func (t *transport) AddStats(s *driver.Stats) {
+	t.mu.Lock()
+	s.Handshakes = t.handshakes.Len()
+	t.mu.Unlock()
+	s.HandshakesDropped = t.handshakesDropped.Load()
+	s.HandshakeTimeouts = t.handshakeTimeouts.Load()
+}
+
+// writeFailed counts a failed write (DriverStats.WriteErrors), unless it
+// failed because this side had closed the socket.
+func (t *transport) writeFailed(err error) {
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		t.e.CountWriteError()
+	}
 }
 
 // readLoop is the connection's reader goroutine. It reads the stream
@@ -294,11 +406,21 @@ func (t *transport) readBackground(c *tcpConn) bool {
 		}
 		p, err := c.fr.next()
 		if err != nil {
+			c.mu.Lock()
+			late := c.server && !c.established && !c.ending
+			c.mu.Unlock()
+			if late && errors.Is(err, os.ErrDeadlineExceeded) {
+				t.handshakeTimeouts.Add(1) // N46
+			}
 			t.failed(c, err)
 			return false
 		}
 		t.e.Input(c.remote, p)
 		if !c.established && t.e.Established(c.remote) {
+			t.settled(c)
+			// The reader goroutine holds the role: nobody else
+			// reads through c.fr now.
+			c.fr.grow(defaultFrameBuffer)
 			c.mu.Lock()
 			c.established = true
 			if !c.ending { // an ending connection keeps its deadline
@@ -547,7 +669,7 @@ func (t *transport) PauseRead(addr netip.AddrPort, paused bool) {
 }
 
 func (t *transport) writeLoop(c *tcpConn) {
-	fw := newFrameWriter(c.nc, t.maxPacket, 0)
+	var fw *frameWriter
 	var batch []byte
 	for {
 		select {
@@ -565,6 +687,7 @@ func (t *transport) writeLoop(c *tcpConn) {
 		c.partial = nil
 		ending := c.ending
 		c.writing = true
+		fw = t.frameWriter(c, fw)
 		c.mu.Unlock()
 		t.e.Wake(c.remote) // Send may go on
 		err := writeRaw(c.nc, partial)
@@ -577,6 +700,7 @@ func (t *transport) writeLoop(c *tcpConn) {
 		if err != nil {
 			// The connection is broken: the reader, which may be
 			// paused, stops too.
+			t.writeFailed(err)
 			c.nc.Close()
 			t.failed(c, err)
 			<-c.readerDone
@@ -589,6 +713,21 @@ func (t *transport) writeLoop(c *tcpConn) {
 			return
 		}
 	}
+}
+
+// frameWriter returns the writer of c's next frames, fw or a new one: a
+// small one while c is a server's connection in its handshake, a full one
+// after (N46). It is called with c.mu held, between batches, when fw has
+// nothing buffered (writeFrames flushes).
+func (t *transport) frameWriter(c *tcpConn, fw *frameWriter) *frameWriter {
+	size := defaultFrameBuffer
+	if c.server && !c.established {
+		size = handshakeBuffer
+	}
+	if fw == nil || fw.size() < size {
+		fw = newFrameWriter(c.nc, t.maxPacket, size)
+	}
+	return fw
 }
 
 // writeRaw writes b, bytes already framed.
@@ -626,14 +765,18 @@ func (t *transport) finish(c *tcpConn, fw *frameWriter) {
 	partial := c.partial
 	c.partial = nil
 	established := c.established
+	if len(batch) > 0 {
+		fw = t.frameWriter(c, fw)
+	}
 	c.nc.SetWriteDeadline(deadline)
 	c.setDeadlineLocked(deadline)
 	c.wakeLocked()
 	c.mu.Unlock()
 	err := writeRaw(c.nc, partial)
-	if err == nil {
+	if err == nil && len(batch) > 0 {
 		err = writeFrames(fw, batch)
 	}
+	t.writeFailed(err)
 	if tc, ok := c.nc.(*net.TCPConn); ok && err == nil && established {
 		tc.CloseWrite()
 	} else {
@@ -649,6 +792,10 @@ func (t *transport) forget(c *tcpConn) {
 	t.mu.Lock()
 	if t.conns[c.remote] == c {
 		delete(t.conns, c.remote)
+	}
+	if c.hs != nil {
+		t.handshakes.Remove(c.hs)
+		c.hs = nil
 	}
 	t.mu.Unlock()
 }

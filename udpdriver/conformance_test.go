@@ -35,8 +35,8 @@ func TestConformance(t *testing.T) {
 			}
 			drivertest.Run(t, drivertest.Driver{
 				Name: v.name,
-				Listen: func(ctx context.Context, addr string, engine fastnet.Config, receiveQueue int) (*udpdriver.Listener, error) {
-					return udpdriver.Listen(ctx, addr, udpdriver.Config{Engine: engine, ReceiveQueue: receiveQueue, NoOffload: v.noOffload})
+				Listen: func(ctx context.Context, addr string, engine fastnet.Config, opts drivertest.ListenOptions) (*udpdriver.Listener, error) {
+					return udpdriver.Listen(ctx, addr, udpdriver.Config{Engine: engine, ReceiveQueue: opts.ReceiveQueue, Backlog: opts.Backlog, NoOffload: v.noOffload})
 				},
 				Dial: func(ctx context.Context, addr string, engine fastnet.Config) (*udpdriver.Conn, error) {
 					return udpdriver.Dial(ctx, addr, udpdriver.Config{Engine: engine, NoOffload: v.noOffload})

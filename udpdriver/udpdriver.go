@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
@@ -45,6 +46,11 @@ type Message = driver.Message
 // fastnet.ErrClosed and unwraps to the reason.
 type CloseError = driver.CloseError
 
+// DriverStats are the driver's own counters of an endpoint
+// (Listener.DriverStats, Conn.DriverStats): socket write errors and the
+// listener's backlog.
+type DriverStats = driver.Stats
+
 // Config configures a UDP endpoint. The zero value works.
 type Config struct {
 	// Engine is the protocol configuration; Role and Transport are set by
@@ -58,6 +64,12 @@ type Config struct {
 	// Unreliable messages that do not fit are dropped (Conn.DroppedUnread).
 	// Default (0): 4*MaxMessageSize, at least 16 MiB; negative is refused.
 	ReceiveQueue int
+	// Backlog bounds a server's established connections waiting for
+	// Accept. While it is reached, new clients are refused with the
+	// reason "server busy"; a connection that ends before Accept takes it
+	// is dropped from the backlog with the messages it received (N47).
+	// Default (0): 128; negative is refused.
+	Backlog int
 	// SocketBuffer is the size asked for the socket's buffers (default
 	// 8 MiB, halved until the system accepts); negative keeps the system's.
 	SocketBuffer int
@@ -114,7 +126,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 
 func newEngine(cfg Config) (*driver.Engine, error) {
 	cfg.Engine.Transport = fastnet.Datagram
-	return driver.NewEngine(cfg.Engine, driver.Options{ReceiveQueue: cfg.ReceiveQueue, CombineWrites: true})
+	return driver.NewEngine(cfg.Engine, driver.Options{ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, CombineWrites: true})
 }
 
 // resolve turns "host:port" into one address, IPv4 unmapped.
@@ -150,6 +162,7 @@ func resolve(ctx context.Context, addr string) (netip.AddrPort, error) {
 // transport writes the engine's datagrams to the socket.
 type transport struct {
 	uc *udpio.Conn
+	e  *driver.Engine
 }
 
 func (t *transport) WriteBatch(msgs []udpio.Message) {
@@ -158,7 +171,12 @@ func (t *transport) WriteBatch(msgs []udpio.Message) {
 		if err == nil || errors.Is(err, net.ErrClosed) {
 			return
 		}
-		// msgs[n] failed: a lost datagram, as UDP allows. Go on.
+		// msgs[n] failed: a lost datagram, as UDP allows. Go on, and
+		// count it (N48). A datagram too large for the path (EMSGSIZE)
+		// is MTU estimation's business, not a failure of the socket.
+		if !errors.Is(err, syscall.EMSGSIZE) {
+			t.e.CountWriteError()
+		}
 		msgs = msgs[n+1:]
 	}
 }
@@ -176,5 +194,5 @@ func (t *transport) ReadWaited() (waited, known bool) { return t.uc.ReadWaited()
 
 // start attaches the socket; the engine reads it.
 func start(e *driver.Engine, uc *udpio.Conn) {
-	e.Start(&transport{uc: uc})
+	e.Start(&transport{uc: uc, e: e})
 }

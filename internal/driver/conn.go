@@ -24,6 +24,7 @@ type Conn struct {
 	remote      netip.AddrPort
 	established bool
 	owner       bool // a dialed connection owns its engine
+	backlogged  bool // in its listener's backlog, not yet accepted (e.mu)
 
 	// Guarded by e.mu.
 	queue      []Message
@@ -106,6 +107,9 @@ func (c *Conn) endLocked(err error, local bool) {
 	delete(c.e.conns, c.h)
 	if c.e.byAddr[c.remote] == c {
 		delete(c.e.byAddr, c.remote)
+	}
+	if c.backlogged {
+		c.e.listener.removeLocked(c)
 	}
 	close(c.done)
 	c.signalLocked()

@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/clock"
@@ -83,7 +84,21 @@ type Options struct {
 	// before it returns; that suits a transport whose WriteBatch only
 	// queues (TCP), whose order with Ender.Ended must hold.
 	CombineWrites bool
+	// Backlog bounds a server's established connections waiting for
+	// Accept (N47). While it is reached, a new client is refused with the
+	// reason "server busy" (counted in Stats.BacklogRefused); a
+	// connection that ends before Accept takes it leaves the backlog at
+	// once, with the messages it received (Stats.BacklogEnded). Default
+	// DefaultBacklog; negative is refused.
+	Backlog int
 }
+
+// DefaultBacklog is the default of Options.Backlog.
+const DefaultBacklog = 128
+
+// errServerBusy is the reason a client is refused with while the
+// listener's backlog is full (Options.Backlog).
+var errServerBusy = errors.New("server busy")
 
 // sendBurst is how soon after the previous one a Send counts as part of a
 // burst (Options.CombineWrites), unless a Receive returned a message in
@@ -154,6 +169,8 @@ type Engine struct {
 	wg         sync.WaitGroup
 	closed     bool
 
+	writeErrors atomic.Uint64 // Stats.WriteErrors
+
 	// Server side.
 	listener *Listener
 
@@ -185,21 +202,43 @@ func NewEngine(cfg fastnet.Config, opts Options) (*Engine, error) {
 		crand.Read(seed[:])
 		cfg.Rand = rand.New(rand.NewChaCha8(seed))
 	}
+	if opts.ReceiveQueue < 0 {
+		return nil, fmt.Errorf("fastnet: ReceiveQueue %d is negative", opts.ReceiveQueue)
+	}
+	if opts.Backlog < 0 {
+		return nil, fmt.Errorf("fastnet: Backlog %d is negative", opts.Backlog)
+	}
+	if opts.Backlog == 0 {
+		opts.Backlog = DefaultBacklog
+	}
+	var e *Engine
+	if cfg.Role == fastnet.Server {
+		// A full backlog refuses a client before the application's hook
+		// is asked (N47). The hook runs inside the endpoint's inputs,
+		// under the engine's lock.
+		hook := cfg.Accept
+		cfg.Accept = func(addr netip.AddrPort) error {
+			if err := e.admitLocked(); err != nil {
+				return err
+			}
+			if hook != nil {
+				return hook(addr)
+			}
+			return nil
+		}
+	}
 	ep, err := fastnet.NewEndpoint(cfg)
 	if err != nil {
 		return nil, err
 	}
 	cfg = ep.Config()
-	if opts.ReceiveQueue < 0 {
-		return nil, fmt.Errorf("fastnet: ReceiveQueue %d is negative", opts.ReceiveQueue)
-	}
 	if opts.ReceiveQueue == 0 {
 		opts.ReceiveQueue = max(4*cfg.MaxMessageSize, 16<<20)
 	}
 	if opts.Batch <= 0 {
 		opts.Batch = 64
 	}
-	e := &Engine{
+	e = &Engine{
 		ep:      ep,
 		clk:     clock.NewReal(),
 		cfg:     cfg,
@@ -516,8 +555,10 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 			c = e.newConnLocked(ev.Conn, ev.Addr)
 			c.id = ev.ID
 			c.established = true
-			if e.listener != nil {
-				e.listener.pushLocked(c)
+			if l := e.listener; l != nil && !l.pushLocked(c) {
+				// The backlog filled after the accept hook let the
+				// client in: it is refused now (N47).
+				e.ep.Abort(e.clk.Now(), ev.Conn, errServerBusy.Error())
 			}
 			return
 		}

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
@@ -10,11 +11,28 @@ import (
 
 // Listener is a server: Accept returns its new connections.
 type Listener struct {
-	e      *Engine
-	addr   net.Addr
-	queue  []*Conn // guarded by e.mu
-	notify chan struct{}
-	closed bool
+	e    *Engine
+	addr net.Addr
+
+	// Guarded by e.mu.
+	queue   []*Conn // the backlog: established, not yet accepted (N47)
+	notify  chan struct{}
+	closed  bool
+	refused uint64 // Stats.BacklogRefused
+	ended   uint64 // Stats.BacklogEnded
+}
+
+// ErrListenerClosed is what Accept returns once the listener is closed. It
+// matches both fastnet.ErrClosed and net.ErrClosed with errors.Is.
+var ErrListenerClosed error = listenerClosedError{}
+
+type listenerClosedError struct{}
+
+func (listenerClosedError) Error() string { return "fastnet: listener closed" }
+
+// Is reports whether target is fastnet.ErrClosed or net.ErrClosed.
+func (listenerClosedError) Is(target error) bool {
+	return target == fastnet.ErrClosed || target == net.ErrClosed
 }
 
 // NewListener makes the engine, a server, hand its connections to a
@@ -25,10 +43,39 @@ func (e *Engine) NewListener(addr net.Addr) *Listener {
 	return l
 }
 
-func (l *Listener) pushLocked(c *Conn) {
+// admitLocked is asked, through the endpoint's accept hook, whether a
+// new client may be let in: not while the backlog is full (N47).
+func (e *Engine) admitLocked() error {
+	if l := e.listener; l != nil && len(l.queue) >= e.opts.Backlog {
+		l.refused++
+		return errServerBusy
+	}
+	return nil
+}
+
+// pushLocked adds c to the backlog, unless it is full (N47).
+func (l *Listener) pushLocked(c *Conn) bool {
+	if len(l.queue) >= l.e.opts.Backlog {
+		l.refused++
+		return false
+	}
+	c.backlogged = true
 	l.queue = append(l.queue, c)
 	close(l.notify)
 	l.notify = make(chan struct{})
+	return true
+}
+
+// removeLocked takes c, which has ended, out of the backlog, and drops
+// the messages it held for Receive (N47): nobody will ever read them.
+func (l *Listener) removeLocked(c *Conn) {
+	c.backlogged = false
+	if i := slices.Index(l.queue, c); i >= 0 {
+		l.queue = slices.Delete(l.queue, i, i+1)
+	}
+	l.ended++
+	clear(c.queue)
+	c.queue, c.head, c.queueBytes = nil, 0, 0
 }
 
 func (l *Listener) closeLocked() {
@@ -40,13 +87,16 @@ func (l *Listener) closeLocked() {
 }
 
 // Accept returns the next established connection, blocking until one
-// arrives, the listener is closed (fastnet.ErrClosed) or ctx is done.
+// arrives, the listener is closed (ErrListenerClosed, which matches
+// fastnet.ErrClosed and net.ErrClosed) or ctx is done. A connection that
+// ended before Accept could take it is never returned (N47).
 func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	e := l.e
 	for {
 		e.mu.Lock()
 		if len(l.queue) > 0 {
 			c := l.queue[0]
+			c.backlogged = false
 			l.queue[0] = nil
 			l.queue = l.queue[1:]
 			e.mu.Unlock()
@@ -54,7 +104,7 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 		}
 		if l.closed {
 			e.mu.Unlock()
-			return nil, fastnet.ErrClosed
+			return nil, ErrListenerClosed
 		}
 		wait := l.notify
 		e.needInputLocked() // new connections

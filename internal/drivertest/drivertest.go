@@ -37,10 +37,17 @@ type Driver struct {
 	TCP bool
 	// Listen starts a server on addr ("127.0.0.1:0") with the given
 	// engine configuration; Role and Transport are the driver's to set.
-	// receiveQueue is the driver's ReceiveQueue setting (0: its default).
-	Listen func(ctx context.Context, addr string, engine fastnet.Config, receiveQueue int) (*driver.Listener, error)
+	// opts are the driver's own settings (zero: its defaults).
+	Listen func(ctx context.Context, addr string, engine fastnet.Config, opts ListenOptions) (*driver.Listener, error)
 	// Dial connects a client to addr with the given engine configuration.
 	Dial func(ctx context.Context, addr string, engine fastnet.Config) (*driver.Conn, error)
+}
+
+// ListenOptions are the settings of a driver's Config beyond the engine's
+// that the suite varies.
+type ListenOptions struct {
+	ReceiveQueue int // Config.ReceiveQueue
+	Backlog      int // Config.Backlog
 }
 
 // Run runs the conformance suite on d, each test as a subtest. The tests
@@ -60,6 +67,7 @@ func Run(t *testing.T, d Driver) {
 		{"Unreliable", testUnreliable},
 		{"GracefulClose", testGracefulClose},
 		{"ListenerClose", testListenerClose},
+		{"Backlog", testBacklog},
 		{"ServerForgets", testServerForgets},
 		{"Refused", testRefused},
 		{"PeerVanishes", testPeerVanishes},
@@ -136,13 +144,13 @@ func config() fastnet.Config {
 // listen starts a server, closed when the test ends.
 func listen(t *testing.T, ctx context.Context, d Driver, cfg fastnet.Config) *driver.Listener {
 	t.Helper()
-	return listenQueue(t, ctx, d, cfg, 0)
+	return listenWith(t, ctx, d, cfg, ListenOptions{})
 }
 
-// listenQueue is listen with the driver's ReceiveQueue setting.
-func listenQueue(t *testing.T, ctx context.Context, d Driver, cfg fastnet.Config, receiveQueue int) *driver.Listener {
+// listenWith is listen with the driver's own settings.
+func listenWith(t *testing.T, ctx context.Context, d Driver, cfg fastnet.Config, opts ListenOptions) *driver.Listener {
 	t.Helper()
-	l, err := d.Listen(ctx, "127.0.0.1:0", cfg, receiveQueue)
+	l, err := d.Listen(ctx, "127.0.0.1:0", cfg, opts)
 	if err != nil {
 		t.Fatalf("%s: Listen: %v", d.Name, err)
 	}
@@ -277,5 +285,18 @@ func within(t *testing.T, limit time.Duration, what string, f func() error) erro
 	case <-time.After(limit):
 		t.Fatalf("%s did not return within %v", what, limit)
 		return nil
+	}
+}
+
+// eventually waits, up to bound, until cond holds, and fails the test if
+// it never does.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, bound)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

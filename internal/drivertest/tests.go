@@ -398,7 +398,7 @@ func testSlowReader(t *testing.T, d Driver) {
 	)
 	ctx := testContext(t)
 	cfg := config()
-	l := listenQueue(t, ctx, d, cfg, queue)
+	l := listenWith(t, ctx, d, cfg, ListenOptions{ReceiveQueue: queue})
 	c, sc := connect(t, ctx, d, l, cfg)
 
 	sent := make(chan error, 1)
@@ -651,8 +651,8 @@ func testListenerClose(t *testing.T, d Driver) {
 	case <-time.After(bound):
 		t.Fatal("Listener.Close did not unblock Accept")
 	}
-	if _, err := l.Accept(ctx); !errors.Is(err, fastnet.ErrClosed) {
-		t.Errorf("Accept after Close = %v, want fastnet.ErrClosed", err)
+	if _, err := l.Accept(ctx); !errors.Is(err, fastnet.ErrClosed) || !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close = %v, want an error matching fastnet.ErrClosed and net.ErrClosed", err)
 	}
 	if _, err := sc.Receive(ctx); !errors.Is(err, fastnet.ErrClosed) {
 		t.Errorf("server connection's Receive after Listener.Close = %v, want fastnet.ErrClosed", err)
@@ -666,6 +666,72 @@ func testListenerClose(t *testing.T, d Driver) {
 	}
 	if err := l.Close(); err != nil {
 		t.Errorf("second Listener.Close: %v", err)
+	}
+}
+
+// testBacklog checks the bound on the connections waiting for Accept
+// (N47): while Backlog of them wait, a new client is refused with the
+// reason "server busy"; one that ends before it is accepted leaves the
+// backlog at once, with the message it had sent, and Accept never returns
+// it; then a client gets in again.
+func testBacklog(t *testing.T, d Driver) {
+	const busy = "server busy"
+	ctx := testContext(t)
+	cfg := config()
+	l := listenWith(t, ctx, d, cfg, ListenOptions{Backlog: 2})
+
+	// Two clients fill the backlog; each names itself in its first
+	// message.
+	var clients []*driver.Conn
+	for i := range 2 {
+		c := dial(t, ctx, d, l.Addr().String(), cfg)
+		if err := c.Send(ctx, 0, []byte{byte(i)}, true); err != nil {
+			t.Fatalf("client %d: Send: %v", i, err)
+		}
+		clients = append(clients, c)
+	}
+	eventually(t, "two connections waiting for Accept", func() bool { return l.DriverStats().Backlog == 2 })
+
+	c, err := d.Dial(ctx, l.Addr().String(), cfg)
+	if err == nil {
+		c.Abort("")
+		t.Fatal("Dial succeeded while the backlog was full")
+	}
+	var re *fastnet.RefusedError
+	if !errors.As(err, &re) || re.Reason != busy {
+		t.Fatalf("Dial while the backlog was full = %v, want a refusal with the reason %q", err, busy)
+	}
+	if s := l.DriverStats(); s.BacklogRefused == 0 || s.Backlog != 2 {
+		t.Errorf("after a refusal: backlog %d, %d refused; want 2 and at least 1", s.Backlog, s.BacklogRefused)
+	}
+
+	// The first client leaves before it is accepted, with a message that
+	// nobody will read.
+	if err := clients[0].Send(ctx, 0, make([]byte, 64<<10), true); err != nil {
+		t.Fatalf("client 0: Send: %v", err)
+	}
+	if err := within(t, bound, "Close", clients[0].Close); err != nil {
+		t.Errorf("client 0: Close: %v", err)
+	}
+	eventually(t, "the ended connection to leave the backlog", func() bool {
+		s := l.DriverStats()
+		return s.Backlog == 1 && s.BacklogEnded == 1
+	})
+
+	// There is room again.
+	c = dial(t, ctx, d, l.Addr().String(), cfg)
+	if err := c.Send(ctx, 0, []byte{2}, true); err != nil {
+		t.Fatalf("client 2: Send: %v", err)
+	}
+	for _, want := range []byte{1, 2} {
+		sc := accept(t, ctx, l)
+		m, err := sc.Receive(ctx)
+		if err != nil || len(m.Data) != 1 || m.Data[0] != want {
+			t.Fatalf("the accepted connection's first message: %v, %v; want client %d's", m.Data, err, want)
+		}
+	}
+	if s := l.DriverStats(); s.Backlog != 0 {
+		t.Errorf("backlog %d after every live connection was accepted", s.Backlog)
 	}
 }
 

@@ -1,0 +1,68 @@
+package driver
+
+// Stats are a driver's own counters for one endpoint: a listener and all
+// its connections, or one dialed connection. The engine's per-connection
+// counters are in fastnet.Stats (Conn.Stats).
+type Stats struct {
+	// WriteErrors counts socket writes that failed, other than those
+	// refused for their size (EMSGSIZE, which MTU estimation handles) and
+	// those on a socket this side had closed. Over UDP the datagram is
+	// lost, as UDP allows, and the driver goes on; over TCP the
+	// connection is broken and ends.
+	WriteErrors uint64
+
+	// Backlog is how many established connections wait for Accept.
+	Backlog int
+	// BacklogRefused counts connections refused with the reason
+	// "server busy" because Options.Backlog connections waited for
+	// Accept (N47).
+	BacklogRefused uint64
+	// BacklogEnded counts connections that ended before Accept took them:
+	// they were removed from the backlog, and the messages they had
+	// received dropped (N47).
+	BacklogEnded uint64
+
+	// Handshakes is how many transport connections a server accepted
+	// whose Fastnet handshake has not completed (TCP, N46).
+	Handshakes int
+	// HandshakesDropped counts those closed to make room for a newer
+	// one, when the bound on them was reached (TCP, N46).
+	HandshakesDropped uint64
+	// HandshakeTimeouts counts those closed because their handshake did
+	// not complete in time (TCP, N46).
+	HandshakeTimeouts uint64
+}
+
+// StatsReporter is implemented by a transport with counters of its own
+// (TCP): AddStats adds them to s. It is called without the engine's lock.
+type StatsReporter interface {
+	AddStats(s *Stats)
+}
+
+// CountWriteError counts a failed socket write (Stats.WriteErrors). It
+// may be called from any goroutine.
+func (e *Engine) CountWriteError() { e.writeErrors.Add(1) }
+
+// Stats returns the driver's counters of the endpoint.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	s := Stats{WriteErrors: e.writeErrors.Load()}
+	if l := e.listener; l != nil {
+		s.Backlog = len(l.queue)
+		s.BacklogRefused = l.refused
+		s.BacklogEnded = l.ended
+	}
+	tr := e.tr
+	e.mu.Unlock()
+	if r, ok := tr.(StatsReporter); ok {
+		r.AddStats(&s)
+	}
+	return s
+}
+
+// DriverStats returns the driver's counters of the listener's endpoint.
+func (l *Listener) DriverStats() Stats { return l.e.Stats() }
+
+// DriverStats returns the driver's counters of the connection's endpoint:
+// for a connection a Listener accepted, the listener's.
+func (c *Conn) DriverStats() Stats { return c.e.Stats() }
