@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"syscall"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
@@ -174,7 +173,7 @@ func (t *transport) WriteBatch(msgs []udpio.Message) {
 		// msgs[n] failed: a lost datagram, as UDP allows. Go on, and
 		// count it (N48). A datagram too large for the path (EMSGSIZE)
 		// is MTU estimation's business, not a failure of the socket.
-		if !errors.Is(err, syscall.EMSGSIZE) {
+		if !errors.Is(err, errMsgSize) {
 			t.e.CountWriteError()
 		}
 		msgs = msgs[n+1:]

@@ -1,0 +1,7 @@
+package udpdriver
+
+import "errors"
+
+// errMsgSize stands for EMSGSIZE, which this system does not name: no
+// error matches it.
+var errMsgSize = errors.New("udpdriver: EMSGSIZE")
