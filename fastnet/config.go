@@ -196,6 +196,11 @@ type MTUConfig struct {
 	// Disabled turns estimation off: the payload MTU stays at
 	// InitialPayloadMTU. The responder still answers the peer's probes.
 	Disabled bool
+	// Path, if set, is asked what the transport knows about the path to
+	// a connection's peer when the connection's estimation starts (D29,
+	// N43, N45): the UDP driver sets it. It runs inside the endpoint's
+	// calls and must not call the endpoint.
+	Path func(peer netip.AddrPort) PathInfo
 	// ProbeInterval is the wait between probes of one round (default
 	// 2 ms).
 	ProbeInterval time.Duration

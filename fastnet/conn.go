@@ -91,6 +91,7 @@ type conn struct {
 
 	payloadMTU int
 	estimator  *mtu.Estimator // nil on Stream transports and when disabled
+	mtuLimited string         // why estimator is nil on a Datagram transport (Stats.MTULimited)
 	responder  *mtu.Responder // nil on Stream transports
 	// maxMTUInFlight is the largest payload MTU reliable packets now in
 	// flight were cut with; blackHoleSeen the oldest-unacked instant a
@@ -353,10 +354,7 @@ func (c *conn) snapshot() Stats {
 	s := c.stats
 	s.RTT, s.RTTVar, s.MinRTT = c.hb.srtt, c.hb.rttvar, c.hb.minRTT
 	s.PayloadMTU = c.payloadMTU
-	if c.estimator != nil {
-		es := c.estimator.Stats()
-		s.MTUSearching, s.MTUEstimations, s.MTUProbes = es.Searching, es.Estimations, es.ProbesSent
-	}
+	c.mtuStats(&s)
 	s.SendQueueBytes = c.queued + c.stream.bytes
 	s.InFlightBytes = c.inFlight
 	for _, cs := range c.sendChans {

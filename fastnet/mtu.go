@@ -20,7 +20,28 @@ func (c *conn) mtuChannels() (own, peer int16) {
 	return chMTUClient, chMTUServer
 }
 
-// startMTU begins estimation when the connection is established.
+// PathInfo is what a transport knows about the path to one peer (D29),
+// returned by MTUConfig.Path.
+type PathInfo struct {
+	// PayloadMTU is the payload MTU the system believes the path
+	// carries: its path MTU less the IP and UDP headers and the 2-byte
+	// channel id; 0 if unknown. Each estimation probes it right after its
+	// first round, and D19's rounds check it (N43).
+	PayloadMTU int
+	// NoDontFragment, if not empty, says why the transport cannot set the
+	// don't-fragment bit toward the peer. Probes larger than the path
+	// would then arrive in fragments and prove nothing, so this side does
+	// not estimate: its payload MTU stays at InitialPayloadMTU, and
+	// Stats.MTULimited gives the reason (N45). The responder still
+	// answers the peer's probes.
+	NoDontFragment string
+}
+
+// mtuDisabled is Stats.MTULimited with MTUConfig.Disabled.
+const mtuDisabled = "estimation disabled"
+
+// startMTU begins estimation when the connection is established (a
+// server's: validated, D25), with what the transport knows of the path.
 func (c *conn) startMTU(now clock.Time) {
 	cfg := &c.ep.cfg
 	if cfg.Transport != Datagram {
@@ -28,10 +49,47 @@ func (c *conn) startMTU(now clock.Time) {
 	}
 	c.responder = mtu.NewResponder()
 	if cfg.MTU.Disabled {
+		c.mtuLimited = mtuDisabled
+		return
+	}
+	var path PathInfo
+	if cfg.MTU.Path != nil {
+		path = cfg.MTU.Path(c.addr)
+	}
+	if path.NoDontFragment != "" {
+		c.mtuLimited = "no don't-fragment bit: " + path.NoDontFragment
 		return
 	}
 	c.estimator = mtu.NewEstimator(cfg.mtuConfig())
+	c.estimator.SetPathHint(path.PayloadMTU)
 	c.estimator.Start(now)
+}
+
+// SetPathMTUHint tells the estimation of connection h the payload MTU the
+// system believes its path carries (PathInfo.PayloadMTU; D29, N43), for a
+// transport that learns it after the connection started or learns a new
+// one. The next round probes it if the estimation is under way and the
+// hint is still in its range; later estimations start from it. A hint of
+// InitialPayloadMTU or less removes it. It reports whether h estimates.
+func (e *Endpoint) SetPathMTUHint(h Handle, payloadMTU int) bool {
+	c := e.conns[h]
+	if c == nil || c.estimator == nil {
+		return false
+	}
+	c.estimator.SetPathHint(payloadMTU)
+	return true
+}
+
+// mtuStats fills the estimation's part of s.
+func (c *conn) mtuStats(s *Stats) {
+	s.MTULimited = c.mtuLimited
+	if c.estimator == nil {
+		return
+	}
+	es := c.estimator.Stats()
+	s.MTUSearching, s.MTUEstimations = es.Searching, es.Estimations
+	s.MTUProbes, s.MTUProbeBytes = es.ProbesSent, es.ProbeBytes
+	s.MTUHint = es.PathHint
 }
 
 // mtuConfig is the estimator's configuration.
@@ -107,7 +165,11 @@ func (c *conn) mtuPoll(now clock.Time, buf []byte) ([]byte, bool) {
 		}
 	}
 	if c.estimator != nil {
-		b, ok := c.estimator.AppendPayload(appendPacketHeader(buf, own), now, c.hb.srtt)
+		// Resets go three RTTs apart, and a round's final wait lasts at
+		// least two: the RTT of resends, floored (D14), so that a
+		// loopback RTT of microseconds does not resend the reset before
+		// the peer's ack can come back.
+		b, ok := c.estimator.AppendPayload(appendPacketHeader(buf, own), now, c.resendRTT())
 		// AppendPayload may end a round, and with it the estimation,
 		// and then have nothing to send: the new MTU applies all the
 		// same.

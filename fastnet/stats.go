@@ -82,11 +82,24 @@ type Stats struct {
 	// MTUSearching reports that an MTU estimation of this side (D19) is
 	// under way: PayloadMTU may still grow, and probes as large as
 	// MaxPacketSize allows share the path with the connection's traffic.
-	// MTUEstimations counts the estimations finished (given up included)
-	// and MTUProbes the probes sent. All stay zero with estimation off.
+	// MTUEstimations counts the estimations finished (given up included),
+	// MTUProbes the probes sent and MTUProbeBytes their payload bytes.
+	// All stay zero with estimation off.
 	MTUSearching   bool
 	MTUEstimations uint64
 	MTUProbes      uint64
+	MTUProbeBytes  uint64
+	// MTUHint is the payload MTU the transport said the path carries
+	// (MTUConfig.Path, Endpoint.SetPathMTUHint; D29, N43), which
+	// estimation probes first; 0 if none.
+	MTUHint int
+	// MTULimited says why this side does not estimate its payload MTU on
+	// a Datagram connection, so that PayloadMTU stays at
+	// InitialPayloadMTU: "estimation disabled" (MTUConfig.Disabled), or
+	// "no don't-fragment bit: " and the transport's reason, when the
+	// system cannot keep probes from being fragmented (D29, N45). Empty
+	// when estimation runs, and on Stream transports.
+	MTULimited string
 
 	SendQueueBytes  int // encoded message bytes waiting to be sent
 	InFlightBytes   int // reliable bytes sent and not acknowledged
