@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"runtime"
 	"slices"
 	"testing"
 	"unsafe"
@@ -176,5 +177,29 @@ func TestSenderReuse(t *testing.T) {
 	}
 	if m, ok := r.Poll(t0); !ok || !slices.Equal(m.Data, payload(4, 60)) {
 		t.Errorf("the message after Reuse was not delivered: %v %v", m, ok)
+	}
+}
+
+// TestRingHysteresisAllocs checks the ring's hysteresis (N39): a peer that
+// parks one packet near the far edge of the window and completes
+// two-packet messages at its near edge (BenchmarkRingHostile) costs no
+// allocation for almost every datagram, and about as many bytes per
+// datagram as the window's ring divided by the datagrams that pass
+// through it; before, the ring grew to the window's width and shrank
+// back at every message, 1.3 MB a datagram.
+func TestRingHysteresisAllocs(t *testing.T) {
+	f := newRingFeeder(true)
+	if a := testing.AllocsPerRun(3*DefaultWindow, func() { f.step(t) }); a >= 1 {
+		t.Errorf("%.2f allocations per hostile datagram", a)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const n = 4 * DefaultWindow
+	for range n {
+		f.step(t)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 128 {
+		t.Errorf("%d bytes allocated per hostile datagram, want at most 128", per)
 	}
 }

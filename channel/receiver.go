@@ -390,14 +390,18 @@ func (r *Receiver) Bytes() int { return r.charge }
 func (r *Receiver) NextDeadline() clock.Time { return r.deadline }
 
 // chargeFor computes Bytes for a queue of the given shape: queued packets
-// holding data bytes, spread over places places of the ring.
+// holding data bytes, in a ring of capacity places.
 func (r *Receiver) chargeFor(queued, data, places int) int {
 	units := queued
-	if c := ringCapFor(places); c > baseRing {
-		units = max(units, c/2)
+	if places > baseRing {
+		units = max(units, places/2)
 	}
 	return data + r.readyBytes + PacketOverhead*units
 }
+
+// ringFor returns the capacity of the ring once it covers n places: it
+// never shrinks while packets are stored.
+func (r *Receiver) ringFor(n int) int { return max(len(r.q.slots), capFor(n)) }
 
 // fits reports whether the receiver may hold c bytes, its grant unchanged.
 func (r *Receiver) fits(c int) bool { return r.fitsWith(c, r.grant) }
@@ -476,7 +480,7 @@ func (r *Receiver) setCharge(c int) {
 }
 
 func (r *Receiver) recharge() {
-	r.setCharge(r.chargeFor(r.queued, r.data, r.q.span))
+	r.setCharge(r.chargeFor(r.queued, r.data, len(r.q.slots)))
 	if h := r.queued > 0; h != r.holding && r.budget != nil {
 		r.holding = h
 		if h {
@@ -693,6 +697,7 @@ func (r *Receiver) fast(h Header, m coalesce.Message) Result {
 		return NoMemory
 	}
 	r.deliver(h.Reliable, append(make([]byte, 0, len(m.Payload)), m.Payload...))
+	r.q.pay() // a kept ring is paid for by every packet (N39)
 	r.consumed(Distance(r.g, h.Seq), h.Reliable, h.Rel)
 	r.recharge()
 	r.deadline = 0
@@ -746,7 +751,7 @@ func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
 	if r.inGrant(h) {
 		grant = max(0, grant-len(chunk)-PacketOverhead)
 	}
-	c := r.chargeFor(r.queued+1, r.data+len(chunk), r.q.extent(i, i))
+	c := r.chargeFor(r.queued+1, r.data+len(chunk), r.q.capWith(i))
 	if !r.fitsWith(c, grant) {
 		if !h.Reliable || r.unrelN == 0 {
 			return false
@@ -756,13 +761,16 @@ func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
 		if lo := r.q.next(bmRel, 0, true); lo >= 0 {
 			places = max(i, r.q.last(bmRel)) - min(i, lo) + 1
 		}
-		if !r.fitsWith(r.chargeFor(r.queued+1-r.unrelN, r.data+len(chunk)-r.unrelData, places), grant) {
+		if !r.fitsWith(r.chargeFor(r.queued+1-r.unrelN, r.data+len(chunk)-r.unrelData, r.ringFor(places)), grant) {
 			return false
 		}
-		for !r.fitsWith(c, grant) {
+		for !r.fitsWith(c, grant) && r.unrelN > 0 {
 			r.remove(r.q.last(bmUnrel))
 			r.drops.Evicted++
-			c = r.chargeFor(r.queued+1, r.data+len(chunk), r.q.extent(i, i))
+			c = r.chargeFor(r.queued+1, r.data+len(chunk), r.q.capWith(i))
+		}
+		if !r.fitsWith(c, grant) {
+			return false
 		}
 	}
 	r.q.ensure(i)
@@ -818,7 +826,7 @@ func (r *Receiver) roomForOwed(i int, h Header, n int) bool {
 	// The owed packets lie somewhere after the ignore number: reckon the
 	// ring from index 0 to the last reliable packet.
 	places := max(i, r.q.last(bmRel)) + 1
-	return r.fits(r.chargeFor(r.queued-r.unrelN+1+missing, r.data-r.unrelData+n+rem, places))
+	return r.fits(r.chargeFor(r.queued-r.unrelN+1+missing, r.data-r.unrelData+n+rem, r.ringFor(places)))
 }
 
 // remove drops the packet at logical index i (the caller recharges).
@@ -885,6 +893,7 @@ func (r *Receiver) Reuse(g, l Seq) bool {
 // nothing more afterwards (Handle returns Rejected).
 func (r *Receiver) Reset() {
 	r.release()
+	r.q.reset()
 	r.ready.reset(0)
 	r.readyBytes = 0
 	if r.err == nil {

@@ -627,10 +627,23 @@ func TestSparseRingCharged(t *testing.T) {
 	if got := r2.Handle(t0, Header{Start: true, Seq: 0}, c); got != NoMemory {
 		t.Errorf("sparse packet with a small limit: %v, want NoMemory", got)
 	}
-	// Once delivered or expired, the ring shrinks and the charge goes.
-	r.Poll(t0.Add(time.Second))
-	if r.Bytes() != 0 {
-		t.Errorf("Bytes = %d after the queue emptied", r.Bytes())
+	// Once delivered or expired, the ring is kept, and charged, until as
+	// many packets have passed as it grew by (N39); then the charge goes.
+	now := t0.Add(time.Second)
+	r.Poll(now)
+	if r.Bytes() == 0 || r.Idle() {
+		t.Errorf("Bytes = %d, Idle %v after the queue emptied, with the ring kept", r.Bytes(), r.Idle())
+	}
+	whole := coalesce.AppendMessage(nil, []byte("x"), false)
+	g, _ := r.Position()
+	for i := 1; i <= 65536 && r.Bytes() != 0; i++ {
+		if got := r.Handle(now, Header{Start: true, Seq: g.Add(i)}, whole); got != Accepted {
+			t.Fatal(got)
+		}
+		r.Poll(now)
+	}
+	if r.Bytes() != 0 || !r.Idle() {
+		t.Errorf("Bytes = %d, Idle %v after the ring's growth was paid for", r.Bytes(), r.Idle())
 	}
 }
 
@@ -840,7 +853,7 @@ func TestResetReleasesMemory(t *testing.T) {
 // TestRingFollowsOccupiedRange checks that the receive queue's ring covers
 // only the range from its first queued packet to its last: it grows for a
 // far packet and shrinks back (and its charge with it) once that packet
-// is gone.
+// is gone and the growth is paid for by packets set and taken (N39).
 func TestRingFollowsOccupiedRange(t *testing.T) {
 	var q seqRing
 	q.ensure(3)
@@ -854,8 +867,11 @@ func TestRingFollowsOccupiedRange(t *testing.T) {
 		t.Fatalf("first %d, last unreliable %d, count %d", q.first(0), q.last(bmUnrel), q.count(bmPresent, 0, 6000))
 	}
 	q.take(5000)
-	if len(q.slots) != baseRing || q.span != 1 || !q.has(3) || q.at(3).data[0] != 1 {
-		t.Fatalf("after taking the far packet: capacity %d, span %d", len(q.slots), q.span)
+	if len(q.slots) != 8192 || q.span != 1 || !q.has(3) || q.at(3).data[0] != 1 {
+		t.Fatalf("after taking the far packet: capacity %d, span %d; want the ring kept until its growth is paid for", len(q.slots), q.span)
+	}
+	for q.debt > 0 { // the packets set and taken in the meantime
+		q.pay()
 	}
 	q.ensure(1)
 	q.set(1, slot{data: []byte{3}, flags: FlagStart})
@@ -863,8 +879,8 @@ func TestRingFollowsOccupiedRange(t *testing.T) {
 		t.Fatalf("extending backwards: off %d span %d", q.off, q.span)
 	}
 	q.take(1)
-	if q.off != 3 || q.span != 1 {
-		t.Fatalf("after taking the first packet: off %d span %d", q.off, q.span)
+	if q.off != 3 || q.span != 1 || len(q.slots) != baseRing || !q.has(3) || q.at(3).data[0] != 1 {
+		t.Fatalf("after taking the first packet: off %d span %d capacity %d", q.off, q.span, len(q.slots))
 	}
 }
 

@@ -26,7 +26,13 @@ func (s *slot) start() bool    { return s.flags&FlagStart != 0 }
 // nothing. Its capacity is a power of two, at least minRing; it grows on
 // demand (up to the receive window), keeps the largest arrays of up to
 // baseRing places it grew for, and past those shrinks when the range it
-// covers falls to a quarter of it. Bitmaps of occupied places, of places holding
+// needs, from logical index 0 (where new packets arrive) to its last
+// packet, falls to an eighth of it, or returns to those arrays when it
+// empties, but only once the packets set and taken since it grew have
+// paid for the growth (debt, N39): a single packet can make the range
+// jump to the window's width, and without the hysteresis a peer parking
+// one packet near the window's far edge and completing messages at its
+// near edge made the ring grow and shrink at every message. Bitmaps of occupied places, of places holding
 // reliable or unreliable packets and of places holding starts of messages
 // find the queue head, the next message, the newest unreliable packet and
 // counts without visiting places one by one.
@@ -39,6 +45,13 @@ type seqRing struct {
 
 	base   []slot // the arrays of up to baseRing places, kept for reuse
 	baseBM [numBitmaps][]uint64
+
+	// debt is the places allocated beyond baseRing by growing (the
+	// increase) and by shrinking to arrays larger than baseRing, less one
+	// for each packet set or taken since; the ring shrinks only at zero.
+	// So the places allocated are at most twice the packets set and
+	// taken plus the window (N39).
+	debt int
 }
 
 // The bitmaps of a seqRing.
@@ -66,6 +79,21 @@ func arraysFor(n int) ([]slot, [numBitmaps][]uint64) {
 		bm[k] = make([]uint64, max(n/64, 1))
 	}
 	return make([]slot, n), bm
+}
+
+// capWith returns the capacity the ring has after ensure(i).
+func (r *seqRing) capWith(i int) int {
+	if r.slots == nil {
+		return minRing
+	}
+	if r.span == 0 {
+		return len(r.slots)
+	}
+	lo, hi := min(r.off, i), max(r.off+r.span, i+1)
+	if hi-lo <= len(r.slots) {
+		return len(r.slots)
+	}
+	return capFor(hi - lo)
 }
 
 // capFor returns the capacity of a ring covering n places.
@@ -150,6 +178,11 @@ func (r *seqRing) relayout(lo, n int) {
 		slots, bm = arraysFor(n)
 	default:
 		slots, bm = arraysFor(n)
+		if n > len(r.slots) {
+			r.debt += n - len(r.slots)
+		} else {
+			r.debt += n
+		}
 	}
 	shift := r.off - lo
 	for j := range r.span {
@@ -191,6 +224,14 @@ func (r *seqRing) set(i int, s slot) {
 		r.bm[bmStart][w] |= b
 	}
 	r.span = max(r.span, i-r.off+1)
+	r.pay()
+}
+
+// pay counts a packet set or taken against the debt.
+func (r *seqRing) pay() {
+	if r.debt > 0 {
+		r.debt--
+	}
 }
 
 // take empties logical index i and returns what it held. The ring then
@@ -213,8 +254,13 @@ func (r *seqRing) take(i int) slot {
 			r.span = 0
 		}
 	}
-	if len(r.slots) > baseRing && r.span > 0 && ringCapFor(r.span) <= len(r.slots)/4 {
-		r.relayout(r.off, max(ringCapFor(r.span), len(r.base)))
+	r.pay()
+	// New packets arrive from logical index 0 on, so the ring must cover
+	// [0, off+span) before long: measured from 0, not from off, a ring
+	// whose only packet lies far ahead does not shrink to regrow at the
+	// next packet near the window's start.
+	if len(r.slots) > baseRing && r.span > 0 && r.debt == 0 && ringCapFor(r.off+r.span) <= len(r.slots)/8 {
+		r.relayout(r.off, max(ringCapFor(r.off+r.span), len(r.base)))
 	}
 	return s
 }
@@ -238,13 +284,17 @@ func (r *seqRing) advance(k int) {
 	r.off = f
 }
 
-// shrink returns an empty ring to its base arrays.
+// shrink returns an empty ring to its base arrays once its debt is paid;
+// until then it keeps its arrays.
 func (r *seqRing) shrink() {
 	r.span, r.head, r.off = 0, 0, 0
-	if len(r.slots) > baseRing {
+	if len(r.slots) > baseRing && r.debt == 0 {
 		r.slots, r.bm = r.base, r.baseBM
 	}
 }
+
+// reset empties the ring and releases every array and the debt.
+func (r *seqRing) reset() { *r = seqRing{} }
 
 // first returns the lowest occupied logical index at or after from, or -1.
 func (r *seqRing) first(from int) int { return r.next(bmPresent, from, true) }
