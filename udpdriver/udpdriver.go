@@ -84,6 +84,8 @@ type Config struct {
 // Listen starts a Fastnet server on the UDP address addr ("host:port").
 func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
 	cfg.Engine.Role = fastnet.Server
+	var path socketPath
+	cfg.Engine.MTU.Path = path.hook(cfg.Engine.MTU.Path)
 	e, err := newEngine(cfg)
 	if err != nil {
 		return nil, err
@@ -92,6 +94,7 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udpdriver: listen %s: %w", addr, err)
 	}
+	path.uc = uc
 	l := e.NewListener(net.UDPAddrFromAddrPort(uc.LocalAddr()))
 	start(e, uc)
 	return l, nil
@@ -107,6 +110,8 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	var path socketPath
+	cfg.Engine.MTU.Path = path.hook(cfg.Engine.MTU.Path)
 	e, err := newEngine(cfg)
 	if err != nil {
 		return nil, err
@@ -119,6 +124,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udpdriver: dial %s: %w", addr, err)
 	}
+	path.uc = uc
 	start(e, uc)
 	return e.Dial(ctx, raddr)
 }

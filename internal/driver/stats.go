@@ -10,6 +10,12 @@ type Stats struct {
 	// lost, as UDP allows, and the driver goes on; over TCP the
 	// connection is broken and ends.
 	WriteErrors uint64
+	// TooBig counts the datagrams the system refused as larger than the
+	// path it knows (EMSGSIZE: with the don't-fragment bit, above the
+	// outgoing interface's MTU; D29, N42), MTU probes above the path
+	// among them. Each is lost, like any datagram, and the driver goes on
+	// (UDP).
+	TooBig uint64
 
 	// Backlog is how many established connections wait for Accept.
 	Backlog int
