@@ -20,7 +20,7 @@ func connectCommand() *command {
 	return &command{
 		name:    "connect",
 		summary: "send standard input as messages, print the messages received",
-		usage:   "connect HOST:PORT [--tcp] [--channel N] [--unreliable] [--drain D]",
+		usage:   "connect HOST:PORT [--tcp] [--channel N] [--unreliable] [--drain D] [--stats]",
 		details: `
 Connects to the Fastnet server at HOST:PORT (UDP unless --tcp), sends each line
 of standard input, without its newline, as one message on --channel, and
@@ -30,12 +30,18 @@ At the end of input it waits until the server has acknowledged everything
 sent, then keeps printing until nothing has arrived for --drain (so that the
 echoes of "fastnet listen --echo" show; at most 5s in all), closes the
 connection gracefully and exits 0. It exits 1 if the connection cannot be
-made or is lost, or on SIGINT or SIGTERM (after closing gracefully).`,
+made or is lost, or on SIGINT or SIGTERM (after closing gracefully).
+
+With --stats it prints the connection's final statistics on standard error
+when it exits: among them the payload MTU each way, so that the figure MTU
+estimation reached can be checked on any path (over UDP the estimation
+takes about a second; give it input that lasts that long, or a --drain).`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			tcp := fs.Bool("tcp", false, "connect over TCP instead of UDP")
 			channel := fs.Int("channel", 0, "channel to send on, 0..32767")
 			unreliable := fs.Bool("unreliable", false, "send unreliably")
 			drain := fs.Duration("drain", 250*time.Millisecond, "after the end of input, wait until nothing has arrived for this long")
+			stats := fs.Bool("stats", false, "on exit, print the connection's statistics, the payload MTU each way among them, on standard error")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				switch {
 				case len(args) == 0:
@@ -50,14 +56,14 @@ made or is lost, or on SIGINT or SIGTERM (after closing gracefully).`,
 				if err := checkAddr(args[0]); err != nil {
 					return usageError(s, "connect", "%v", err)
 				}
-				return connect(ctx, s, args[0], *tcp, *channel, !*unreliable, *drain)
+				return connect(ctx, s, args[0], *tcp, *channel, !*unreliable, *drain, *stats)
 			}
 		},
 	}
 }
 
 // connect is the connect command.
-func connect(ctx context.Context, s *stdio, addr string, tcp bool, channel int, reliable bool, drain time.Duration) int {
+func connect(ctx context.Context, s *stdio, addr string, tcp bool, channel int, reliable bool, drain time.Duration, stats bool) int {
 	cfg := fastnet.Config{}
 	c, err := dial(ctx, tcp, addr, cfg)
 	if err != nil {
@@ -68,6 +74,19 @@ func connect(ctx context.Context, s *stdio, addr string, tcp bool, channel int, 
 		return exitFailure
 	}
 	s.errorf("connected to %s over %s, id %d", c.RemoteAddr(), transportName(tcp), c.ID())
+	// With --stats, the statistics are printed at exit. Close and Abort
+	// end the connection, and with it its statistics: each takes them
+	// first (snap), and a connection lost leaves the last ones polled.
+	var rec *statsRecorder
+	if stats {
+		rec = recordStats(c)
+		defer rec.print(s, tcp)
+	}
+	snap := func() {
+		if rec != nil {
+			rec.capture()
+		}
+	}
 
 	// The receiver prints every message until the connection ends.
 	var (
@@ -90,6 +109,7 @@ func connect(ctx context.Context, s *stdio, addr string, tcp bool, channel int, 
 				mu.Lock()
 				printErr = err
 				mu.Unlock()
+				snap()
 				c.Abort("output closed")
 				return
 			}
@@ -121,6 +141,7 @@ func connect(ctx context.Context, s *stdio, addr string, tcp bool, channel int, 
 		return exitFailure
 	}
 	interrupted := func() int {
+		snap()
 		c.Close()
 		<-received
 		s.errorf("fastnet connect: interrupted")
@@ -141,6 +162,7 @@ send:
 				if errors.Is(err, fastnet.ErrClosed) {
 					return lost()
 				}
+				snap()
 				c.Abort("")
 				s.errorf("fastnet connect: %v", err)
 				return exitFailure
@@ -152,6 +174,7 @@ send:
 		}
 	}
 	if err := <-inputErr; err != nil {
+		snap()
 		c.Abort("")
 		s.errorf("fastnet connect: reading input: %v", err)
 		return exitFailure
@@ -189,6 +212,7 @@ send:
 		}
 		break
 	}
+	snap()
 	c.Close()
 	<-received
 	mu.Lock()
