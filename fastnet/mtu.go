@@ -228,6 +228,11 @@ func (c *conn) checkBlackHole(now clock.Time) {
 	alive := now.Sub(c.hb.lastHeard) <= 2*heartbeatInterval(c.ep.cfg.Timeout)
 	if alive && !c.estimator.Stats().Searching {
 		c.stats.MTURestarts++
+		// The system may have learned the smaller path meanwhile (an
+		// ICMP "too big" from a router, N43): start from what it says now.
+		if p := c.ep.cfg.MTU.Path; p != nil {
+			c.estimator.SetPathHint(p(c.addr).PayloadMTU)
+		}
 		c.estimator.Start(now)
 	}
 }

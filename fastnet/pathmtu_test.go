@@ -178,3 +178,33 @@ func TestMTUResetFloor(t *testing.T) {
 	}
 	t.Logf("%d resets, RTT %v", len(resets), s.stats(cliSide).RTT)
 }
+
+// TestPathHintRefreshedOnRestart checks that an estimation restarted early
+// because large packets stopped getting through (N16) asks the transport
+// again (N43): a kernel that learned the smaller path from a router's ICMP
+// message gives the new hint, and the estimation starts from it.
+func TestPathHintRefreshedOnRestart(t *testing.T) {
+	const from, to = 1500, 1280
+	kernel := from - 2
+	calls := 0
+	path := func(netip.AddrPort) fastnet.PathInfo { calls++; return fastnet.PathInfo{PayloadMTU: kernel} }
+	cfg := fastnet.Config{MTU: fastnet.MTUConfig{Path: path, Period: time.Hour}}
+	s := newSim(t, simSetup{Seed: 16, Cli: cfg, Srv: cfg, Up: mtuLink(from, 0), Down: mtuLink(from, 0)})
+	tr := &mtuTraffic{sizes: []int{30, 3000, 20000}, channels: 2}
+	tick := func() { tr.tick(s) }
+	s.connect(10 * time.Second)
+	runTicking(s, 50*time.Millisecond, 5*time.Second, tick, never)
+	if m := s.stats(cliSide).PayloadMTU; m != from-2 {
+		t.Fatalf("client payload MTU %d before the shrink, want %d", m, from-2)
+	}
+	before := calls
+	kernel = to - 2
+	s.net.SetPath(cliAddr, srvAddr, mtuLink(to, 0))
+	shrunk := func() bool { return s.stats(cliSide).MTURestarts > 0 && s.stats(cliSide).PayloadMTU == to-2 }
+	if !runTicking(s, 50*time.Millisecond, 20*time.Second, tick, shrunk) {
+		t.Fatalf("client: %d early restarts, payload MTU %d; want a restart and %d", s.stats(cliSide).MTURestarts, s.stats(cliSide).PayloadMTU, to-2)
+	}
+	if calls == before || s.stats(cliSide).MTUHint != to-2 {
+		t.Fatalf("Path asked %d times after the shrink, hint %d; want asked again, hint %d", calls-before, s.stats(cliSide).MTUHint, to-2)
+	}
+}
