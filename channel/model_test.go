@@ -35,6 +35,7 @@ type naiveReceiver struct {
 // naiveWitness is an unblocked packet seen beyond the window (D27).
 type naiveWitness struct {
 	seq, l Seq
+	owed   int // reliable packets it waits for after L
 	at     clock.Time
 }
 
@@ -85,7 +86,8 @@ func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
 				return OutOfWindow
 			}
 		}
-		if nd != m.l || d > SeqSpace/4 {
+		owed := Distance(m.l, nd)
+		if owed >= m.window || d > SeqSpace/4 {
 			return OutOfWindow
 		}
 		// D27: the packet and two valid witnesses within the window's
@@ -93,17 +95,27 @@ func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
 		var valid []naiveWitness
 		for _, w := range m.witnesses {
 			o := Distance(m.g, w.seq)
-			if w.l == m.l && o > m.window && o <= SeqSpace/4 && now.Sub(w.at) <= DefaultSkipEvidenceTime && w.seq != h.Seq {
+			if w.l == m.l && o > m.window && o <= SeqSpace/4 && now.Sub(w.at) <= DefaultSkipEvidenceTime &&
+				(w.seq != h.Seq || h.Reliable && now.Sub(w.at) >= MinCopyGap) {
 				valid = append(valid, w)
 			}
 		}
 		m.witnesses = valid
+		// A set of three is evidence if its lowest packet is unblocked and
+		// each other one waits for no more reliable packets than lie
+		// between the lowest and it.
 		lo := -1
 		for i, a := range valid {
 			for _, b := range valid[i+1:] {
-				offs := []int{Distance(m.g, a.seq), Distance(m.g, b.seq), d}
-				if slices.Max(offs)-slices.Min(offs) < m.window && (lo < 0 || slices.Min(offs) < lo) {
-					lo = slices.Min(offs)
+				set := []naiveWitness{a, b, {h.Seq, m.l, owed, now}}
+				slices.SortFunc(set, func(x, y naiveWitness) int { return Distance(m.g, x.seq) - Distance(m.g, y.seq) })
+				low := Distance(m.g, set[0].seq)
+				ok := Distance(m.g, set[2].seq)-low < m.window && set[0].owed == 0
+				for _, x := range set[1:] {
+					ok = ok && x.owed <= Distance(m.g, x.seq)-low
+				}
+				if ok && (lo < 0 || low < lo) {
+					lo = low
 				}
 			}
 		}
@@ -117,7 +129,7 @@ func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
 				}
 				m.witnesses = slices.Delete(m.witnesses, oldest, oldest+1)
 			}
-			m.witnesses = append(m.witnesses, naiveWitness{h.Seq, m.l, now})
+			m.witnesses = append(m.witnesses, naiveWitness{h.Seq, m.l, owed, now})
 			return OutOfWindow
 		}
 		m.witnesses = nil

@@ -27,8 +27,13 @@ const (
 	MaxSkipEvidence = 4
 	// DefaultSkipEvidenceTime is ReceiverConfig.SkipEvidenceTime's
 	// default: a sender that lost more than a window of packets in a row
-	// sends far more than three a second.
-	DefaultSkipEvidenceTime = time.Second
+	// sends far more than three in that time, and resends a lone reliable
+	// packet three times within it (D14).
+	DefaultSkipEvidenceTime = 5 * time.Second
+	// MinCopyGap is how far apart two copies of one reliable packet must
+	// arrive to count as two pieces of evidence: resends are at least two
+	// resend RTTs apart (D14), copies the network duplicated are not.
+	MinCopyGap = 10 * time.Millisecond
 	// MaxSkip bounds how far past the ignore number an evidence packet
 	// may lie: M/4 (D27).
 	MaxSkip = SeqSpace / 4
@@ -287,11 +292,12 @@ type Receiver struct {
 	evidenceN int
 }
 
-// witness is an unblocked packet seen beyond the receive window (D27).
+// witness is a packet seen beyond the receive window (D27).
 type witness struct {
-	seq Seq
-	l   Seq // L when it arrived: it was unblocked then
-	at  clock.Time
+	seq  Seq
+	l    Seq // L when it arrived
+	owed int // Distance(L, need(p)) then: 0 if it was unblocked
+	at   clock.Time
 }
 
 // cmgState caches the current message group (D10) between evaluations, so
@@ -586,7 +592,8 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 		}
 	}
 	if d > r.cfg.Window {
-		if d > MaxSkip || need(h.Reliable, h.Rel) != r.l || r.queued != r.unrelN {
+		nd := Distance(r.l, need(h.Reliable, h.Rel))
+		if d > MaxSkip || nd >= r.cfg.Window || r.queued != r.unrelN {
 			return OutOfWindow // D9
 		}
 		// An unblocked packet says that every packet between G and it is
@@ -596,7 +603,7 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 		// channel would be dead (D23). But one forged, corrupted or
 		// stale datagram could say so falsely: the window moves only
 		// when several say it together (D27).
-		lo, ok := r.witnessed(now, h.Seq, d)
+		lo, ok := r.witnessed(now, h.Seq, h.Reliable, nd, d)
 		if !ok {
 			return OutOfWindow // D9: dropped, not acked, remembered
 		}
@@ -628,52 +635,66 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 	return Accepted
 }
 
-// witnessed records an unblocked packet with sequence number seq, d places
-// after the ignore number and beyond the window, as evidence (D27, N37).
-// It reports whether the packet and SkipEvidence-1 of the witnesses kept
-// make the evidence that moves the window: distinct sequence numbers less
-// than the window apart, every one still unblocked and beyond the window,
-// at most MaxSkip after the ignore number, and arrived within
-// SkipEvidenceTime of now. It then returns the distance from the ignore
-// number of the lowest of them, and forgets the witnesses. Otherwise the
-// packet is kept among the witnesses, in place of one no longer valid or
-// of the oldest.
-func (r *Receiver) witnessed(now clock.Time, seq Seq, d int) (lo int, ok bool) {
+// witnessed records a packet with sequence number seq, d places after the
+// ignore number and beyond the window, that waits for owed reliable packets
+// after L (0: it is unblocked), as evidence (D27, N37). It reports whether
+// the packet and SkipEvidence-1 of the witnesses kept make the evidence
+// that moves the window: distinct sequence numbers less than the window
+// apart, the lowest unblocked and each other one unblocked or waiting for
+// no more reliable packets than lie between the lowest and it (as the
+// packets of a reliable message after an unblocked first one do), all
+// still beyond the window with L unchanged, at most MaxSkip after the
+// ignore number, and arrived within SkipEvidenceTime of now; copies of one
+// reliable packet that arrived MinCopyGap or more apart count as distinct
+// (an honest sender's lone reliable packet after a long loss is resent,
+// D14, and may be the only packet it has to send). It then
+// returns the distance from the ignore number of the lowest of them, and
+// forgets the witnesses. Otherwise the packet is kept among the witnesses,
+// in place of one no longer valid or of the oldest.
+func (r *Receiver) witnessed(now clock.Time, seq Seq, reliable bool, owed, d int) (lo int, ok bool) {
 	w := r.cfg.Window
-	// Offsets (from G) of the valid witnesses within the window's width
-	// of the packet, and the packet's own.
-	var offs [MaxSkipEvidence]int
+	type cand struct{ off, owed int }
+	var cs [MaxSkipEvidence]cand
 	n := 0
 	kept := r.evidence[:0]
 	for _, e := range r.evidence[:r.evidenceN] {
 		o := Distance(r.g, e.seq)
-		if e.l != r.l || o <= w || o > MaxSkip || now.Sub(e.at) > r.cfg.SkipEvidenceTime || e.seq == seq {
-			continue // no longer evidence, or this packet again
+		if e.l != r.l || o <= w || o > MaxSkip || now.Sub(e.at) > r.cfg.SkipEvidenceTime ||
+			e.seq == seq && !(reliable && now.Sub(e.at) >= MinCopyGap) {
+			continue // no longer evidence, or this packet again too soon
 		}
 		kept = append(kept, e)
 		if o-d < w && d-o < w {
-			offs[n] = o
+			cs[n] = cand{o, e.owed}
 			n++
 		}
 	}
 	r.evidenceN = len(kept)
-	offs[n] = d
+	cs[n] = cand{d, owed}
 	n++
 	if k := r.cfg.SkipEvidence; n >= k {
-		sorted := offs[:n]
+		c := cs[:n]
 		for i := 1; i < n; i++ { // insertion sort of at most MaxSkipEvidence
-			for j := i; j > 0 && sorted[j] < sorted[j-1]; j-- {
-				sorted[j], sorted[j-1] = sorted[j-1], sorted[j]
+			for j := i; j > 0 && c[j].off < c[j-1].off; j-- {
+				c[j], c[j-1] = c[j-1], c[j]
 			}
 		}
+	next:
 		for i := 0; i+k <= n; i++ {
-			if sorted[i+k-1]-sorted[i] < w && sorted[i] <= d && d <= sorted[i+k-1] {
-				r.evidenceN = 0
-				return sorted[i], true
+			set := c[i : i+k]
+			if set[k-1].off-set[0].off >= w || set[0].owed != 0 || d < set[0].off || d > set[k-1].off {
+				continue
 			}
+			for _, x := range set[1:] {
+				if x.owed > x.off-set[0].off {
+					continue next // it waits for more than can lie before it
+				}
+			}
+			r.evidenceN = 0
+			return set[0].off, true
 		}
 	}
-	e := witness{seq: seq, l: r.l, at: now}
+	e := witness{seq: seq, l: r.l, owed: owed, at: now}
 	if r.evidenceN < len(r.evidence) {
 		r.evidence[r.evidenceN] = e
 		r.evidenceN++

@@ -236,9 +236,10 @@ func TestWindowMovesPastLongLoss(t *testing.T) {
 // unblocked), sent to a fresh receiver with window 100.
 func TestD27WindowMovesOnlyOnEvidence(t *testing.T) {
 	msg := coalesce.AppendMessage(nil, []byte("m"), false)
+	relMsg := coalesce.AppendMessage(nil, []byte("m"), true)
 	type arrival struct {
 		seq  Seq
-		rel  Seq // R; 0 is unblocked
+		rel  Seq // R: 0 is an unreliable packet, 1 an unblocked reliable one
 		at   time.Duration
 		want Result
 	}
@@ -252,16 +253,26 @@ func TestD27WindowMovesOnlyOnEvidence(t *testing.T) {
 		{"three close together", []arrival{{5000, 0, 0, OutOfWindow}, {5001, 0, ms, OutOfWindow}, {5003, 0, 2 * ms, Accepted}}, 5003},
 		{"three out of order", []arrival{{5040, 0, 0, OutOfWindow}, {5000, 0, ms, OutOfWindow}, {5020, 0, 2 * ms, Accepted}}, 5020},
 		{"spread wider than the window", []arrival{{5000, 0, 0, OutOfWindow}, {5050, 0, ms, OutOfWindow}, {5100, 0, 2 * ms, OutOfWindow}}, -1},
-		{"too slow", []arrival{{5000, 0, 0, OutOfWindow}, {5001, 0, 600 * ms, OutOfWindow}, {5002, 0, 1200 * ms, OutOfWindow}}, -1},
-		{"slow but then a fourth", []arrival{{5000, 0, 0, OutOfWindow}, {5001, 0, 600 * ms, OutOfWindow}, {5002, 0, 1200 * ms, OutOfWindow}, {5003, 0, 1300 * ms, Accepted}}, 5003},
-		{"blocked packets are no evidence", []arrival{{5000, 1, 0, OutOfWindow}, {5001, 1, ms, OutOfWindow}, {5002, 1, 2 * ms, OutOfWindow}}, -1},
+		{"too slow", []arrival{{5000, 0, 0, OutOfWindow}, {5001, 0, 3000 * ms, OutOfWindow}, {5002, 0, 6000 * ms, OutOfWindow}}, -1},
+		{"slow but then a fourth", []arrival{{5000, 0, 0, OutOfWindow}, {5001, 0, 3000 * ms, OutOfWindow}, {5002, 0, 6000 * ms, OutOfWindow}, {5003, 0, 6500 * ms, Accepted}}, 5003},
+		// R 1 marks a reliable packet here: unblocked, as L is 0.
+		{"a lone reliable packet resent", []arrival{{5000, 1, 0, OutOfWindow}, {5000, 1, 20 * ms, OutOfWindow}, {5000, 1, 50 * ms, Accepted}}, 5000},
+		{"a reliable packet duplicated by the network", []arrival{{5000, 1, 0, OutOfWindow}, {5000, 1, ms, OutOfWindow}, {5000, 1, 2 * ms, OutOfWindow}}, -1},
+		{"a reliable message after an unblocked first packet", []arrival{{5000, 1, 0, OutOfWindow}, {5001, 2, ms, OutOfWindow}, {5002, 3, 2 * ms, Accepted}}, 4999},
+		{"blocked packets are no evidence", []arrival{{5000, 2, 0, OutOfWindow}, {5001, 2, ms, OutOfWindow}, {5002, 2, 2 * ms, OutOfWindow}}, -1},
 		{"more than M/4 ahead", []arrival{{Seq(MaxSkip + 1), 0, 0, OutOfWindow}, {Seq(MaxSkip + 2), 0, ms, OutOfWindow}, {Seq(MaxSkip + 3), 0, 2 * ms, OutOfWindow}}, -1},
 		{"at M/4", []arrival{{Seq(MaxSkip - 3), 0, 0, OutOfWindow}, {Seq(MaxSkip - 2), 0, ms, OutOfWindow}, {Seq(MaxSkip - 1), 0, 2 * ms, Accepted}}, Seq(MaxSkip - 1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := NewReceiver(ReceiverConfig{Window: 100})
 			for _, a := range tc.arrivals {
-				if got := r.Handle(t0.Add(a.at), Header{Start: true, Seq: a.seq, Rel: a.rel}, msg); got != a.want {
+				h, chunk := Header{Start: true, Seq: a.seq, Rel: a.rel}, msg
+				if a.rel == 1 {
+					h.Reliable, chunk = true, relMsg
+				} else if a.rel > 1 { // a later packet of a reliable message
+					h.Reliable, h.Start, chunk = true, false, []byte("z")
+				}
+				if got := r.Handle(t0.Add(a.at), h, chunk); got != a.want {
 					t.Fatalf("seq %d at %v: %v, want %v", a.seq, a.at, got, a.want)
 				}
 			}

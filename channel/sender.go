@@ -42,6 +42,8 @@ type Sender struct {
 
 	bufs bufPool
 	msgs []*message // free message structs
+
+	ahead int // if positive, replaces MaxAhead (for tests)
 }
 
 // message is a queued encoded message and the state of its cutting.
@@ -160,6 +162,33 @@ func (s *Sender) QueuedBytes() int { return s.queued }
 // HasNew reports whether a packet is waiting to be sent for the first time.
 func (s *Sender) HasNew() bool { return s.pending.len() > 0 }
 
+// MaxAhead bounds how far a sender's sequence numbers run past its oldest
+// unacked reliable packet: a packet whose sequence number is MaxAhead (M/4)
+// or more places after it waits until that packet is acked (N41). Past
+// M/2 sequence numbers would alias (D6): an ack or a receiver could take
+// a new packet for the old one. M/4 keeps every packet in flight within
+// the range a receiver's window may move across on evidence (D27).
+const MaxAhead = SeqSpace / 4
+
+// MayAppend reports whether AppendNew would send a packet: one is queued,
+// and its sequence number is less than MaxAhead places after the oldest
+// unacked reliable packet (N41).
+func (s *Sender) MayAppend() bool { return s.pending.len() > 0 && !s.seqBlocked() }
+
+// seqBlocked reports whether the next sequence number is MaxAhead or more
+// places after the oldest unacked reliable packet.
+func (s *Sender) seqBlocked() bool {
+	f := s.oldest()
+	return f >= 0 && Distance(s.recs[f].seq, s.seq) >= s.maxAhead()
+}
+
+func (s *Sender) maxAhead() int {
+	if s.ahead > 0 {
+		return s.ahead
+	}
+	return MaxAhead
+}
+
 // NextReliable reports whether the next packet AppendNew would send is
 // reliable (so the caller can hold it back while too many reliable bytes
 // are in flight, D22).
@@ -188,9 +217,11 @@ type Sent struct {
 // message's reliability. A reliable packet advances R first and carries the
 // new R; an unreliable one carries the current R (D7). A reliable packet
 // stays in flight, sent at now, until HandleAck. If nothing is queued, b is
-// returned unchanged with a zero Sent.
+// returned unchanged with a zero Sent, and so it is while the next
+// sequence number is MaxAhead or more places after the oldest unacked
+// reliable packet (see MayAppend).
 func (s *Sender) AppendNew(b []byte, now clock.Time, messageMTU int) ([]byte, Sent) {
-	if s.pending.len() == 0 {
+	if !s.MayAppend() {
 		return b, Sent{}
 	}
 	now = s.tick(now)

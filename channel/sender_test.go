@@ -442,3 +442,53 @@ func TestBufferRetention(t *testing.T) {
 		t.Errorf("retained %d bytes once idle, want at most %d", r, idleRetain)
 	}
 }
+
+// TestSenderSeqDistanceBound checks N41: a sender's sequence numbers never
+// run MaxAhead (M/4) or more places past its oldest unacked reliable
+// packet; new packets, unreliable ones included, wait until it is acked,
+// so after M packets sequence numbers cannot alias.
+func TestSenderSeqDistanceBound(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ahead int // 0: MaxAhead itself
+	}{
+		{"small bound", 100},
+		{"M/4", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewSender(0)
+			s.ahead = tc.ahead
+			bound := s.maxAhead()
+			s.Queue([]byte("r"), true)
+			b, first := s.AppendNew(nil, t0, 100)
+			if !first.Reliable || len(b) == 0 {
+				t.Fatal("the reliable packet was not sent")
+			}
+			// One unreliable message of bound packets at message MTU 1.
+			s.Queue(make([]byte, bound), false)
+			sent := 1
+			for s.MayAppend() {
+				_, p := s.AppendNew(nil, t0, 1)
+				if d := Distance(first.Seq, p.Seq); d >= bound {
+					t.Fatalf("packet %d sent %d places after the oldest unacked one, bound %d", p.Seq, d, bound)
+				}
+				sent++
+			}
+			if sent != bound || !s.HasNew() {
+				t.Fatalf("%d packets sent before the bound held (want %d), HasNew %v", sent, bound, s.HasNew())
+			}
+			if b, p := s.AppendNew(nil, t0, 1); len(b) != 0 || p != (Sent{}) {
+				t.Fatalf("AppendNew sent %+v past the bound", p)
+			}
+			if _, ok := s.HandleAck(first.Seq); !ok {
+				t.Fatal("ack refused")
+			}
+			if !s.MayAppend() {
+				t.Fatal("still held after the ack")
+			}
+			if _, p := s.AppendNew(nil, t0, 1); p.Seq != first.Seq.Add(bound) {
+				t.Fatalf("next packet %d, want %d", p.Seq, first.Seq.Add(bound))
+			}
+		})
+	}
+}

@@ -61,7 +61,10 @@ type conn struct {
 	ringPos   int
 	sendChans []*chanState // channels with reliable packets in flight
 	recvChans []*chanState // channels whose receiver has a deadline (MCI)
-	acks      []channel.Ack
+	// acks holds the acks waiting to be sent from acksHead on, consumed
+	// from the front without shifting (D13).
+	acks     []channel.Ack
+	acksHead int
 	// sentAcks holds the latest ack entries sent, oldest first, with the
 	// repeats each has left (N29).
 	sentAcks []sentAck
@@ -133,6 +136,9 @@ type chanState struct {
 	inRing bool
 	inSend bool
 	inRecv bool
+	// sendIdx is the channel's place in c.sendChans while inSend, so that
+	// an ack removes it without a scan.
+	sendIdx int32
 	// In c.idleRecv, c.idleSend (park.go).
 	rcvQueued, sndQueued bool
 	g, l                 channel.Seq

@@ -73,9 +73,16 @@ func (c *conn) handleData(now clock.Time, ch int16, p []byte) {
 
 // ack queues an acknowledgement of a reliable packet (D13).
 func (c *conn) ack(ch int16, s channel.Seq) {
-	if len(c.acks) < maxPendingAcks {
-		c.acks = append(c.acks, channel.Ack{Channel: ch, Seq: s})
+	if c.pendingAcks() >= maxPendingAcks {
+		return
 	}
+	if len(c.acks) == cap(c.acks) && c.acksHead >= len(c.acks)/2 {
+		// Reuse the room consumed at the front: each entry moves at most
+		// once per time the queue doubles, O(1) amortized.
+		n := copy(c.acks, c.acks[c.acksHead:])
+		c.acks, c.acksHead = c.acks[:n], 0
+	}
+	c.acks = append(c.acks, channel.Ack{Channel: ch, Seq: s})
 }
 
 // deliver hands every message cs can complete to the application, and
@@ -140,32 +147,48 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 		return
 	}
 	c.timesStale = true
+	// Only the channels an entry acknowledged a packet of can change: the
+	// work is proportional to the entries, not to the channels in flight.
 	for it.Next() {
 		a := it.Ack()
 		cs := c.channel(a.Channel, false)
 		if cs == nil || cs.snd == nil {
 			continue // acks for unknown packets are ignored (D13)
 		}
-		if n, ok := cs.snd.HandleAck(a.Seq); ok {
-			c.inFlight -= n
-			c.stats.AcksReceived++
+		n, ok := cs.snd.HandleAck(a.Seq)
+		if !ok {
+			continue
 		}
-	}
-	kept := c.sendChans[:0]
-	for _, cs := range c.sendChans {
-		if p, _ := cs.snd.InFlight(); p > 0 {
-			kept = append(kept, cs)
-		} else {
-			cs.inSend = false
+		c.inFlight -= n
+		c.stats.AcksReceived++
+		if !cs.inRing && cs.snd.MayAppend() {
+			// Its sequence numbers waited for this ack (N41).
+			cs.inRing = true
+			c.ring = append(c.ring, cs)
+		}
+		if p, _ := cs.snd.InFlight(); p == 0 && cs.inSend {
+			c.removeSendChan(cs)
 			c.senderIdle(cs)
 		}
 	}
-	clear(c.sendChans[len(kept):])
-	c.sendChans = kept
 	if c.inFlight == 0 {
 		c.maxMTUInFlight = 0
 	}
 	c.closeIfDrained(now)
+}
+
+// removeSendChan takes cs out of c.sendChans, moving the last channel
+// into its place.
+func (c *conn) removeSendChan(cs *chanState) {
+	i, last := int(cs.sendIdx), len(c.sendChans)-1
+	if i > last || c.sendChans[i] != cs {
+		return
+	}
+	c.sendChans[i] = c.sendChans[last]
+	c.sendChans[i].sendIdx = int32(i)
+	c.sendChans[last] = nil
+	c.sendChans = c.sendChans[:last]
+	cs.inSend = false
 }
 
 // handleStreamMessage handles a message channel packet on a Stream

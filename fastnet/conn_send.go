@@ -24,7 +24,7 @@ func (c *conn) send(ch int16, msg []byte, reliable bool) error {
 	}
 	cs := c.sendChannel(ch)
 	c.queued += cs.snd.Queue(msg, reliable)
-	if !cs.inRing {
+	if !cs.inRing && cs.snd.MayAppend() { // else an ack puts it back (N41)
 		cs.inRing = true
 		c.ring = append(c.ring, cs)
 	}
@@ -36,7 +36,7 @@ func (c *conn) wantsTransmit(now clock.Time) bool {
 	if !c.established() {
 		return false
 	}
-	if len(c.acks) > 0 || c.hb.echoN > 0 || now >= c.hb.nextSend {
+	if c.pendingAcks() > 0 || c.hb.echoN > 0 || now >= c.hb.nextSend {
 		return true
 	}
 	if c.ep.cfg.Transport == Stream {
@@ -85,7 +85,7 @@ func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 		v := c.hb.originate(now, heartbeatInterval(cfg.Timeout))
 		return appendHeartbeat(appendPacketHeader(buf, chHeartbeat), v), true
 	}
-	if len(c.acks) > 0 {
+	if c.pendingAcks() > 0 {
 		return c.appendAcks(now, buf), true
 	}
 	if cfg.Transport == Stream {
@@ -122,6 +122,13 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 			c.ringPos = 0
 		}
 		cs := c.ring[c.ringPos]
+		if !cs.snd.MayAppend() {
+			// Its sequence numbers wait for an ack (N41), which puts it
+			// back.
+			cs.inRing = false
+			c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
+			continue
+		}
 		if !roomReliable && cs.snd.NextReliable() {
 			c.ringPos++
 			continue
@@ -133,11 +140,12 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 			c.maxMTUInFlight = max(c.maxMTUInFlight, c.payloadMTU)
 			if !cs.inSend {
 				cs.inSend = true
+				cs.sendIdx = int32(len(c.sendChans))
 				c.sendChans = append(c.sendChans, cs)
 			}
 			c.sentReliable(now)
 		}
-		if cs.snd.HasNew() {
+		if cs.snd.MayAppend() {
 			c.ringPos++
 		} else {
 			cs.inRing = false
@@ -189,8 +197,9 @@ const (
 func (c *conn) appendAcks(now clock.Time, buf []byte) []byte {
 	b := appendPacketHeader(buf, chAck)
 	room := max(1, c.payloadMTU/channel.AckLen)
-	n := min(len(c.acks), room)
-	for _, a := range c.acks[:n] {
+	pending := c.acks[c.acksHead:]
+	n := min(len(pending), room)
+	for _, a := range pending[:n] {
 		b = channel.AppendAck(b, a)
 	}
 	c.stats.AcksSent += uint64(n)
@@ -211,7 +220,7 @@ func (c *conn) appendAcks(now clock.Time, buf []byte) []byte {
 				kept = append(kept, e)
 			}
 		}
-		for _, a := range c.acks[max(0, n-maxSentAcks):n] {
+		for _, a := range pending[max(0, n-maxSentAcks):n] {
 			kept = append(kept, sentAck{a: a, at: now, left: repeats})
 		}
 		if drop := len(kept) - maxSentAcks; drop > 0 {
@@ -219,10 +228,16 @@ func (c *conn) appendAcks(now clock.Time, buf []byte) []byte {
 		}
 		c.sentAcks = kept
 	}
-	rest := copy(c.acks, c.acks[n:])
-	c.acks = c.acks[:rest]
+	// Consumed from the front: O(1) per entry, however many wait (D13).
+	c.acksHead += n
+	if c.acksHead == len(c.acks) {
+		c.acks, c.acksHead = c.acks[:0], 0
+	}
 	return b
 }
+
+// pendingAcks returns the number of acks waiting to be sent.
+func (c *conn) pendingAcks() int { return len(c.acks) - c.acksHead }
 
 func (c *conn) countSent(n int) {
 	c.stats.PacketsSent++
@@ -232,6 +247,7 @@ func (c *conn) countSent(n int) {
 // releaseBuffers drops the connection's queues when it is removed.
 func (c *conn) releaseBuffers() {
 	c.chans, c.last, c.ring, c.sendChans, c.recvChans, c.acks, c.sentAcks = nil, nil, nil, nil, nil, nil, nil
+	c.acksHead = 0
 	c.spare, c.spareSenders, c.receivers, c.senders = nil, nil, 0, 0
 	c.idleRecv, c.idleSend = idleQueue{}, idleQueue{}
 	c.timesStale = true
