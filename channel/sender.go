@@ -43,7 +43,7 @@ type Sender struct {
 	bufs bufPool
 	msgs []*message // free message structs
 
-	ahead int // if positive, replaces MaxAhead (for tests)
+	ahead int // if positive, replaces MaxAhead (SetMaxAhead)
 }
 
 // message is a queued encoded message and the state of its cutting.
@@ -169,6 +169,19 @@ func (s *Sender) HasNew() bool { return s.pending.len() > 0 }
 // a new packet for the old one. M/4 keeps every packet in flight within
 // the range a receiver's window may move across on evidence (D27).
 const MaxAhead = SeqSpace / 4
+
+// SetMaxAhead lowers the bound of MaxAhead for this sender to n places
+// (n <= 0 or above MaxAhead restores MaxAhead). A connection sets it to
+// its receive window: the peer drops a packet more than W places past its
+// ignore number unacked (D9), and that number cannot pass the oldest
+// unacked reliable packet, so with a peer whose W is this side's, sending
+// further ahead only wastes the path (N41).
+func (s *Sender) SetMaxAhead(n int) {
+	if n <= 0 || n > MaxAhead {
+		n = 0
+	}
+	s.ahead = n
+}
 
 // MayAppend reports whether AppendNew would send a packet: one is queued,
 // and its sequence number is less than MaxAhead places after the oldest

@@ -148,9 +148,13 @@ type Config struct {
 	// 1024.
 	MaxUnvalidated int
 	// ValidationTimeout ends an unvalidated connection silently this long
-	// after its "connect?" (D25). Default 5 s, the client's default
-	// ConnectTimeout: a real client echoes the first heartbeat one round
-	// trip after "connected".
+	// after its "connect?" (D25). Default 10 s: a client echoes the first
+	// heartbeat one round trip after "connected", but on a path losing
+	// half the datagrams each way a challenge and its echo both arrive
+	// only one time in four, and the server may answer only as many bytes
+	// as it heard (N33). A client sends its own heartbeats every
+	// ConnectRetry for its first ValidationTimeout, which gives the
+	// server those bytes.
 	ValidationTimeout time.Duration
 	// UnvalidatedReceiveMemory bounds the bytes an unvalidated connection
 	// holds for its client: packets queued for reassembly and messages
@@ -226,7 +230,7 @@ const (
 	DefaultMaxConnections    = 1024
 	DefaultMaxPendingConnect = 16
 	DefaultMaxUnvalidated    = 1024
-	DefaultValidationTimeout = 5 * time.Second
+	DefaultValidationTimeout = 10 * time.Second
 	DefaultUnvalidatedMemory = 64 << 10
 	DefaultTimeout           = 20 * time.Second
 	DefaultConnectTimeout    = 5 * time.Second

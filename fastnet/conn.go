@@ -66,9 +66,11 @@ type conn struct {
 	acks     []channel.Ack
 	acksHead int
 	// sentAcks holds the latest ack entries sent, oldest first, with the
-	// repeats each has left (N29).
-	sentAcks []sentAck
-	stream   streamQueue // Stream transport: whole messages, in order
+	// repeats each has left (N29); ackRepeatAt is when an ack packet of
+	// repeats alone is due after a duplicate (N40), 0 if none.
+	sentAcks    []sentAck
+	ackRepeatAt clock.Time
+	stream      streamQueue // Stream transport: whole messages, in order
 
 	// The earliest resend and the earliest first send of an unacked
 	// packet over sendChans (sendTimes), and the resend RTT they were
@@ -200,6 +202,7 @@ func (c *conn) sendChannel(id int16) *chanState {
 		c.liveSenders = min(c.liveSenders+1, c.ep.liveCap)
 	}
 	cs.snd.Reuse(id, cs.seq, cs.rel)
+	cs.snd.SetMaxAhead(c.ep.cfg.ReceiveWindow)
 	c.senders++
 	return cs
 }
@@ -255,6 +258,7 @@ func (c *conn) nextDeadline() clock.Time {
 	}
 	resend, oldest := c.sendTimes()
 	d = clock.Earliest(d, resend)
+	d = clock.Earliest(d, c.ackRepeatAt)
 	if oldest != 0 {
 		d = clock.Earliest(d, oldest.Add(cfg.Timeout))
 	}

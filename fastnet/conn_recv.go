@@ -61,6 +61,7 @@ func (c *conn) handleData(now clock.Time, ch int16, p []byte) {
 	case channel.Duplicate:
 		c.stats.Dropped[DropDuplicate]++
 		c.ack(ch, h.Seq) // the first ack may have been lost (D8)
+		c.repeatAcksLater(now)
 	case channel.Stale:
 		c.stats.Dropped[DropStale]++
 	case channel.OutOfWindow:

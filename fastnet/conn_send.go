@@ -39,6 +39,9 @@ func (c *conn) wantsTransmit(now clock.Time) bool {
 	if c.pendingAcks() > 0 || c.hb.echoN > 0 || now >= c.hb.nextSend {
 		return true
 	}
+	if c.ackRepeatAt != 0 && now >= c.ackRepeatAt {
+		return true
+	}
 	if c.ep.cfg.Transport == Stream {
 		return !c.stream.empty()
 	}
@@ -87,6 +90,12 @@ func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 	}
 	if c.pendingAcks() > 0 {
 		return c.appendAcks(now, buf), true
+	}
+	if c.ackRepeatAt != 0 && now >= c.ackRepeatAt {
+		c.ackRepeatAt = 0
+		if c.hasRepeats(now) {
+			return c.appendAcks(now, buf), true
+		}
 	}
 	if cfg.Transport == Stream {
 		b, ok := c.stream.pop(buf)
@@ -234,6 +243,29 @@ func (c *conn) appendAcks(now clock.Time, buf []byte) []byte {
 		c.acks, c.acksHead = c.acks[:0], 0
 	}
 	return b
+}
+
+// repeatAcksLater schedules an ack packet of repeats (N29) a quarter of a
+// round trip from now, after a duplicate showed that an ack was lost: the
+// duplicate's ack then goes out twice even when no later ack packet would
+// carry its repeat, as at the end of a transfer, where one lost ack
+// otherwise costs a full resend interval (N40).
+func (c *conn) repeatAcksLater(now clock.Time) {
+	if c.ep.cfg.AckRepeats <= 0 || c.ackRepeatAt != 0 {
+		return
+	}
+	c.ackRepeatAt = now.Add(max(c.ep.cfg.MinResendRTT, c.hb.srtt/4))
+}
+
+// hasRepeats reports whether some ack entry may still be repeated at now.
+func (c *conn) hasRepeats(now clock.Time) bool {
+	oldest := now.Add(-maxAckRepeatAge)
+	for i := range c.sentAcks {
+		if e := &c.sentAcks[i]; e.left > 0 && e.at >= oldest {
+			return true
+		}
+	}
+	return false
 }
 
 // pendingAcks returns the number of acks waiting to be sent.

@@ -171,7 +171,7 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 	c.stats.PacketsReceived++
 	c.stats.BytesReceived += uint64(n)
 	e.unvalidated.push(c)
-	c.hb.startChallenge(e.cfg.Rand, e.cfg.ConnectRetry)
+	c.hb.startChallenge(e.cfg.Rand, e.cfg.ConnectRetry/2)
 	e.queueCtlOnce(from, control{kind: ctlConnected, id: c.id})
 	c.establish(now)
 	e.touch(c, now)
@@ -312,6 +312,13 @@ func (c *conn) establish(now clock.Time) {
 	c.state = stateConnected
 	c.retryAt = 0
 	c.hb.start(now)
+	if c.ep.cfg.Role == Client && c.ep.cfg.Transport == Datagram {
+		// The server may be validating this client's address (D25): its
+		// heartbeats give the server the bytes it may answer with, and
+		// it echoes every challenge, so they go out every ConnectRetry
+		// for a while (N33).
+		c.hb.early, c.hb.earlyUntil = c.ep.cfg.ConnectRetry, now.Add(c.ep.cfg.ValidationTimeout)
+	}
 	if !c.unvalidated {
 		c.startMTU(now)
 	} else if c.ep.cfg.Transport == Datagram {

@@ -51,6 +51,11 @@ type heartbeat struct {
 	challenge      time.Duration
 	first          int16
 	echoed, forged bool
+	// A client's heartbeats go out every early instead of every interval
+	// until earlyUntil, while the server may still be validating it
+	// (D25, N33).
+	early      time.Duration
+	earlyUntil clock.Time
 }
 
 // sentBeat is an originated heartbeat awaiting its echo.
@@ -106,6 +111,9 @@ func (h *heartbeat) originated(v int16) bool {
 func (h *heartbeat) originate(now clock.Time, interval time.Duration) int16 {
 	if h.challenge > 0 {
 		interval = min(interval, h.challenge)
+	}
+	if now < h.earlyUntil {
+		interval = min(interval, h.early)
 	}
 	v := h.next
 	if h.server {

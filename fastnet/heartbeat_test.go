@@ -67,8 +67,9 @@ func TestRTTFromHeartbeats(t *testing.T) {
 	if st2.RTT != st.RTT {
 		t.Fatalf("a duplicate or unknown echo changed the RTT to %v", st2.RTT)
 	}
-	tc.advance(920 * time.Millisecond)
-	tc.wantPacket("second heartbeat", chHeartbeat, appendHeartbeat(nil, -2))
+	// Early on, the client's heartbeats go every ConnectRetry (N33).
+	tc.advance(120 * time.Millisecond)
+	tc.wantPacket("second heartbeat at 200 ms", chHeartbeat, appendHeartbeat(nil, -2))
 	tc.advance(40 * time.Millisecond)
 	tc.recv(chHeartbeat, appendHeartbeat(nil, -2))
 	st, _ = tc.ep.Stats(h)
@@ -96,5 +97,39 @@ func TestHeartbeatTimeout(t *testing.T) {
 	}
 	if tc.ep.NumConns() != 0 {
 		t.Fatal("timed-out connection still held")
+	}
+}
+
+// N33: a client's heartbeats go every ConnectRetry for its first
+// ValidationTimeout, while the server may be validating it (D25), then
+// every second (D16).
+func TestClientEarlyHeartbeats(t *testing.T) {
+	cfg := clientConfig()
+	cfg.ValidationTimeout = time.Second
+	tc := newTestEndpoint(t, cfg)
+	tc.connectClient(1)
+	tc.wantPacket("first heartbeat at once", chHeartbeat, appendHeartbeat(nil, -1))
+	var at []time.Duration
+	start := tc.now
+	for range 40 {
+		tc.advance(100 * time.Millisecond)
+		for _, p := range tc.sent {
+			if p.ch == chHeartbeat {
+				at = append(at, tc.now.Sub(start))
+			}
+		}
+		tc.sent = nil
+	}
+	want := []time.Duration{200, 400, 600, 800, 1000, 2000, 3000, 4000}
+	for i := range want {
+		want[i] *= time.Millisecond
+	}
+	if len(at) != len(want) {
+		t.Fatalf("heartbeats at %v, want %v", at, want)
+	}
+	for i := range want {
+		if at[i] != want[i] {
+			t.Fatalf("heartbeats at %v, want %v", at, want)
+		}
 	}
 }

@@ -218,3 +218,58 @@ func TestAckRepeatsExpire(t *testing.T) {
 		}
 	}
 }
+
+// N40: a duplicate reliable packet shows that its ack was lost; its ack
+// then goes out twice, the second time in an ack packet of repeats alone
+// a little later, though no other ack packet follows. With AckRepeats -1
+// it goes out once.
+func TestDuplicateAckSentTwice(t *testing.T) {
+	for _, tt := range []struct {
+		repeats   int
+		wantAcked int
+	}{
+		{0, 2},  // the default, 2 repeats
+		{-1, 1}, // repeats off
+	} {
+		cfg := fixedMTU(100)
+		cfg.AckRepeats = tt.repeats
+		s := newSim(t, simSetup{Seed: 1, Cli: cfg, Srv: cfg,
+			Up: fastnettest.Link{Delay: 10 * time.Millisecond}, Down: fastnettest.Link{Delay: 10 * time.Millisecond}})
+		s.connect(time.Minute)
+		s.run(time.Second)
+		// The server's first ack is lost: the client resends, and the
+		// server sees a duplicate.
+		first := true
+		var acksAfterDup int
+		dupSeen := false
+		s.net.Filter = func(from, to netip.AddrPort, b []byte) bool {
+			p := parseWire(t, b)
+			if from == srvAddr && p.ch == wireAck {
+				if first {
+					first = false
+					return false
+				}
+				if dupSeen {
+					acksAfterDup++
+				}
+			}
+			if from == cliAddr && p.ch == 1 && !first {
+				dupSeen = true
+			}
+			return true
+		}
+		if err := s.send(cliSide, 1, payload(1, 10), true); err != nil {
+			t.Fatal(err)
+		}
+		s.run(5 * time.Second)
+		if !dupSeen {
+			t.Fatal("the client did not resend")
+		}
+		if acksAfterDup != tt.wantAcked {
+			t.Errorf("AckRepeats %d: %d ack packets after the duplicate, want %d", tt.repeats, acksAfterDup, tt.wantAcked)
+		}
+		if st := s.stats(cliSide); st.InFlightPackets != 0 {
+			t.Errorf("AckRepeats %d: %d packets still in flight", tt.repeats, st.InFlightPackets)
+		}
+	}
+}

@@ -78,6 +78,7 @@ type Estimator struct {
 	failures  int  // rounds of the current size that failed with a count
 	doubted   int  // the size that failed with a count, to measure again after the refresh
 	refresh   bool // the round measures lo again, to refresh the reference
+	lossy     bool // the first round lost more than lossyPoints: rounds send ProbesPerRound (N44)
 
 	// The round.
 	size  int // probe size
@@ -156,8 +157,17 @@ func (e *Estimator) SetPathHint(payloadMTU int) {
 
 // probesFor returns the number of probes of a round of size bytes (N44).
 func (e *Estimator) probesFor(size int) int {
+	if e.lossy {
+		return ProbesPerRound
+	}
 	return max(MinProbesPerRound, min(ProbesPerRound, e.cfg.RoundBytes/max(size, 1)))
 }
+
+// lossyPoints is the loss of the first round, in points, above which the
+// estimation's rounds all send ProbesPerRound probes: on a path that loses
+// more, a round of 20 probes varies by 7 points or more from loss alone,
+// and D19's 5-point rule would fail sizes the path carries (N44).
+const lossyPoints = 10
 
 // Start begins an estimation at now: the endpoint calls it when the
 // connection is established. Later estimations start by themselves, Period
@@ -180,6 +190,7 @@ func (e *Estimator) Start(now clock.Time) {
 	e.confirmed = e.hintLo == 0
 	e.pathTry, e.above = e.pathHint, false
 	e.first = true
+	e.lossy = false
 	e.refresh = false
 	e.lo, e.hi = 0, 0
 	e.failures = 0
@@ -291,7 +302,7 @@ func (e *Estimator) NextDeadline() clock.Time {
 // otherwise it returns b and false. A payload is a reset (a single 0 byte)
 // or a probe of the round's size filled from Config.Rand. rtt is the
 // connection's smoothed round-trip time (D17), 0 if unknown: resets go three
-// of them apart, and a round's final wait lasts at least two. It returns at
+// of them apart, and a round's final wait lasts at least three. It returns at
 // most one payload per call and never two probes closer than
 // Config.ProbeInterval.
 func (e *Estimator) AppendPayload(b []byte, now clock.Time, rtt time.Duration) ([]byte, bool) {
@@ -324,7 +335,10 @@ func (e *Estimator) AppendPayload(b []byte, now clock.Time, rtt time.Duration) (
 			e.sendAt = now.Add(e.cfg.ProbeInterval)
 		} else {
 			e.phase = phaseFinal
-			e.timer = now.Add(max(e.cfg.FinalTimeout, 2*rtt))
+			// Long enough that the round's replies, even held back on a
+			// path that reorders, come before the next round's reset
+			// (N44).
+			e.timer = now.Add(max(e.cfg.FinalTimeout, 3*rtt))
 		}
 		return b, true
 	}
@@ -394,6 +408,7 @@ func (e *Estimator) evaluate(now clock.Time) {
 		}
 		e.firstCnt, e.passCnt = e.count, e.count
 		e.firstN, e.passN = e.n, e.n
+		e.lossy = 100*e.count < (100-lossyPoints)*e.n
 		e.lo = e.size
 	case pass:
 		e.failures = 0

@@ -138,7 +138,7 @@ func TestEstimatorRound(t *testing.T) {
 		wantFinal time.Duration
 	}{
 		{"defaults", Config{}, 50 * time.Millisecond, DefaultFinalTimeout},
-		{"final wait at least 2 RTT", Config{}, 200 * time.Millisecond, 400 * time.Millisecond},
+		{"final wait at least 3 RTT", Config{}, 200 * time.Millisecond, 600 * time.Millisecond},
 		{"custom", Config{Initial: 100, ProbeInterval: 7 * time.Millisecond, FinalTimeout: time.Second}, 50 * time.Millisecond, time.Second},
 	}
 	for _, tt := range tests {
