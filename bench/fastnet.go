@@ -95,7 +95,7 @@ func (s fastnetSystem) Name() string {
 }
 
 func (s fastnetSystem) Supports(w Workload) bool {
-	return w.Name != "W4K" && (!s.tcp || w.Name != "W4")
+	return w.Name != "W4K" && (!s.tcp || w.Name != "W4" && w.Name != "W5")
 }
 
 // engine is the engine's configuration for w.
@@ -122,6 +122,9 @@ func (s fastnetSystem) dial(ctx context.Context, w Workload, o Options, addr str
 }
 
 func (s fastnetSystem) Server(ctx context.Context, w Workload, o Options, ready func(string)) (Metrics, error) {
+	if w.Name == "W5" {
+		return idleServer(ctx, w, o, ready)
+	}
 	l, err := s.listen(ctx, w, o)
 	if err != nil {
 		return nil, err
@@ -206,6 +209,9 @@ func (c cancelDeadline) SetReadDeadline(time.Time) error {
 }
 
 func (s fastnetSystem) Client(ctx context.Context, w Workload, o Options, addr string) (Metrics, error) {
+	if w.Name == "W5" {
+		return idleClient(ctx, w, o, addr)
+	}
 	c, err := s.dial(ctx, w, o, addr)
 	if err != nil {
 		return nil, err

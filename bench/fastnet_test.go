@@ -50,7 +50,7 @@ func TestFastnetRows(t *testing.T) {
 	for _, tt := range []struct {
 		system string
 		want   string
-	}{{"fastnet-udp", "W1 W2 W3 W4"}, {"fastnet-tcp", "W1 W2 W3"}} {
+	}{{"fastnet-udp", "W1 W2 W3 W4 W5"}, {"fastnet-tcp", "W1 W2 W3"}} {
 		s := findSystem(tt.system)
 		if s == nil {
 			t.Fatalf("no system %s", tt.system)

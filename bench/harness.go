@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
 )
 
 // Workload is one of the workloads of BENCHMARKS.md, with its counts. It
@@ -33,10 +35,20 @@ type Workload struct {
 	// WarmUp bounds how long a system may wait after connecting, before it
 	// measures, for its connection to settle (fastnet: MTU estimation).
 	WarmUp time.Duration
+	// Window is how long W5 measures the server once its connections are
+	// idle.
+	Window time.Duration
+	// Dials bounds W5's handshakes under way at once.
+	Dials int
+	// Settle is how long W5's last connection must have been up before
+	// the window begins: a client's heartbeats go out every
+	// ConnectRetry, not every second, for its first ValidationTimeout
+	// (N33), which is not the idle state.
+	Settle time.Duration
 }
 
-// workloads returns the four workloads, with the counts of BENCHMARKS.md or
-// reduced ones for a smoke run.
+// workloads returns the workloads, with the counts of BENCHMARKS.md or
+// reduced ones for a smoke run. W5's Messages is its number of connections.
 func workloads(quick bool) []Workload {
 	w := []Workload{
 		{Name: "W1", Title: "echo latency", Warmup: 1000, Messages: 20000, Size: 64},
@@ -44,6 +56,8 @@ func workloads(quick bool) []Workload {
 		{Name: "W3", Title: "1 KiB reliable throughput", Messages: 100000, Size: 1024},
 		{Name: "W4", Title: "unreliable rate", Messages: 1000000, Size: 64, Silence: time.Second},
 		{Name: "W4K", Title: "unreliable rate, 1 KiB (W3's baseline)", Messages: 300000, Size: 1024, Silence: time.Second},
+		{Name: "W5", Title: "many idle connections", Messages: 10000, Window: 15 * time.Second, Dials: defaultDials,
+			Settle: fastnet.DefaultValidationTimeout + time.Second},
 	}
 	for i := range w {
 		w[i].WarmUp = 5 * time.Second
@@ -57,9 +71,15 @@ func workloads(quick bool) []Workload {
 		w[2].Messages = 10000
 		w[3].Messages, w[3].Silence = 50000, 200*time.Millisecond
 		w[4].Messages, w[4].Silence = 20000, 200*time.Millisecond
+		w[5].Messages, w[5].Window, w[5].Settle = 500, 3*time.Second, 0
 	}
 	return w
 }
+
+// defaultDials is W5's bound on handshakes under way at once: well below
+// the server's bound on unvalidated connections (fastnet.Config's
+// MaxUnvalidated, 1024), so that none is dropped to make room.
+const defaultDials = 256
 
 // Metrics are the measurements of one run, by name. Client and server each
 // report theirs, and the harness adds the derived ones and CPU times.
@@ -104,6 +124,9 @@ type Options struct {
 	// systems that use the project's socket layer (udpio-batch64 and
 	// fastnet-udp), for measuring what it brings.
 	NoOffload bool
+	// Progress, if set, receives the client's progress in a long run
+	// (W5); it stays in the client's process.
+	Progress io.Writer `json:"-"`
 }
 
 // A System is one implementation under test; it gives one row of the
@@ -175,8 +198,9 @@ func serveChild(spec string, stdin io.Reader, stdout io.Writer) error {
 		io.Copy(io.Discard, stdin)
 		cancel()
 	}()
-	if cs.Options.CPUProfile != "" {
-		stop, err := startCPUProfile(fmt.Sprintf("%s-%s-%s.server", cs.Options.CPUProfile, cs.System, cs.Workload.Name))
+	if cs.Options.CPUProfile != "" && cs.Workload.Window == 0 {
+		// A workload with a window profiles only the window.
+		stop, err := startCPUProfile(serverProfile(cs.Options, cs.System, cs.Workload))
 		if err != nil {
 			return err
 		}
@@ -194,6 +218,11 @@ func serveChild(spec string, stdin io.Reader, stdout io.Writer) error {
 	}
 	_, err = fmt.Fprintf(stdout, "result %s\n", b)
 	return err
+}
+
+// serverProfile is the file of a server's CPU profile.
+func serverProfile(o Options, system string, w Workload) string {
+	return fmt.Sprintf("%s-%s-%s.server", o.CPUProfile, system, w.Name)
 }
 
 // measure runs one run of w on sys: the server in a new process of exe,
@@ -294,6 +323,10 @@ func measure(ctx context.Context, exe string, sys System, w Workload, o Options,
 
 // derive adds the metrics computed from others.
 func derive(w Workload, m Metrics) {
+	if w.Name == "W5" {
+		deriveIdle(m)
+		return
+	}
 	if !isRate(w) {
 		return
 	}
@@ -390,6 +423,15 @@ func brief(w Workload, m Metrics) string {
 		return fmt.Sprintf("p50 %.1f µs, p99 %.1f µs", m[P50], m[P99])
 	case "W4", "W4K":
 		return fmt.Sprintf("%s received/s, loss %.1f %%, sent %s/s", si(m[Rate]), m[Loss], si(m[SendRate]))
+	case "W5":
+		return fmt.Sprintf("%.0f connected in %.1f s (%.0f retries), estimation done at %.1f s (one: %.1f s at most), "+
+			"MTU estimation %.0f kB up / %.0f kB down a connection (at most %.0f / %.0f), payload MTU %.0f / %.0f; "+
+			"idle server %.2f %% of a core (user %.2f, system %.2f; client %.1f %%), %.1f datagrams a connection a second, "+
+			"%.0f wake-ups/s; %.1f kB RSS, %.1f kB heap a connection",
+			m[Conns], m[ConnectSeconds], m[DialRetries], m[EstimateSeconds], m[EstimateConnMax],
+			m[MTUUp], m[MTUDown], m[MTUUpMax], m[MTUDownMax], m[ClientMTU], m[ServerMTU],
+			m[IdleCPU], m[IdleUser], m[IdleSystem], m[IdleClientCPU], m[IdleDatagrams],
+			m[IdleWakeups], m[RSSPerConn], m[HeapPerConn])
 	}
 	return fmt.Sprintf("%s msg/s", si(m[Rate]))
 }
@@ -527,6 +569,13 @@ func cell(r *result) string {
 		return f(Rate, si) + " msg/s, " + f(Rate, mbs) + " MB/s" + extras(r)
 	case "W4", "W4K":
 		return f(Rate, si) + " received/s, loss " + f(Loss, pct) + " %, sent " + f(SendRate, si) + "/s" + extras(r)
+	case "W5":
+		s1 := func(x float64) string { return fmt.Sprintf("%.1f", x) }
+		s2 := func(x float64) string { return fmt.Sprintf("%.2f", x) }
+		kb := func(x float64) string { return fmt.Sprintf("%.0f", x) }
+		return fmt.Sprintf("%d connected in ", r.w.Messages) + f(ConnectSeconds, s1) + " s; MTU estimation done at " + f(EstimateSeconds, s1) +
+			" s, " + f(MTUUp, kb) + " kB up, " + f(MTUDown, kb) + " kB down a connection; idle server " + f(IdleCPU, s2) +
+			" % of a core, " + f(RSSPerConn, s1) + " kB RSS a connection"
 	}
 	return f(Rate, si) + " msg/s" + extras(r)
 }

@@ -1,5 +1,6 @@
 // Command bench runs the workloads of BENCHMARKS.md (W1 echo latency, W2
-// and W3 reliable throughput, W4 unreliable rate) against several systems
+// and W3 reliable throughput, W4 unreliable rate, W5 many idle
+// connections) against several systems
 // over 127.0.0.1, each run with the server in a separate process, and
 // prints one Markdown table of medians with min-max and CPU time.
 //
@@ -11,7 +12,7 @@
 // Flags:
 //
 //	-runs N          runs of each workload on each system (default 3)
-//	-workloads LIST  comma-separated, from W1,W2,W3,W4 (default all)
+//	-workloads LIST  comma-separated, from W1,W2,W3,W4,W4K,W5 (default all)
 //	-systems LIST    comma-separated system names (default all; -list shows them)
 //	-quick           reduced counts, for a smoke run of a few seconds
 //	-sockbuf BYTES   socket buffer size for the raw UDP systems (default: OS default)
@@ -26,6 +27,11 @@
 //	-timeout D       limit on each run (default 2m)
 //	-cpuprofile FILE write a CPU profile of the clients (this process) to
 //	                 FILE, and of each server to FILE-SYSTEM-WORKLOAD.server
+//	                 (W5: of the measured window only)
+//	-w5-conns N      W5's connections (default 10000, 500 with -quick)
+//	-w5-window D     how long W5 measures the idle server (default 15s,
+//	                 3s with -quick)
+//	-w5-dials N      W5's handshakes under way at once (default 256)
 //
 // Flags may also be written with two dashes (--quick). A system is a value
 // implementing [System]: its server role runs in a child process (the same
@@ -39,8 +45,10 @@
 // udpio-batch64 (batches through the project's socket layer,
 // internal/udpio, with segmentation offload where the kernel has it) and
 // udpio-acked (raw-udp-acked through that layer), and the engine itself:
-// fastnet-udp (W1-W4, through udpdriver) and fastnet-tcp (W1-W3, through
-// tcpdriver). The last column of the table compares each median with
+// fastnet-udp (W1-W5, through udpdriver) and fastnet-tcp (W1-W3, through
+// tcpdriver). W5's clients are the engine's endpoints, each with a socket of
+// its own, in this process (see swarm); it is reported in a section of its
+// own below the table. The last column of the table compares each median with
 // baselines of the same run: W1 latency with raw-udp-plain's and the two
 // acked floors, every rate with raw-udp-batch64's and udpio-batch64's
 // received rate for datagrams of the same size (W4, or W4K for W3).
@@ -77,7 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	runs := fs.Int("runs", 3, "runs of each workload on each system")
-	wl := fs.String("workloads", "W1,W2,W3,W4,W4K", "comma-separated workloads (W4K: raw UDP with 1 KiB datagrams, W3's baseline)")
+	wl := fs.String("workloads", "W1,W2,W3,W4,W4K,W5", "comma-separated workloads (W4K: raw UDP with 1 KiB datagrams, W3's baseline)")
 	sl := fs.String("systems", "", "comma-separated systems (default all)")
 	quick := fs.Bool("quick", false, "reduced counts for a smoke run")
 	sockbuf := fs.Int("sockbuf", 0, "socket buffer size in bytes (0: OS default)")
@@ -87,6 +95,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	noOffload := fs.Bool("no-offload", false, "turn UDP segmentation offload (GSO, GRO) off in udpio-batch64 and fastnet-udp")
 	cpuprofile := fs.String("cpuprofile", "", "write CPU profiles of clients and servers to this file (and FILE-SYSTEM-WORKLOAD.server)")
 	pin := fs.String("pin", "", "run the client and every server on these CPUs only (Linux; e.g. 0, 0,1 or 0-3)")
+	w5Conns := fs.Int("w5-conns", 0, "W5's connections (0: 10000, 500 with -quick)")
+	w5Window := fs.Duration("w5-window", 0, "how long W5 measures the idle server (0: 15s, 3s with -quick)")
+	w5Dials := fs.Int("w5-dials", 0, "W5's handshakes under way at once (0: 256)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -113,11 +124,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	cfg, err := parseConfig(*runs, *wl, *sl, *quick)
+	if err == nil {
+		err = cfg.setW5(*w5Conns, *w5Window, *w5Dials)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
-	cfg.opts = Options{SocketBuffer: *sockbuf, CPUProfile: *cpuprofile, MinResendRTT: *minResend, NoOffload: *noOffload}
+	cfg.opts = Options{SocketBuffer: *sockbuf, CPUProfile: *cpuprofile, MinResendRTT: *minResend, NoOffload: *noOffload, Progress: stderr}
 	if *cpuprofile != "" {
 		stop, err := startCPUProfile(*cpuprofile)
 		if err != nil {
@@ -142,6 +156,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	printTable(stdout, results, cfg.runs)
 	printNotes(stdout, results, *pin != "")
+	printIdle(stdout, results)
 	return 0
 }
 
@@ -162,7 +177,7 @@ func parseConfig(runs int, workloadList, systemList string, quick bool) (config,
 			}
 		}
 		if !found {
-			return cfg, fmt.Errorf("unknown workload %q (want W1, W2, W3, W4 or W4K)", name)
+			return cfg, fmt.Errorf("unknown workload %q (want W1, W2, W3, W4, W4K or W5)", name)
 		}
 	}
 	if systemList == "" {
@@ -177,6 +192,29 @@ func parseConfig(runs int, workloadList, systemList string, quick bool) (config,
 		cfg.systems = append(cfg.systems, s)
 	}
 	return cfg, nil
+}
+
+// setW5 applies W5's flags; zero leaves a setting as it is.
+func (cfg *config) setW5(conns int, window time.Duration, dials int) error {
+	if conns < 0 || window < 0 || dials < 0 {
+		return fmt.Errorf("-w5-conns %d, -w5-window %v, -w5-dials %d: negative", conns, window, dials)
+	}
+	for i := range cfg.workloads {
+		w := &cfg.workloads[i]
+		if w.Name != "W5" {
+			continue
+		}
+		if conns > 0 {
+			w.Messages = conns
+		}
+		if window > 0 {
+			w.Window = window
+		}
+		if dials > 0 {
+			w.Dials = dials
+		}
+	}
+	return nil
 }
 
 // startCPUProfile starts writing a CPU profile to file; the function it

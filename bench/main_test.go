@@ -106,6 +106,60 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// TestSmokeW5 runs W5 once with the counts of -quick and checks that
+// every figure of its report is there and plausible.
+func TestSmokeW5(t *testing.T) {
+	cfg, err := parseConfig(1, "W5", "fastnet-udp", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.timeout = time.Minute
+	var progress bytes.Buffer
+	cfg.progress = &progress
+	if cfg.exe, err = os.Executable(); err != nil {
+		t.Fatal(err)
+	}
+	results, err := benchmark(context.Background(), cfg)
+	t.Logf("progress:\n%s", progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 || len(results[0].runs) != 1 {
+		t.Fatalf("%d results, want one run of one", len(results))
+	}
+	r := results[0]
+	m := r.runs[0]
+	n := float64(r.w.Messages)
+	for _, c := range []struct {
+		metric   string
+		min, max float64
+	}{
+		{Conns, n, n},
+		{ConnectSeconds, 1e-6, 60},
+		{EstimateSeconds, 1e-6, 60},
+		{MTUUp, 0.001, 1e6},
+		{MTUDown, 0.001, 1e6},
+		{ClientMTU, 32, 65507},
+		{ServerMTU, 32, 65507},
+		{IdleCPU, 1e-6, 200},
+		{IdleDatagrams, 1, 100}, // heartbeats and echoes, both ways
+		{HeapPerConn, 0.01, 1e4},
+		{ServerLive, n, n},
+		{ClientLive, n, n},
+	} {
+		if v, ok := m[c.metric]; !ok || v < c.min || v > c.max {
+			t.Errorf("%s = %v (reported %v), want %v to %v", c.metric, v, ok, c.min, c.max)
+		}
+	}
+	var out bytes.Buffer
+	printTable(&out, results, 1)
+	printIdle(&out, results)
+	t.Logf("report:\n%s", out.String())
+	if strings.Contains(out.String(), "?") {
+		t.Error("the report lacks a figure")
+	}
+}
+
 func TestFlags(t *testing.T) {
 	tests := []struct {
 		args []string
@@ -115,7 +169,8 @@ func TestFlags(t *testing.T) {
 	}{
 		{[]string{"-list"}, 0, "raw-udp-batch64", ""},
 		{[]string{"--runs", "0"}, 2, "", "at least 1"},
-		{[]string{"--workloads", "W5"}, 2, "", `unknown workload "W5"`},
+		{[]string{"--workloads", "W6"}, 2, "", `unknown workload "W6"`},
+		{[]string{"--w5-conns", "-1"}, 2, "", "negative"},
 		{[]string{"--systems", "enet"}, 2, "", `unknown system "enet"`},
 		{[]string{"--bogus"}, 2, "", "flag provided but not defined"},
 		{[]string{"--systems", "raw-udp-batch64", "--workloads", "W2"}, 1, "", "no selected system supports"},
