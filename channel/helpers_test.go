@@ -61,3 +61,7 @@ func payload(seed, n int) []byte {
 const ms = time.Millisecond
 
 var t0 = clock.Epoch
+
+// keptBytes returns what an idle receiver is charged for the arrays it
+// keeps for reuse: its ring and its queue of delivered messages (N49).
+func (r *Receiver) keptBytes() int { return r.chargeFor(0, len(r.q.slots)) }

@@ -213,7 +213,7 @@ func (m *naiveReceiver) process(now clock.Time) {
 		g.Unblockable = g.Blocked && Distance(m.l, nd) > dist-1
 		g.Complete = err == nil && len(all) >= need
 		g.Malformed = err == coalesce.ErrTooLarge || err == nil && len(all) > need || ended && !g.Complete ||
-			err == nil && !g.Complete && need+PacketOverhead*(len(grp)+1) > m.maxBytes
+			err == nil && !g.Complete && need+slotSize*(len(grp)+1) > m.maxBytes
 		for _, p := range grp {
 			g.Newest = max(g.Newest, p.at)
 		}
@@ -318,7 +318,7 @@ func TestReceiverMatchesModel(t *testing.T) {
 			if r.Bytes() > cfg.MaxBytes || r.Bytes() < 0 {
 				t.Fatalf("Bytes = %d", r.Bytes())
 			}
-			if len(m.q) == 0 && len(got) == len(m.out) && r.Bytes() != 0 && len(r.q.slots) <= baseRing {
+			if len(m.q) == 0 && len(got) == len(m.out) && r.Bytes() != r.keptBytes() {
 				t.Fatalf("empty queue holds %d bytes", r.Bytes())
 			}
 		}
@@ -460,10 +460,17 @@ func TestReceiverProperties(t *testing.T) {
 			}
 			// The sender keeps what the receiver may have to hold within
 			// its memory, less a message's worth (see Sender.Outstanding).
-			p, b := s.Outstanding()
+			// Those packets, one more, and a whole message beside them,
+			// each in its buffer, with the ring covering them (N49).
+			p, _ := s.Outstanding()
 			enc := cfg.MaxMessage + coalesce.MaxOverhead
-			reserve := enc + PacketOverhead*(enc/mtu+2)
-			return b+mtu+PacketOverhead*(p+1)+reserve <= min(cfg.MaxBytes, budget.Limit)
+			q := p + 1 + (enc+mtu-1)/mtu
+			n := capFor(q)
+			cost := q*classCap(mtu) + ringBytes(n)
+			if n > baseRing {
+				cost += ringBytes(baseRing)
+			}
+			return cost <= min(cfg.MaxBytes, budget.Limit)
 		}
 		send := func(t *rapid.T) bool {
 			if !s.HasNew() || !room() {
@@ -550,8 +557,15 @@ func TestReceiverProperties(t *testing.T) {
 			}
 			if now > t0.Add(time.Hour) {
 				p, b := s.InFlight()
-				t.Fatalf("still not drained after an hour: %d packets (%d bytes) in flight, receiver holds %d (queued %d, data %d, ring %d, ready %d), budget %d/%d, max %d, G %d",
-					p, b, r.Bytes(), r.queued, r.data, len(r.q.slots), r.readyBytes, budget.Used, budget.Limit, cfg.MaxBytes, r.g)
+				for _, pk := range nw.pkts {
+					t.Logf("in flight: %+v %d bytes", pk.h, len(pk.chunk))
+				}
+				for j := r.q.first(0); j >= 0; j = r.q.first(j + 1) {
+					sl := r.q.at(j)
+					t.Logf("queued at %d: rel %v start %v R %d %d bytes", j, sl.reliable(), sl.start(), sl.rel, len(sl.data))
+				}
+				t.Fatalf("still not drained after an hour: %d packets (%d bytes) in flight, receiver holds %d (queued %d, data %d, ring %d, ready %d), budget %d/%d, max %d, G %d L %d grant %d unrel %d maxChunk %d",
+					p, b, r.Bytes(), r.queued, r.bufs, len(r.q.slots), r.readyBytes, budget.Used, budget.Limit, cfg.MaxBytes, r.g, r.l, r.grant, r.unrelN, r.maxChunk)
 			}
 			for {
 				b, ok := s.AppendResend(nil, now, ms, time.Second)
@@ -577,7 +591,7 @@ func TestReceiverProperties(t *testing.T) {
 		}
 		// A ring that grew is kept, and charged, until as many packets
 		// have passed as it grew by (N39); Reset releases it.
-		if kept := r.chargeFor(0, 0, len(r.q.slots)); r.Bytes() != kept || r.NextDeadline() != 0 || budget.Used != kept {
+		if kept := r.chargeFor(0, len(r.q.slots)); r.Bytes() != kept || r.NextDeadline() != 0 || budget.Used != kept {
 			t.Fatalf("after draining: Bytes %d (ring kept: %d), deadline %v, budget %d", r.Bytes(), kept, r.NextDeadline(), budget.Used)
 		}
 		r.Reset()

@@ -3,7 +3,8 @@ package channel
 // bufPool recycles byte buffers in power-of-two size classes, so that
 // steady-state sending and receiving allocate nothing. The bytes it keeps
 // are bounded by limit: a burst that needed many buffers does not pin them
-// forever.
+// forever. Each class is also a size class of Go's allocator, so a buffer
+// costs the heap exactly its capacity (classCap).
 type bufPool struct {
 	free     [numClasses][][]byte
 	retained int // sum of the capacities in free
@@ -11,8 +12,8 @@ type bufPool struct {
 }
 
 const (
-	minClassShift = 6  // the smallest class holds 64 bytes
-	numClasses    = 25 // 64 B .. 1 GiB
+	minClassShift = 5  // the smallest class holds 32 bytes: a chunk of the smallest message MTU, 25 bytes (D12)
+	numClasses    = 26 // 32 B .. 1 GiB
 )
 
 // classOf returns the smallest class whose buffers hold n bytes.
@@ -22,6 +23,15 @@ func classOf(n int) int {
 		c++
 	}
 	return c
+}
+
+// classCap returns the capacity of the buffer get(n) returns: what holding
+// n bytes in a pooled buffer costs.
+func classCap(n int) int {
+	if c := classOf(n); c < numClasses {
+		return 1 << (minClassShift + c)
+	}
+	return n
 }
 
 // get returns a buffer of length n.

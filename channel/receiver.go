@@ -39,26 +39,13 @@ const (
 	MaxSkip = SeqSpace / 4
 )
 
-// PacketOverhead is the memory charged for each queued packet beyond its
-// chunk bytes, for the bookkeeping that holds it (D22).
-const PacketOverhead = 32
-
-// HoldOverhead is about the memory a Receiver holding queued packets needs
-// beyond them: its own state and the smallest arrays of its receive queue,
-// on 64-bit platforms (TestHoldOverhead keeps it in step with the types);
-// a queue that grew for a message of many packets keeps up to 2.5 KiB
-// more until the receiver is given up.
-// Budget.MaxHolders bounds how many receivers of a connection hold packets
-// at once, and so this memory: without a bound, a peer that sends a small
-// packet starting a message on each of the 32,768 channels would make a
-// connection hold about 100 MB while its budget counted 2 MB (D22, D23).
-// An idle Receiver (Idle) needs only its Position kept, so a connection
-// may give the rest up and Reuse the receiver.
-const HoldOverhead = 800
-
 // maxReady bounds the delivered messages a Receiver holds for Poll; while
-// it is reached, coalescing pauses until Poll takes some.
-const maxReady = 64
+// it is reached, coalescing pauses until Poll takes some. keptReady is the
+// most places of its queue of them a receiver keeps once they are taken.
+const (
+	maxReady  = 64
+	keptReady = 8
+)
 
 // ReceiverConfig holds a Receiver's settings and limits. A zero field takes
 // its default.
@@ -72,7 +59,9 @@ type ReceiverConfig struct {
 	// DefaultMaxMessage.
 	MaxMessage int
 	// MaxBytes bounds the memory this channel holds (see Receiver.Bytes).
-	// Default 3*MaxMessage + 64 KiB.
+	// Default 3*MaxMessage +
+	// 64 KiB, or MessageMemory of a message of MaxMessage cut at the
+	// smallest message MTU plus 64 KiB if that is more.
 	MaxBytes int
 	// Budget, if not nil, is a receive memory budget shared with the
 	// connection's other channels; every change of Bytes is added to its
@@ -92,38 +81,6 @@ type ReceiverConfig struct {
 	// the SkipEvidence packets' arrivals. Default DefaultSkipEvidenceTime.
 	SkipEvidenceTime time.Duration
 }
-
-// Budget is a receive memory budget shared by the channels of one
-// connection (D22). Its zero value has no limit. Receivers sharing a budget
-// also share its free list of packet buffers, whose retained bytes are
-// bounded by Limit.
-type Budget struct {
-	// Used is the sum of the Bytes of the receivers sharing the budget.
-	Used int
-	// Limit bounds Used; 0 or less means no shared limit.
-	Limit int
-
-	// MaxHolders bounds how many of the receivers sharing the budget hold
-	// queued packets at once (each needs HoldOverhead beyond its packets);
-	// a packet that would make one more receiver hold some is refused as
-	// NoMemory, and past half of MaxHolders only a packet that starts a
-	// message and waits for nothing may (see mayHold). A receiver already
-	// holding packets takes the rest of its messages within Limit, so the
-	// bound cannot stall a message once it has begun. 0 or less means no
-	// bound.
-	MaxHolders int
-
-	// committed is the sum of the receivers' grants: memory promised to
-	// the messages at the heads of their queues, which no other packet may
-	// take.
-	committed int
-	holders   int // receivers holding queued packets
-	pool      bufPool
-}
-
-// Holders returns how many receivers sharing the budget hold queued
-// packets.
-func (b *Budget) Holders() int { return b.holders }
 
 // Result says what Receiver.Handle did with a packet and so whether to ack
 // it (D13: every reliable packet accepted or recognised as a duplicate is
@@ -263,9 +220,9 @@ type Receiver struct {
 
 	q         seqRing
 	queued    int // packets in q
-	data      int // chunk bytes in q
+	bufs      int // the capacities of their buffers
 	unrelN    int // unreliable packets in q
-	unrelData int // their chunk bytes
+	unrelBufs int // the capacities of their buffers
 	maxChunk  int // the longest chunk queued so far
 
 	cmg cmgState
@@ -282,9 +239,15 @@ type Receiver struct {
 
 	// The grant: memory promised to the rest of the reliable message at
 	// the head of the queue (see updateGrant).
-	grant    int
-	grantSeq Seq // the message's first packet
-	grantRel Seq // and its R
+	// It is made of the buffers of its packets still to come, grantBufs,
+	// and of the growth of the ring to grantCap places that they need, which
+	// any packet growing the ring within grantCap pays from the grant
+	// (grantFor); grant is the sum, as added to the Budget.
+	grant     int
+	grantBufs int
+	grantCap  int
+	grantSeq  Seq // the message's first packet
+	grantRel  Seq // and its R
 
 	// The latest unblocked packets beyond the window, dropped, kept as
 	// evidence that the window must move (D27, skipEvidence).
@@ -332,7 +295,7 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 		cfg.MaxMessage = DefaultMaxMessage
 	}
 	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = 3*cfg.MaxMessage + 64<<10
+		cfg.MaxBytes = max(3*cfg.MaxMessage, MessageMemory(cfg.MaxMessage+coalesce.MaxOverhead, minMessageMTU)) + 64<<10
 	}
 	if cfg.MCI <= 0 {
 		cfg.MCI = DefaultMCI
@@ -345,16 +308,22 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 		cfg.SkipEvidenceTime = DefaultSkipEvidenceTime
 	}
 	r := &Receiver{cfg: cfg, budget: cfg.Budget, g: -1, l: 0}
-	if r.budget != nil {
-		r.pool = &r.budget.pool
-		r.pool.limit = max(r.pool.limit, r.budget.Limit)
-	} else {
-		r.pool = &bufPool{}
+	// Free chunk buffers are kept so that steady-state reassembly
+	// allocates nothing: by the root of the Budget, within its room
+	// (Budget), or up to the memory the queue may use.
+	switch root := r.budget.rootOrNil(); {
+	case root == nil:
+		r.pool = &bufPool{limit: cfg.MaxBytes}
+	case root.MaxFree > 0:
+		r.pool = &root.pool
+		r.pool.limit = root.MaxFree
+	case root.Limit > 0:
+		r.pool = &root.pool
+		r.pool.limit = root.Limit
+	default:
+		r.pool = &root.pool
+		r.pool.limit = max(r.pool.limit, cfg.MaxBytes)
 	}
-	// Free chunk buffers are kept up to the memory the queue may use, so
-	// steady-state reassembly allocates nothing and bursts do not pin
-	// memory beyond the limits.
-	r.pool.limit = max(r.pool.limit, cfg.MaxBytes)
 	return r
 }
 
@@ -382,12 +351,11 @@ func (r *Receiver) NewDrops() Drops {
 }
 
 // Bytes returns the memory the receiver holds, as counted against MaxBytes
-// and the Budget: the chunk bytes of queued packets plus PacketOverhead per
-// queued packet, plus the payloads of delivered messages not yet taken by
-// Poll. Packets spread thin over more than 64 sequence numbers (from the
-// first queued to the last) are charged PacketOverhead per two places of
-// the ring that covers them if that is more, so that sparse packets cannot
-// pin large rings for free.
+// and the Budget: the arrays of its receive queue, the buffers of its
+// queued packets at their capacities, and the payloads of delivered
+// messages not yet taken by Poll with their places in its queue of them
+// (see memory.go). The Receiver itself, ReceiverSize, is its owner's to
+// charge. After Reset it is 0.
 func (r *Receiver) Bytes() int { return r.charge }
 
 // NextDeadline returns when the incomplete unreliable message at the head of
@@ -395,19 +363,11 @@ func (r *Receiver) Bytes() int { return r.charge }
 // caller then calls Poll.
 func (r *Receiver) NextDeadline() clock.Time { return r.deadline }
 
-// chargeFor computes Bytes for a queue of the given shape: queued packets
-// holding data bytes, in a ring of capacity places.
-func (r *Receiver) chargeFor(queued, data, places int) int {
-	units := queued
-	if places > baseRing {
-		units = max(units, places/2)
-	}
-	return data + r.readyBytes + PacketOverhead*units
+// chargeFor computes Bytes for a queue of the given shape: packets in
+// buffers of bufs bytes, in a ring of capacity places.
+func (r *Receiver) chargeFor(bufs, places int) int {
+	return bufs + r.q.bytesWith(places) + r.readyBytes + max(cap(r.ready.buf)-keptReady, 0)*messageSize
 }
-
-// ringFor returns the capacity of the ring once it covers n places: it
-// never shrinks while packets are stored.
-func (r *Receiver) ringFor(n int) int { return max(len(r.q.slots), capFor(n)) }
 
 // fits reports whether the receiver may hold c bytes, its grant unchanged.
 func (r *Receiver) fits(c int) bool { return r.fitsWith(c, r.grant) }
@@ -419,16 +379,41 @@ func (r *Receiver) fitsWith(c, grant int) bool {
 	if c+grant > r.cfg.MaxBytes {
 		return false
 	}
-	b := r.budget
-	return b == nil || b.Limit <= 0 || b.Used-r.charge+c+b.committed-r.grant+grant <= b.Limit
+	return r.budget == nil || r.budget.fits(c-r.charge, grant-r.grant)
 }
 
-// setGrant records a new grant and passes the change to the budget.
-func (r *Receiver) setGrant(g int) {
+// setGrant records a new grant of bufs bytes of buffers and a ring of
+// capacity places, and passes the change of its total to the budget.
+func (r *Receiver) setGrant(bufs, capacity int) {
+	r.grantBufs, r.grantCap = bufs, capacity
+	r.syncGrant()
+}
+
+// syncGrant passes the total of the grant, with the ring as it is now, to
+// the budget. A ring that grows pays part of the grant, so the total falls;
+// one that shrinks frees at least what it adds back.
+func (r *Receiver) syncGrant() {
+	g := r.grantFor(r.grantBufs, r.grantCap, len(r.q.slots))
 	if r.budget != nil {
-		r.budget.committed += g - r.grant
+		r.budget.add(0, g-r.grant)
 	}
 	r.grant = g
+}
+
+// grantFor returns the total of a grant of bufs bytes of buffers and a
+// ring of grantCap places, with a ring of capacity places: the buffers and
+// what growing the ring to grantCap still costs, its base arrays grown to
+// baseRing on the way included.
+func (r *Receiver) grantFor(bufs, grantCap, capacity int) int {
+	ring := 0
+	if n := grantCap; n > capacity {
+		ring = ringBytes(n)
+		if n > baseRing {
+			ring += ringBytes(baseRing)
+		}
+		ring = max(ring-r.q.bytesWith(capacity), 0)
+	}
+	return bufs + ring
 }
 
 // updateGrant promises memory to the rest of the reliable message at the
@@ -439,30 +424,36 @@ func (r *Receiver) setGrant(g int) {
 // message could fill the shared budget between them and none could ever
 // complete. A head whose grant does not fit yet waits for one while its
 // packets are still taken as long as they fit beside the grants of others;
-// it asks again on every Handle and Poll.
+// it asks again on every Handle and Poll. The grant covers the buffers of
+// the packets still to come and the ring they need (N20, N49).
 func (r *Receiver) updateGrant() {
-	want := 0
+	bufs, capacity := 0, 0
 	var seq, rel Seq
 	if m := &r.cmg; r.err == nil && r.queued > 0 && m.valid && m.start && m.reliable && m.hdrOK {
 		if rem := m.hdr.EncodedLen() - m.bytes; rem > 0 {
 			head := r.q.at(m.head)
 			chunk := max(len(head.data), minMessageMTU)
-			want = rem + PacketOverhead*((rem+chunk-1)/chunk)
+			k := (rem + chunk - 1) / chunk
+			bufs = k * classCap(chunk)
+			capacity = capFor(max(r.q.off+r.q.span, m.head+m.n+k) - r.q.off)
 			seq, rel = r.g.Add(m.head+1), head.rel
 		}
 	} else if r.err == nil && r.queued > 0 && r.ready.len() >= maxReady {
 		return // not evaluated: Poll will
 	}
+	want := r.grantFor(bufs, capacity, len(r.q.slots))
 	switch {
-	case want == 0:
-		r.setGrant(0)
-	case r.grant > 0 && seq == r.grantSeq && (want <= r.grant || !r.fitsWith(r.charge, want)):
-		r.setGrant(min(want, r.grant))
+	case bufs == 0:
+		r.setGrant(0, 0)
+	case r.grant > 0 && seq == r.grantSeq && want > r.grant && !r.fitsWith(r.charge, want):
+		// Keep the grant it has.
+	case r.grant > 0 && seq == r.grantSeq && want <= r.grant:
+		r.setGrant(bufs, capacity)
 	case r.fitsWith(r.charge, want):
-		r.setGrant(want)
+		r.setGrant(bufs, capacity)
 		r.grantSeq, r.grantRel = seq, rel
 	default:
-		r.setGrant(0)
+		r.setGrant(0, 0)
 	}
 }
 
@@ -480,13 +471,14 @@ func (r *Receiver) inGrant(h Header) bool {
 // setCharge records a new Bytes and passes the change to the budget.
 func (r *Receiver) setCharge(c int) {
 	if r.budget != nil {
-		r.budget.Used += c - r.charge
+		r.budget.add(c-r.charge, 0)
 	}
 	r.charge = c
 }
 
 func (r *Receiver) recharge() {
-	r.setCharge(r.chargeFor(r.queued, r.data, len(r.q.slots)))
+	r.setCharge(r.chargeFor(r.bufs, len(r.q.slots)))
+	r.syncGrant()
 	if h := r.queued > 0; h != r.holding && r.budget != nil {
 		r.holding = h
 		if h {
@@ -714,7 +706,8 @@ func (r *Receiver) witnessed(now clock.Time, seq Seq, reliable bool, owed, d int
 // an empty queue straight from the chunk (D11 rule 2 with a one-packet
 // group).
 func (r *Receiver) fast(h Header, m coalesce.Message) Result {
-	if !r.fits(r.charge + len(m.Payload)) {
+	cost := len(m.Payload) + max(r.ready.len()+1-max(cap(r.ready.buf), keptReady), 0)*messageSize
+	if !r.fits(r.charge+cost) && !(r.releaseRing() && r.fits(r.charge+cost)) {
 		return NoMemory
 	}
 	r.deliver(h.Reliable, append(make([]byte, 0, len(m.Payload)), m.Payload...))
@@ -768,11 +761,18 @@ func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
 	if h.Reliable && !r.roomForOwed(i, h, len(chunk)) {
 		return false
 	}
-	grant := r.grant
-	if r.inGrant(h) {
-		grant = max(0, grant-len(chunk)-PacketOverhead)
+	buf := classCap(len(chunk))
+	c := r.chargeFor(r.bufs+buf, r.q.capWith(i))
+	if !r.fitsWith(c, r.grant) && r.compact(i) {
+		c = r.chargeFor(r.bufs+buf, r.q.capWith(i))
 	}
-	c := r.chargeFor(r.queued+1, r.data+len(chunk), r.q.capWith(i))
+	// The granted message pays for its packet's buffer from its grant,
+	// and any packet pays for growing the ring to the grant's capacity.
+	grantBufs := r.grantBufs
+	if r.inGrant(h) {
+		grantBufs = max(0, grantBufs-buf)
+	}
+	grant := r.grantFor(grantBufs, r.grantCap, r.q.capWith(i))
 	if !r.fitsWith(c, grant) {
 		if !h.Reliable || r.unrelN == 0 {
 			return false
@@ -782,40 +782,76 @@ func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
 		if lo := r.q.next(bmRel, 0, true); lo >= 0 {
 			places = max(i, r.q.last(bmRel)) - min(i, lo) + 1
 		}
-		if !r.fitsWith(r.chargeFor(r.queued+1-r.unrelN, r.data+len(chunk)-r.unrelData, r.ringFor(places)), grant) {
+		if n := capFor(places); !r.fitsWith(r.chargeFor(r.bufs+buf-r.unrelBufs, n), r.grantFor(grantBufs, r.grantCap, n)) {
 			return false
 		}
 		for !r.fitsWith(c, grant) && r.unrelN > 0 {
 			r.remove(r.q.last(bmUnrel))
 			r.drops.Evicted++
-			c = r.chargeFor(r.queued+1, r.data+len(chunk), r.q.capWith(i))
+			r.compact(i)
+			c = r.chargeFor(r.bufs+buf, r.q.capWith(i))
+			grant = r.grantFor(grantBufs, r.grantCap, r.q.capWith(i))
 		}
 		if !r.fitsWith(c, grant) {
 			return false
 		}
 	}
 	r.q.ensure(i)
-	buf := r.pool.get(len(chunk))
-	copy(buf, chunk)
+	b := r.pool.get(len(chunk))
+	copy(b, chunk)
 	var flags uint8
 	if h.Reliable {
 		flags |= FlagReliable
 	} else {
 		r.unrelN++
-		r.unrelData += len(chunk)
+		r.unrelBufs += cap(b)
 	}
 	if h.Start {
 		flags |= FlagStart
 	}
-	r.q.set(i, slot{data: buf, arrived: now, rel: h.Rel, flags: flags})
+	r.q.set(i, slot{data: b, arrived: now, rel: h.Rel, flags: flags})
 	r.maxChunk = max(r.maxChunk, len(chunk))
 	r.queued++
-	r.data += len(chunk)
+	r.bufs += cap(b)
+	r.grantBufs = grantBufs
 	r.recharge()
-	r.setGrant(grant)
 	if m := &r.cmg; m.valid && (i < m.head+m.n || i == m.head+m.n && m.ended) {
 		m.valid = false
 	}
+	return true
+}
+
+// releaseRing returns an empty ring that grew past its base arrays to them
+// at once, its debt forgiven (N39), and reports whether it did.
+func (r *Receiver) releaseRing() bool {
+	if r.queued != 0 || len(r.q.slots) <= baseRing {
+		return false
+	}
+	r.q.debt = 0
+	r.q.shrink()
+	r.recharge()
+	return true
+}
+
+// compact fits the ring to its queued packets and logical index i, its
+// debt forgiven (N39), when a packet does not fit the memory limits beside
+// a ring larger than they need; it reports whether the ring shrank.
+// Otherwise a ring kept for its debt, which only packets set and taken
+// pay, or grown for packets since evicted, could hold the memory that the
+// packets owed before those queued need (roomForOwed reckons the ring they
+// need, not the ring there is), and the channel would stall (D23, N49).
+func (r *Receiver) compact(i int) bool {
+	q := &r.q
+	if r.queued == 0 {
+		return r.releaseRing()
+	}
+	n := capFor(max(q.off+q.span, i+1) - min(q.off, i))
+	if n >= len(q.slots) {
+		return false
+	}
+	q.relayout(q.off, n)
+	q.debt = 0
+	r.recharge()
 	return true
 }
 
@@ -831,7 +867,8 @@ const minMessageMTU = 32 - HeaderLen
 // D23). The owed packets are counted with R (D7): the reliable packets
 // between the ignore number and h carry R = L+1 .. need(h), so those not
 // queued are still to come. Each is reckoned as long as the longest chunk
-// seen (at least the smallest message MTU) plus PacketOverhead. Queued
+// seen (at least the smallest message MTU), in its buffer, with the ring
+// covering it. Queued
 // unreliable packets do not count: they are evicted when needed. Owed
 // packets of an honest sender are then always taken when they arrive.
 func (r *Receiver) roomForOwed(i int, h Header, n int) bool {
@@ -843,23 +880,26 @@ func (r *Receiver) roomForOwed(i int, h Header, n int) bool {
 	if missing <= 0 {
 		return true
 	}
-	rem := missing * max(r.maxChunk, n, minMessageMTU)
+	rem := missing * classCap(max(r.maxChunk, n, minMessageMTU))
 	// The owed packets lie somewhere after the ignore number: reckon the
-	// ring from index 0 to the last reliable packet.
-	places := max(i, r.q.last(bmRel)) + 1
-	return r.fits(r.chargeFor(r.queued-r.unrelN+1+missing, r.data-r.unrelData+n+rem, r.ringFor(places)))
+	// ring from index 0 to the last reliable packet, as compact would
+	// make it once unreliable packets beyond are evicted.
+	places := capFor(max(i, r.q.last(bmRel)) + 1)
+	return r.fitsWith(r.chargeFor(r.bufs-r.unrelBufs+classCap(n)+rem, places), r.grantFor(r.grantBufs, r.grantCap, places))
 }
 
 // remove drops the packet at logical index i (the caller recharges).
 func (r *Receiver) remove(i int) {
 	s := r.q.take(i)
 	r.queued--
-	r.data -= len(s.data)
+	r.bufs -= cap(s.data)
 	if !s.reliable() {
 		r.unrelN--
-		r.unrelData -= len(s.data)
+		r.unrelBufs -= cap(s.data)
 	}
-	r.pool.put(s.data)
+	if root := r.budget.rootOrNil(); root == nil || root.roomToKeep() {
+		r.pool.put(s.data)
+	}
 	if m := &r.cmg; m.valid && i <= m.head+m.n {
 		m.valid = false
 	}
@@ -875,14 +915,15 @@ func (r *Receiver) release() {
 	}
 	r.cmg.valid = false
 	r.recharge()
-	r.setGrant(0)
+	r.setGrant(0, 0)
 }
 
 // Idle reports whether the receiver holds nothing and waits for nothing: no
-// queued packets, no delivered message left for Poll, no memory charged or
-// granted, no deadline and no error. Its whole state is then Position.
+// queued packets, no delivered message left for Poll, no memory granted,
+// no deadline and no error. Its whole state is then Position; Bytes is
+// then what the Receiver and the arrays it keeps for reuse cost.
 func (r *Receiver) Idle() bool {
-	return r.queued == 0 && !r.holding && r.ready.len() == 0 && r.charge == 0 &&
+	return r.queued == 0 && !r.holding && r.ready.len() == 0 &&
 		r.grant == 0 && r.deadline == 0 && r.err == nil
 }
 
@@ -909,9 +950,10 @@ func (r *Receiver) Reuse(g, l Seq) bool {
 }
 
 // Reset drops everything the receiver holds, queued packets and messages
-// not yet taken by Poll, and gives their memory back to the Budget. It is
-// for a channel or connection that is going away; the receiver takes
-// nothing more afterwards (Handle returns Rejected).
+// not yet taken by Poll, and the arrays it keeps, and gives their memory
+// back to the Budget: Bytes is then 0. It is for a receiver that is given
+// up, with its channel or connection or alone; the receiver takes nothing
+// more afterwards (Handle returns Rejected).
 func (r *Receiver) Reset() {
 	r.release()
 	r.q.reset()
@@ -942,7 +984,14 @@ func (r *Receiver) Poll(now clock.Time) (Message, bool) {
 	r.recharge()
 	r.updateGrant()
 	if r.ready.len() == 0 {
-		r.ready.reset(2 * maxReady)
+		// An idle receiver keeps a small queue of delivered messages,
+		// a failed one none.
+		keep := keptReady
+		if r.err != nil {
+			keep = 0
+		}
+		r.ready.reset(keep)
+		r.recharge()
 	}
 	return m, true
 }
@@ -998,6 +1047,11 @@ func (r *Receiver) process(now clock.Time) {
 func (r *Receiver) fail(err error) {
 	r.err = err
 	r.release()
+	r.q.reset() // it takes nothing more
+	if r.ready.len() == 0 {
+		r.ready.reset(0)
+	}
+	r.recharge()
 	r.deadline = 0
 }
 
@@ -1045,8 +1099,10 @@ func (r *Receiver) group() coalesce.Group {
 	g.Malformed = m.tooLarge ||
 		m.hdrOK && m.bytes > need ||
 		m.ended && !g.Complete ||
-		// A message the receive memory can never hold.
-		m.hdrOK && !g.Complete && need+PacketOverhead*(m.n+1) > r.cfg.MaxBytes
+		// A message the receive memory can never hold: its bytes and a
+		// place for each of its packets, at least one more, are less
+		// than it would cost.
+		m.hdrOK && !g.Complete && need+slotSize*(m.n+1) > r.cfg.MaxBytes
 	return g
 }
 

@@ -82,7 +82,7 @@ func TestInOrderDelivery(t *testing.T) {
 		p.handle(Accepted, p.send(msg, rel)...)
 		p.wantPoll("in order", msgOf(rel, msg))
 	}
-	if p.r.Bytes() != 0 || p.r.NextDeadline() != 0 {
+	if p.r.Bytes() != p.r.keptBytes() || p.r.NextDeadline() != 0 {
 		t.Errorf("idle receiver holds %d bytes, deadline %v", p.r.Bytes(), p.r.NextDeadline())
 	}
 }
@@ -371,7 +371,7 @@ func TestUnreliableExpiry(t *testing.T) {
 		t.Errorf("Drops = %+v, want 1 expired, 1 orphaned", d)
 	}
 	p.handle(Stale, a[4])
-	if p.r.Bytes() != 0 || p.r.NextDeadline() != 0 {
+	if p.r.Bytes() != p.r.keptBytes() || p.r.NextDeadline() != 0 {
 		t.Errorf("receiver holds %d bytes, deadline %v", p.r.Bytes(), p.r.NextDeadline())
 	}
 }
@@ -526,8 +526,10 @@ func TestUnblockableHead(t *testing.T) {
 // channel, and is refused (not acked, so resent later) if that is not
 // enough.
 func TestMemoryEviction(t *testing.T) {
-	// 10 unreliable one-packet chunks of 25 bytes = 10*(25+32) = 570 bytes.
-	p := newPair(t, ReceiverConfig{MaxBytes: 600})
+	// 10 unreliable first packets of 25 bytes, 3 places apart, in 32-byte
+	// buffers and a ring of 32 places (N49).
+	held := 10*classCap(25) + ringBytes(32)
+	p := newPair(t, ReceiverConfig{MaxBytes: held + 16})
 	first := p.send(payload(0, 40), true) // 3 packets, held back
 	var us [][]packet
 	for i := range 11 {
@@ -537,17 +539,17 @@ func TestMemoryEviction(t *testing.T) {
 	for i := range 10 {
 		p.handle(Accepted, us[i][0])
 	}
-	if got := p.r.Bytes(); got != 570 {
-		t.Fatalf("Bytes = %d, want 570", got)
+	if got := p.r.Bytes(); got != held {
+		t.Fatalf("Bytes = %d, want %d", got, held)
 	}
 	p.handle(NoMemory, us[10][0])
-	// Three reliable packets of 25+25+8 bytes need 154: evicts 3 unreliable.
+	// Each reliable packet needs a buffer more: evicts one unreliable.
 	p.handle(Accepted, first[2], first[1])
 	if got, want := p.r.Drops().Evicted, uint64(2); got != want {
 		t.Errorf("evicted %d, want %d", got, want)
 	}
 	p.handle(Accepted, first[0])
-	if p.r.Bytes() > 600 {
+	if p.r.Bytes() > held+16 {
 		t.Errorf("Bytes = %d above the limit", p.r.Bytes())
 	}
 	p.wantPoll("reliable", msgOf(true, payload(0, 40)))
@@ -559,21 +561,24 @@ func TestMemoryEviction(t *testing.T) {
 // reliable packet still missing before them: acked packets cannot be given
 // back, and without the room the channel would deadlock (D22, D23).
 func TestRoomForMissingPackets(t *testing.T) {
-	// A and B: 3 packets each, 25+25+8 chunk bytes, charged 57+57+40.
-	p := newPair(t, ReceiverConfig{MaxBytes: 250})
+	// A and B: 3 packets each, 25+25+8 chunk bytes in 32-byte buffers.
+	// Three packets in a ring of 4 places: 288 bytes; a fifth place makes
+	// the ring 8 places (N49).
+	three, five := 3*classCap(25)+ringBytes(4), 5*classCap(25)+ringBytes(8)
+	p := newPair(t, ReceiverConfig{MaxBytes: five - 1})
 	a := p.send(payload(1, 40), true)
 	b := p.send(payload(2, 40), true)
-	p.handle(Accepted, a[1], a[2], b[0]) // 154 bytes; a[0] (57) still fits
-	// b[1] alone would fit (211), but then a[0] would not (268).
+	p.handle(Accepted, a[1], a[2], b[0]) // 288 bytes; a[0] still fits
+	// b[1] alone would fit (320), but then a[0] would not (512).
 	p.handle(NoMemory, b[1])
-	if got := p.r.Bytes(); got != 154 {
-		t.Errorf("Bytes = %d, want 154", got)
+	if got := p.r.Bytes(); got != three {
+		t.Errorf("Bytes = %d, want %d", got, three)
 	}
 	p.handle(Accepted, a[0])
 	p.wantPoll("A", msgOf(true, payload(1, 40)))
 	p.handle(Accepted, b[1], b[2]) // resent
 	p.wantPoll("B", msgOf(true, payload(2, 40)))
-	if p.r.Bytes() != 0 {
+	if p.r.Bytes() != p.r.keptBytes() {
 		t.Errorf("Bytes = %d after draining", p.r.Bytes())
 	}
 }
@@ -595,7 +600,9 @@ func TestMessageLargerThanMemory(t *testing.T) {
 // TestSharedBudget checks D22's per-connection limit: receivers sharing a
 // Budget never hold more than its Limit together.
 func TestSharedBudget(t *testing.T) {
-	b := &Budget{Limit: 500}
+	// Each receiver's first two packets: 100-byte chunks in 128-byte
+	// buffers, and a ring of 4 places (N49). A third does not fit.
+	b := &Budget{Limit: 2*(2*classCap(100)+ringBytes(4)) + 100}
 	r1 := NewReceiver(ReceiverConfig{Budget: b})
 	r2 := NewReceiver(ReceiverConfig{Budget: b})
 	s1, s2 := NewSender(1), NewSender(2)
@@ -620,41 +627,23 @@ func TestSharedBudget(t *testing.T) {
 // single packet after a long run of lost ones is not.
 func TestSparseRingCharged(t *testing.T) {
 	c := coalesce.AppendMessage(nil, make([]byte, 10), false)[:5] // incomplete
-	r := NewReceiver(ReceiverConfig{MaxBytes: 2 << 20})
+	r := NewReceiver(ReceiverConfig{MaxBytes: 4 << 20})
 	if got := r.Handle(t0, Header{Start: true, Seq: 60000}, c); got != Accepted {
 		t.Fatal(got)
 	}
-	if got, want := r.Bytes(), len(c)+PacketOverhead; got != want {
+	if got, want := r.Bytes(), classCap(len(c))+ringBytes(minRing); got != want {
 		t.Errorf("one packet after 60000 lost ones: Bytes = %d, want %d", got, want)
 	}
 	if got := r.Handle(t0, Header{Start: true, Seq: 0}, c); got != Accepted {
 		t.Fatal(got)
 	}
-	if got, min := r.Bytes(), PacketOverhead*65536/2; got < min {
-		t.Errorf("Bytes = %d, want at least %d for a 65536-place ring", got, min)
+	if got, want := r.Bytes(), 2*classCap(len(c))+ringBytes(65536)+ringBytes(minRing); got != want {
+		t.Errorf("Bytes = %d, want %d for a 65536-place ring and its base", got, want)
 	}
 	r2 := NewReceiver(ReceiverConfig{MaxBytes: 100000})
 	r2.Handle(t0, Header{Start: true, Seq: 60000}, c)
 	if got := r2.Handle(t0, Header{Start: true, Seq: 0}, c); got != NoMemory {
 		t.Errorf("sparse packet with a small limit: %v, want NoMemory", got)
-	}
-	// Once delivered or expired, the ring is kept, and charged, until as
-	// many packets have passed as it grew by (N39); then the charge goes.
-	now := t0.Add(time.Second)
-	r.Poll(now)
-	if r.Bytes() == 0 || r.Idle() {
-		t.Errorf("Bytes = %d, Idle %v after the queue emptied, with the ring kept", r.Bytes(), r.Idle())
-	}
-	whole := coalesce.AppendMessage(nil, []byte("x"), false)
-	g, _ := r.Position()
-	for i := 1; i <= 65536 && r.Bytes() != 0; i++ {
-		if got := r.Handle(now, Header{Start: true, Seq: g.Add(i)}, whole); got != Accepted {
-			t.Fatal(got)
-		}
-		r.Poll(now)
-	}
-	if r.Bytes() != 0 || !r.Idle() {
-		t.Errorf("Bytes = %d, Idle %v after the ring's growth was paid for", r.Bytes(), r.Idle())
 	}
 }
 
@@ -901,12 +890,13 @@ func TestRingFollowsOccupiedRange(t *testing.T) {
 // grant) while it fits, and the others wait, their packets refused and
 // resent, instead of each taking part of the budget and none completing.
 func TestSharedBudgetNoDeadlock(t *testing.T) {
-	const n, size = 8, 2000 // 2021 bytes encoded: 81 packets, 4613 charged
-	b := &Budget{Limit: 3 * 4700}
+	const n, size = 8, 2000 // 2021 bytes encoded: 81 packets
+	one := MessageMemory(2021, minMessageMTU)
+	b := &Budget{Limit: 3 * one}
 	var rs [n]*Receiver
 	var pkts [n][]packet
 	for c := range n {
-		rs[c] = NewReceiver(ReceiverConfig{Budget: b, MaxMessage: size, MaxBytes: 5000})
+		rs[c] = NewReceiver(ReceiverConfig{Budget: b, MaxMessage: size, MaxBytes: one})
 		s := NewSender(int16(c))
 		s.Queue(payload(c, size), true)
 		pkts[c] = sendNew(t, s, t0, 25)
@@ -950,8 +940,12 @@ func TestSharedBudgetNoDeadlock(t *testing.T) {
 		}
 		now = now.Add(ms)
 	}
-	if b.Used != 0 || b.committed != 0 {
-		t.Errorf("after all deliveries: budget used %d, committed %d", b.Used, b.committed)
+	kept := 0
+	for _, r := range rs {
+		kept += r.keptBytes()
+	}
+	if b.Used != kept || b.committed != 0 {
+		t.Errorf("after all deliveries: budget used %d, committed %d; want the arrays kept, %d", b.Used, b.committed, kept)
 	}
 }
 

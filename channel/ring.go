@@ -63,8 +63,8 @@ const (
 	numBitmaps
 )
 
-// baseRing is the largest capacity a ring keeps when it empties; beyond
-// it, the ring's places are charged against the receive memory limits.
+// baseRing is the largest capacity a ring keeps when it empties; every
+// place is charged against the receive memory limits (bytesWith).
 // minRing is the capacity a ring starts with: a channel holding one packet
 // of a message begun needs a few places, not baseRing (N25).
 const (
@@ -75,10 +75,31 @@ const (
 // arraysFor returns empty arrays for a ring of capacity n.
 func arraysFor(n int) ([]slot, [numBitmaps][]uint64) {
 	var bm [numBitmaps][]uint64
+	w := max(n/64, 1)
+	words := make([]uint64, numBitmaps*w) // one allocation for all of them
 	for k := range bm {
-		bm[k] = make([]uint64, max(n/64, 1))
+		bm[k] = words[k*w : (k+1)*w : (k+1)*w]
 	}
 	return make([]slot, n), bm
+}
+
+// bytes returns what the arrays the ring holds cost (N49).
+func (r *seqRing) bytes() int {
+	if r.slots == nil {
+		return 0
+	}
+	return r.bytesWith(len(r.slots))
+}
+
+// bytesWith returns what the ring's arrays cost once its capacity is n
+// places: n places, and its base arrays beside them if n is past baseRing
+// (relayout keeps them for when it shrinks).
+func (r *seqRing) bytesWith(n int) int {
+	b := ringBytes(n)
+	if n > baseRing {
+		b += ringBytes(max(len(r.base), minRing))
+	}
+	return b
 }
 
 // capWith returns the capacity the ring has after ensure(i).

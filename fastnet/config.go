@@ -103,12 +103,31 @@ type Config struct {
 	// MaxMessageSize cut at payload MTU 32 needs more; below 8,398,608/2.
 	ReceiveWindow int
 	// ChannelReceiveMemory bounds the bytes one channel holds for
-	// reassembly. Default 3*MaxMessageSize + 64 KiB, or more if a message
-	// of MaxMessageSize cut at payload MTU 32 needs more.
+	// reassembly: its queued packets in their buffers, its receive queue's
+	// arrays and the messages it delivered and the endpoint has not yet
+	// taken, each at its size in memory (N49). Default 3*MaxMessageSize +
+	// 64 KiB, or more if a message of MaxMessageSize cut at payload MTU 32
+	// needs more (for the default MaxMessageSize, 4.3 MB).
 	ChannelReceiveMemory int
-	// ConnReceiveMemory bounds the bytes all channels of one connection hold
-	// for reassembly. Default 4*ChannelReceiveMemory.
+	// ConnReceiveMemory bounds the bytes one connection holds for what its
+	// peer sent: what its channels hold for reassembly, their receivers
+	// (ChannelHoldMemory) and the state of every channel the peer has
+	// used (ChannelStateMemory), and the messages completed before it is
+	// validated (D25). Default 4*ChannelReceiveMemory.
 	ConnReceiveMemory int
+	// EndpointReceiveMemory bounds what all the connections of the
+	// endpoint hold, as ConnReceiveMemory counts it, together with the
+	// free packet buffers the endpoint keeps for reuse (D22, N50): many
+	// peers, each within its connection's limit, cannot make the endpoint
+	// hold more. A packet that does not fit is dropped unacked
+	// (DropMemory), and its sender resends it later; a reliable message
+	// whose memory was promised once its first packet arrived still
+	// completes (N20). Default 256 MiB, or ConnReceiveMemory if larger:
+	// room for about 16 connections at their full default limit at once,
+	// or for every channel of 100 connections begun and held (N50),
+	// while the default MaxConnections of 1024 at their full limits
+	// would be 17 GB. At least ConnReceiveMemory.
+	EndpointReceiveMemory int
 	// MaxHoldingChannels bounds the channels of one connection that hold
 	// queued packets at once (an incomplete message, or packets waiting for
 	// earlier ones); each needs about ChannelHoldMemory beyond its packets.
@@ -232,6 +251,7 @@ const (
 	DefaultMaxUnvalidated    = 1024
 	DefaultValidationTimeout = 10 * time.Second
 	DefaultUnvalidatedMemory = 64 << 10
+	DefaultEndpointMemory    = 256 << 20
 	DefaultTimeout           = 20 * time.Second
 	DefaultConnectTimeout    = 5 * time.Second
 	DefaultConnectRetry      = 200 * time.Millisecond
@@ -284,10 +304,13 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ChannelReceiveMemory == 0 {
 		c.ChannelReceiveMemory = 3*c.MaxMessageSize + 64<<10
-		c.ChannelReceiveMemory = max(c.ChannelReceiveMemory, c.MaxMessageSize+maxMessageOverhead+packets*PacketMemoryOverhead+64<<10)
+		c.ChannelReceiveMemory = max(c.ChannelReceiveMemory, channel.MessageMemory(c.MaxMessageSize+maxMessageOverhead, DefaultPayloadMTU-7)+64<<10)
 	}
 	if c.ConnReceiveMemory == 0 {
 		c.ConnReceiveMemory = 4 * c.ChannelReceiveMemory
+	}
+	if c.EndpointReceiveMemory == 0 {
+		c.EndpointReceiveMemory = max(DefaultEndpointMemory, c.ConnReceiveMemory)
 	}
 	if c.MaxHoldingChannels == 0 {
 		c.MaxHoldingChannels = MaxChannel + 1
@@ -384,6 +407,8 @@ func (c Config) resolve() (Config, error) {
 		return bad("receive memory limits must be positive")
 	case c.ConnReceiveMemory < c.ChannelReceiveMemory:
 		return bad("ConnReceiveMemory %d is below ChannelReceiveMemory %d", c.ConnReceiveMemory, c.ChannelReceiveMemory)
+	case c.EndpointReceiveMemory < c.ConnReceiveMemory:
+		return bad("EndpointReceiveMemory %d is below ConnReceiveMemory %d", c.EndpointReceiveMemory, c.ConnReceiveMemory)
 	case c.MaxHoldingChannels < 1:
 		return bad("MaxHoldingChannels %d is not positive", c.MaxHoldingChannels)
 	case c.SendQueueSize < c.MaxMessageSize+maxMessageOverhead:
@@ -432,17 +457,36 @@ func (c Config) resolve() (Config, error) {
 	if packets > c.ReceiveWindow {
 		return bad("a message of MaxMessageSize %d is %d packets when the peer cuts it at payload MTU 32, above ReceiveWindow %d", c.MaxMessageSize, packets, c.ReceiveWindow)
 	}
-	if need := encoded + packets*PacketMemoryOverhead; need > c.ChannelReceiveMemory {
+	if need := channel.MessageMemory(encoded, chunk); need > c.ChannelReceiveMemory {
 		return bad("a message of MaxMessageSize %d needs %d bytes of receive memory at payload MTU 32, above ChannelReceiveMemory %d", c.MaxMessageSize, need, c.ChannelReceiveMemory)
 	}
 	return c, nil
 }
 
-// PacketMemoryOverhead is what one queued packet costs a receiver beyond its
-// bytes, as counted against the receive memory limits.
+// PacketMemoryOverhead bounds what one queued packet of a message of two or
+// more packets costs a receiver beyond its chunk bytes, as counted against
+// the receive memory limits, when the message is cut at payload MTU 32 or
+// more: its buffer (a power of two of at least 32 bytes), its place in the
+// receive queue's ring (up to two places of 40 bytes, on 64-bit
+// platforms) and its share of the ring's base arrays (N49). A
+// ChannelReceiveMemory of the encoded message's length plus its packets at
+// payload MTU 32 times PacketMemoryOverhead always holds it; Validate asks
+// for the exact worst case, channel.MessageMemory, which is less.
 const PacketMemoryOverhead = channel.PacketOverhead
 
-// ChannelHoldMemory is about what a channel's receiving half needs at least
-// while it holds queued packets, beyond them (Config.MaxHoldingChannels,
-// N25): about 800 bytes.
-const ChannelHoldMemory = channel.HoldOverhead
+// ChannelHoldMemory is what a channel's receiving half needs at least
+// while it holds queued packets, beyond their buffers, as counted against
+// the receive memory limits: its receiver and the smallest arrays of its
+// receive queue, 1,192 bytes on 64-bit platforms (Config.MaxHoldingChannels,
+// N25, N49). An idle receiver the connection keeps costs the same, and up
+// to 2.6 KiB more for the arrays of a queue that grew. It is computed from
+// the types at initialization; it is not a setting.
+var ChannelHoldMemory = channel.HoldOverhead
+
+// ChannelStateMemory is what each channel the peer has used costs its
+// connection, as counted against the receive memory limits, for the life
+// of the connection: the channel's state with its four numbers (N25), its
+// entry in the connection's map of channels, and its place in the queue of
+// idle channels, on this platform (N49). It is computed from the types at
+// initialization; it is not a setting.
+var ChannelStateMemory = chanStateMemory

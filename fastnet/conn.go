@@ -2,6 +2,7 @@ package fastnet
 
 import (
 	"net/netip"
+	"reflect"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/channel"
@@ -44,6 +45,7 @@ type conn struct {
 	validateBy  clock.Time
 	held        []Event
 	heldBytes   int
+	heldCharge  int // what held is charged to recvBudget
 
 	// Handshake (client).
 	started    clock.Time // when Connect was called
@@ -84,6 +86,8 @@ type conn struct {
 	inFlight     int // reliable bytes unacknowledged (sum over senders)
 	wantWritable int // > 0: a Send was refused for this many bytes; report EventWritable once they fit
 
+	// recvBudget is what the peer makes the connection hold (D22, N49),
+	// within ConnReceiveMemory and, as its Parent, the endpoint's budget.
 	recvBudget channel.Budget
 	recvPaused bool // SetReceivePaused
 	// How many channels hold a receiver and a sender, how many may before
@@ -143,11 +147,27 @@ type chanState struct {
 	sendIdx int32
 	// In c.idleRecv, c.idleSend (park.go).
 	rcvQueued, sndQueued bool
-	g, l                 channel.Seq
-	seq, rel             channel.Seq
-	snd                  *channel.Sender
-	rcv                  *channel.Receiver
+	// charged: the peer has used the channel, and chanStateMemory is
+	// charged to c.recvBudget for the life of the connection.
+	charged  bool
+	g, l     channel.Seq
+	seq, rel channel.Seq
+	snd      *channel.Sender
+	rcv      *channel.Receiver
 }
+
+// chanStateMemory is what a channel the peer has used costs its connection
+// for the life of the connection (ChannelStateMemory, N49): its chanState
+// as the allocator rounds it, an entry of the connection's map of channels
+// (a 16-byte slot and a control byte in a table at most 7/8 full, which
+// doubles when it grows: at most 39 bytes), and a pointer in each queue
+// of idle halves, whose arrays may be twice their length.
+var chanStateMemory = (int(reflect.TypeFor[chanState]().Size())+15)&^15 + mapEntryMemory + 2*2*ptrSize
+
+const (
+	mapEntryMemory = 40
+	ptrSize        = 4 << (^uintptr(0) >> 63) // 4 or 8
+)
 
 func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
 	c := &conn{
@@ -163,6 +183,7 @@ func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
 	}
 	c.recvBudget.Limit = ep.cfg.ConnReceiveMemory
 	c.recvBudget.MaxHolders = ep.cfg.MaxHoldingChannels
+	c.recvBudget.Parent = &ep.recvBudget
 	c.liveReceivers, c.liveSenders = ep.liveReceivers, ep.liveReceivers
 	c.hb.init(ep.cfg.Role)
 	c.stats.PayloadMTU = c.payloadMTU
@@ -208,15 +229,25 @@ func (c *conn) sendChannel(id int16) *chanState {
 }
 
 // recvChannel returns channel id's state with its receiving half: a spare
-// receiver or a new one, at the channel's position (D7, D8).
+// receiver or a new one, at the channel's position (D7, D8); or nil if the
+// receive memory has no room for the channel's state or for a receiver
+// (D22, N49), and no idle receiver can be taken from another channel.
 func (c *conn) recvChannel(id int16) *chanState {
-	cs := c.channel(id, true)
+	cs := c.channel(id, false)
+	if cs == nil || !cs.charged {
+		if !c.recvBudget.Take(chanStateMemory) {
+			return nil
+		}
+		cs = c.channel(id, true)
+		cs.charged = true
+	}
 	if cs.rcv != nil {
 		return cs
 	}
-	if cs.rcv = popSpare(&c.spare); cs.rcv == nil {
+	rcv := popSpare(&c.spare)
+	if rcv == nil && c.recvBudget.Take(channel.ReceiverSize) {
 		cfg := &c.ep.cfg
-		cs.rcv = channel.NewReceiver(channel.ReceiverConfig{
+		rcv = channel.NewReceiver(channel.ReceiverConfig{
 			Window:     cfg.ReceiveWindow,
 			MaxMessage: cfg.MaxMessageSize,
 			MaxBytes:   cfg.ChannelReceiveMemory,
@@ -224,6 +255,13 @@ func (c *conn) recvChannel(id int16) *chanState {
 			MCI:        cfg.CoalesceInterval,
 		})
 	}
+	if rcv == nil {
+		// No room for another: take the receiver idle the longest.
+		if rcv = c.takeIdleReceiver(); rcv == nil {
+			return nil
+		}
+	}
+	cs.rcv = rcv
 	if cs.g != -1 || cs.l != 0 { // revived: the channels in use outnumber the receivers kept
 		c.liveReceivers = min(c.liveReceivers+1, c.ep.liveCap)
 	}

@@ -53,6 +53,12 @@ func (c *conn) handleData(now clock.Time, ch int16, p []byte) {
 		c.stats.PeerPayloadMTU = len(p)
 	}
 	cs := c.recvChannel(ch)
+	if cs == nil {
+		// No room for the channel's state or a receiver: resent later
+		// (D22, N50).
+		c.stats.Dropped[DropMemory]++
+		return
+	}
 	switch cs.rcv.Handle(now, h, chunk) {
 	case channel.Accepted:
 		if h.Reliable {

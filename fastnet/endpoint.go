@@ -2,8 +2,10 @@ package fastnet
 
 import (
 	"net/netip"
+	"reflect"
 	"unicode/utf8"
 
+	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/clock"
 )
 
@@ -45,6 +47,11 @@ type Endpoint struct {
 	unvalidated unvalidatedQueue
 	vstats      ValidationStats
 
+	// recvBudget is the parent of every connection's receive budget:
+	// what all of them hold, and the free packet buffers kept for reuse,
+	// within Config.EndpointReceiveMemory (D22, N50).
+	recvBudget channel.Budget
+
 	// liveReceivers is how many receivers and senders a connection keeps
 	// at first before it parks those that fall idle, and liveCap how many
 	// it may come to keep (N25); tests lower both.
@@ -76,6 +83,11 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		conns:  make(map[Handle]*conn),
 		byAddr: make(map[netip.AddrPort]*conn),
 		ids:    make(map[uint32]*conn),
+
+		// The free buffers kept for reuse: what one connection may hold,
+		// within the endpoint's limit, given up as soon as a packet needs
+		// their room (N50).
+		recvBudget: channel.Budget{Limit: c.EndpointReceiveMemory, MaxFree: c.ConnReceiveMemory},
 
 		liveReceivers: liveReceivers,
 		liveCap:       max(liveReceivers, min(maxLiveReceivers, c.MaxHoldingChannels)),
@@ -144,8 +156,10 @@ func (e *Endpoint) removeConn(c *conn) {
 		c.unvalidated = false
 		e.unvalidated.n--
 	}
-	c.held, c.heldBytes = nil, 0
+	c.held, c.heldBytes, c.heldCharge = nil, 0, 0
 	c.state = 0
+	// Everything its peer made it hold goes with it (N50).
+	c.recvBudget.Detach()
 	c.releaseBuffers()
 }
 
@@ -255,10 +269,27 @@ func (e *Endpoint) emit(ev Event) {
 	if ev.Kind == EventMessage && e.unvalidated.n > 0 {
 		if c := e.conns[ev.Conn]; c != nil && c.unvalidated {
 			c.hold(ev) // reported once validated (D25)
+			// Its memory moves from the receiver that delivered it to
+			// the connection, until the application is told (N50).
+			n := eventSize + len(ev.Data)
+			c.heldCharge += n
+			c.recvBudget.Add(n)
 			return
 		}
 	}
 	e.events = append(e.events, ev)
+}
+
+// eventSize is what an Event costs beyond its Data.
+var eventSize = int(reflect.TypeFor[Event]().Size())
+
+// releaseHeld gives back the receive memory of the messages c held while
+// unvalidated, once they have been reported (D25, N50).
+func (c *conn) releaseHeld() {
+	if c.held == nil && c.heldCharge != 0 {
+		c.recvBudget.Give(c.heldCharge)
+		c.heldCharge = 0
+	}
 }
 
 // touch follows an input that changed c: its readiness counts at once,
@@ -326,6 +357,12 @@ func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte)
 		c = e.byAddr[from]
 		e.lastConn = c
 	}
+	if len(b) > e.maxIncoming() {
+		// No transport carries it (D20, D21): a driver's bug or a
+		// forgery, and handled it would be charged to no limit.
+		e.drop(c, DropTooLarge)
+		return
+	}
 	if c != nil {
 		c.stats.PacketsReceived++
 		c.stats.BytesReceived += uint64(len(b))
@@ -344,8 +381,20 @@ func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte)
 	c.handlePacket(now, ch, payload)
 	if c.unvalidated && ch == chHeartbeat && c.state != 0 {
 		e.afterHeartbeat(now, c)
+		c.releaseHeld()
 	}
 	e.touch(c, now)
+}
+
+// maxIncoming is the largest datagram the endpoint takes: the largest UDP
+// payload on a Datagram transport, whatever MaxPacketSize is (D21), and
+// MaxPacketSize on a Stream transport, whose framing refuses longer
+// packets (D20).
+func (e *Endpoint) maxIncoming() int {
+	if e.cfg.Transport == Stream {
+		return e.cfg.MaxPacketSize
+	}
+	return DefaultMaxDatagram
 }
 
 // drop counts a dropped packet against c, or against the endpoint when it
@@ -578,6 +627,12 @@ func (e *Endpoint) Stats(h Handle) (Stats, bool) {
 	}
 	return c.snapshot(), true
 }
+
+// ReceiveMemory returns the memory the endpoint's peers make it hold, as
+// counted against Config.EndpointReceiveMemory, which bounds it: what
+// every connection holds for what its peer sent (Stats.ReceiveBytes) and
+// the free packet buffers kept for reuse (D22, N50).
+func (e *Endpoint) ReceiveMemory() int { return e.recvBudget.Used + e.recvBudget.Free() }
 
 // Dropped returns the counts of packets dropped before they reached any
 // connection (from unknown addresses, or too short to name a channel),

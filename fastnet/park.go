@@ -1,5 +1,7 @@
 package fastnet
 
+import "github.com/fastnet-engine/fastnet/channel"
+
 // Parking (N25). A channel must remember four numbers for the life of its
 // connection; its receiver and sender are needed only while it holds or
 // sends something. A connection keeps receivers and senders for up to
@@ -71,9 +73,40 @@ func (c *conn) receiverIdle(cs *chanState) {
 			x.g, x.l = x.rcv.Position()
 			if len(c.spare) < spareReceivers {
 				c.spare = append(c.spare, x.rcv)
+			} else {
+				c.dropReceiver(x.rcv)
 			}
 			x.rcv = nil
 			c.receivers--
+		}
+	}
+}
+
+// dropReceiver gives up a receiver no channel uses, and gives its memory
+// back to the receive budget (N49).
+func (c *conn) dropReceiver(r *channel.Receiver) {
+	r.Reset()
+	c.recvBudget.Give(channel.ReceiverSize)
+}
+
+// takeIdleReceiver parks the channel whose receiver has been idle the
+// longest and returns that receiver, for a channel that needs one when the
+// receive memory has no room for another (D22, N49); nil if no receiver
+// is idle. So the receivers a connection keeps never refuse the packets
+// of a channel that has none.
+func (c *conn) takeIdleReceiver() *channel.Receiver {
+	for {
+		x, ok := c.idleRecv.pop()
+		if !ok {
+			return nil
+		}
+		x.rcvQueued = false
+		if x.rcv != nil && !x.inRecv && x.rcv.Idle() {
+			r := x.rcv
+			x.g, x.l = r.Position()
+			x.rcv = nil
+			c.receivers--
+			return r
 		}
 	}
 }

@@ -19,7 +19,7 @@ const (
 	DropMemory                             // no receive memory left (D22)
 	DropMalformedMessage                   // an unreliable message with a bad length or checksum (D11)
 	DropExpired                            // an incomplete unreliable message dropped after the MCI (D11)
-	DropTooLarge                           // a datagram above the payload limits
+	DropTooLarge                           // a datagram longer than any transport carries (D20, D21)
 	DropOrphaned                           // an unreliable message whose first packet was lost (D11)
 	DropSkipped                            // queued unreliable packets the receive window moved past (D9)
 	DropPaused                             // a message channel packet while the application's queue is full (not acked, D22)
@@ -104,8 +104,12 @@ type Stats struct {
 	SendQueueBytes  int // encoded message bytes waiting to be sent
 	InFlightBytes   int // reliable bytes sent and not acknowledged
 	InFlightPackets int
-	ReceiveBytes    int // bytes held for reassembly
-	OpenChannels    int // channels with state on this connection
+	// ReceiveBytes is the memory the peer makes the connection hold, as
+	// counted against ConnReceiveMemory: packets held for reassembly and
+	// their receivers, the state of every channel the peer used, and
+	// messages held until the connection is validated (N49, N50).
+	ReceiveBytes int
+	OpenChannels int // channels with state on this connection
 }
 
 // TotalDropped returns the sum of s.Dropped.
