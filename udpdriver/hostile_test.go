@@ -268,3 +268,132 @@ func exchange(ctx context.Context, addr string, i int) error {
 	}
 	return nil
 }
+
+// TestHostileChannelMemory: peers that touch every one of the 32,768
+// channels on several connections cannot make a server hold more than its
+// EndpointReceiveMemory, though each connection stays within its own
+// ConnReceiveMemory (D22, N50). The budgets are set so that one
+// connection's channels fit its own but not four connections' the
+// endpoint's.
+func TestHostileChannelMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("131,072 datagrams over loopback")
+	}
+	const (
+		conns     = 4
+		connMem   = 4 << 20
+		endpoint  = 6 << 20
+		passes    = 2 // every channel touched twice, in case the socket dropped the first
+		channels  = fastnet.MaxChannel + 1
+		sendLimit = 20 * time.Second
+	)
+	if need := channels * fastnet.ChannelStateMemory; need > connMem || conns*need <= endpoint {
+		t.Fatalf("the budgets do not test the endpoint's: a connection's channels take %d bytes", need)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	cfg := udpdriver.Config{Engine: fastnet.Config{
+		MaxMessageSize:        1024,
+		ConnReceiveMemory:     connMem,
+		EndpointReceiveMemory: endpoint,
+	}}
+	l, err := udpdriver.Listen(ctx, "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	var (
+		mu     sync.Mutex
+		served []*udpdriver.Conn
+	)
+	go func() {
+		for {
+			c, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			served = append(served, c)
+			mu.Unlock()
+			go func() { // the application takes every message
+				for {
+					if _, err := c.Receive(ctx); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	// held sums what the server's connections hold against the budget.
+	held := func() (bytes, open int, dropped uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range served {
+			st := c.Stats()
+			bytes += st.ReceiveBytes
+			open += st.OpenChannels
+			dropped += st.Dropped[fastnet.DropMemory]
+		}
+		return bytes, open, dropped
+	}
+
+	var most atomic.Int64
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for ctx.Err() == nil {
+			b, _, _ := held()
+			if int64(b) > most.Load() {
+				most.Store(int64(b))
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for i := range conns {
+		wg.Go(func() {
+			c, err := udpdriver.Dial(ctx, l.Addr().String(), udpdriver.Config{Engine: fastnet.Config{MaxMessageSize: 1024}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			msg := fmt.Appendf(nil, "peer %d", i)
+			for range passes {
+				for ch := range channels {
+					if err := c.Send(ctx, ch, msg, false); err != nil {
+						errs <- fmt.Errorf("peer %d, channel %d: %w", i, ch, err)
+						return
+					}
+				}
+				deadline := time.Now().Add(sendLimit)
+				for c.Stats().SendQueueBytes > 0 && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // the last packets reach the server
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	bytes, open, dropped := held()
+	cancel()
+	<-watchDone
+	t.Logf("the server's %d connections hold %d bytes for %d channels (at most %d seen; budget %d), %d packets dropped for memory",
+		len(served), bytes, open, most.Load(), endpoint, dropped)
+	if most.Load() > endpoint {
+		t.Errorf("the server's connections held %d bytes, above the endpoint's budget of %d", most.Load(), endpoint)
+	}
+	if dropped == 0 || open >= conns*channels {
+		t.Errorf("the budget never bound: %d channels open, %d packets dropped for memory", open, dropped)
+	}
+}
