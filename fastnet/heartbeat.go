@@ -132,8 +132,26 @@ func (h *heartbeat) originate(now clock.Time, interval time.Duration) int16 {
 	h.sent[h.sentN%outstanding] = sentBeat{v, now}
 	h.sentN++
 	h.lastSent = now
-	h.nextSend = now.Add(interval)
+	h.nextSend = beatAfter(now, interval)
 	return v
+}
+
+// beatGrid is how many instants per interval heartbeats are aligned to.
+const beatGrid = 8
+
+// beatAfter returns when the heartbeat after one sent at now is due:
+// now+interval rounded down to a multiple of interval/beatGrid, so the
+// interval stays at most the one D16 allows (and at least 7/8 of it),
+// and the heartbeats of all of an endpoint's connections fall on a few
+// instants a second, where the driver sends them in batches and wakes once
+// for them all rather than once per connection (N52).
+func beatAfter(now clock.Time, interval time.Duration) clock.Time {
+	t := now.Add(interval)
+	g := clock.Time(interval / beatGrid)
+	if g <= 0 || t == clock.Never {
+		return t
+	}
+	return t - t%g
 }
 
 // endChallenge returns the heartbeats to their interval once the
@@ -141,7 +159,7 @@ func (h *heartbeat) originate(now clock.Time, interval time.Duration) int16 {
 func (h *heartbeat) endChallenge(interval time.Duration) {
 	h.challenge = 0
 	if h.sentN > 0 {
-		h.nextSend = h.lastSent.Add(interval)
+		h.nextSend = beatAfter(h.lastSent, interval)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
 )
 
 // D16: the server originates 1..32767 and echoes negative values; the
@@ -131,5 +133,25 @@ func TestClientEarlyHeartbeats(t *testing.T) {
 		if at[i] != want[i] {
 			t.Fatalf("heartbeats at %v, want %v", at, want)
 		}
+	}
+}
+
+// N52: heartbeats fall on a grid of an eighth of their interval, so that
+// an endpoint's connections send theirs together; the interval never
+// exceeds D16's and is at least 7/8 of it.
+func TestHeartbeatGrid(t *testing.T) {
+	const interval = time.Second
+	g := clock.Time(interval / beatGrid)
+	for _, now := range []clock.Time{clock.Epoch, clock.Epoch + 1, clock.Epoch + g - 1, clock.Epoch + 12345678, clock.Epoch + 7*g + 5} {
+		next := beatAfter(now, interval)
+		if next%g != 0 {
+			t.Errorf("beatAfter(%v) = %v, not on the grid of %v", now, next, time.Duration(g))
+		}
+		if d := next.Sub(now); d > interval || d <= interval-time.Duration(g) {
+			t.Errorf("beatAfter(%v): interval %v, want in (%v, %v]", now, d, interval-time.Duration(g), interval)
+		}
+	}
+	if got := beatAfter(clock.Never-5, interval); got != clock.Never {
+		t.Errorf("beatAfter near Never = %v", got)
 	}
 }

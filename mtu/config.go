@@ -36,6 +36,12 @@ const (
 // it sent.
 const ProbesPerRound = 100
 
+// DefaultFirstRoundProbes is the probes of an estimation's first round:
+// four of D19's rounds, so that at 20 % loss the reference of the 10-point
+// rule varies by 2 points rather than 4; at the initial 32 bytes, 12.8 KB
+// (N44).
+const DefaultFirstRoundProbes = 4 * ProbesPerRound
+
 // MinProbesPerRound is the fewest probes a round sends, however large its
 // size: with 20 probes one lost probe costs 5 points, which D19's 5-point
 // rule still lets pass, and two cost 10 (N44).
@@ -72,6 +78,13 @@ type Config struct {
 	// sends RoundBytes/s probes, at least MinProbesPerRound and at most
 	// ProbesPerRound (N44). Zero means DefaultRoundBytes.
 	RoundBytes int
+	// FirstRoundProbes is how many probes each estimation's first round
+	// sends when Initial is small enough for a round of ProbesPerRound
+	// (larger sizes scale it down as RoundBytes does the other rounds):
+	// that round is the reference of D19's 10-point rule for the whole
+	// estimation, so it is measured more closely than the others. Zero
+	// means DefaultFirstRoundProbes (N44).
+	FirstRoundProbes int
 	// Rand seeds the generator that fills the probes. Nil means a
 	// fixed-seed source: probe contents need not be secret, only
 	// arbitrary.
@@ -98,6 +111,9 @@ func (c Config) withDefaults() Config {
 	if c.RoundBytes == 0 {
 		c.RoundBytes = DefaultRoundBytes
 	}
+	if c.FirstRoundProbes == 0 {
+		c.FirstRoundProbes = DefaultFirstRoundProbes
+	}
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(0x6d7475, 0x70726f6265))
 	}
@@ -122,6 +138,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ResetTries %d is negative", ErrConfig, c.ResetTries)
 	case c.RoundBytes < 0:
 		return fmt.Errorf("%w: RoundBytes %d is negative", ErrConfig, c.RoundBytes)
+	case c.FirstRoundProbes < 0 || c.FirstRoundProbes > 10*ProbesPerRound:
+		return fmt.Errorf("%w: FirstRoundProbes %d is outside 0..%d", ErrConfig, c.FirstRoundProbes, 10*ProbesPerRound)
 	}
 	return nil
 }

@@ -160,7 +160,13 @@ func (e *Estimator) probesFor(size int) int {
 	if e.lossy {
 		return ProbesPerRound
 	}
-	return max(MinProbesPerRound, min(ProbesPerRound, e.cfg.RoundBytes/max(size, 1)))
+	n := max(MinProbesPerRound, min(ProbesPerRound, e.cfg.RoundBytes/max(size, 1)))
+	if e.first {
+		// The reference round: FirstRoundProbes/ProbesPerRound times a
+		// round of its size.
+		n = max(1, n*e.cfg.FirstRoundProbes/ProbesPerRound)
+	}
+	return n
 }
 
 // lossyPoints is the loss of the first round, in points, above which the
@@ -332,7 +338,13 @@ func (e *Estimator) AppendPayload(b []byte, now clock.Time, rtt time.Duration) (
 		e.stats.ProbesSent++
 		e.stats.ProbeBytes += uint64(e.size)
 		if e.sent < e.n {
-			e.sendAt = now.Add(e.cfg.ProbeInterval)
+			gap := e.cfg.ProbeInterval
+			if e.first && e.n > ProbesPerRound {
+				// The larger first round takes no longer than another
+				// round: its probes are the smallest (N44).
+				gap = gap * ProbesPerRound / time.Duration(e.n)
+			}
+			e.sendAt = now.Add(gap)
 		} else {
 			e.phase = phaseFinal
 			// Long enough that the round's replies, even held back on a
@@ -389,6 +401,12 @@ func (e *Estimator) evaluate(now clock.Time) {
 			return
 		}
 		e.passCnt, e.passN = e.count, e.n
+		// A size already passed, measured again, shows the path's loss
+		// now: a path found lossy gets rounds of ProbesPerRound from
+		// here on (N44).
+		if 100*e.count < (100-lossyPoints)*e.n {
+			e.lossy = true
+		}
 		e.newRound(now, e.doubted)
 		return
 	}

@@ -126,6 +126,9 @@ func newSim(t testing.TB, seed uint64, cfg Config, path int, loss float64, rtt t
 	if cfg.Rand == nil {
 		cfg.Rand = rand.New(rand.NewPCG(seed, 0x70726f6265))
 	}
+	if cfg.FirstRoundProbes == 0 {
+		cfg.FirstRoundProbes = ProbesPerRound // D19's round, unless a test asks for more
+	}
 	s := &sim{
 		t:    t,
 		now:  clock.Epoch,
