@@ -26,6 +26,18 @@ type Budget struct {
 	Limit int
 	// Parent, if not nil, is a budget this one is part of.
 	Parent *Budget
+	// Reserve is memory that only grants may take (N20, N50): a packet
+	// that no grant covers must leave min(Reserve, Limit) free, while a
+	// packet that begins a reliable message at the head of its queue with
+	// the grant of the rest may use it. So once every granted message has
+	// completed, the messages begun and not granted cannot hold the
+	// memory that the next grant needs, and one of them, if it needs no
+	// more than the reserve, is granted. Take leaves min(Reserve,
+	// Limit/2) free: what it charges, a connection's state for each
+	// channel and its receivers, must not starve its packets either. It
+	// should be the memory a message of the largest size needs
+	// (MessageMemory).
+	Reserve int
 	// MaxFree bounds the bytes of free packet buffers a root budget keeps
 	// for reuse; 0 means Limit (or, without a Limit, the largest MaxBytes
 	// of its receivers).
@@ -54,22 +66,39 @@ type Budget struct {
 // packets.
 func (b *Budget) Holders() int { return b.holders }
 
+// Granted returns the bytes promised to messages already begun by the
+// receivers sharing the budget and those below it (N20): memory no other
+// packet may take.
+func (b *Budget) Granted() int { return b.committed }
+
 // Free returns the bytes of free packet buffers the budget keeps for reuse
 // (at a root; 0 below one).
 func (b *Budget) Free() int { return b.pool.retained }
 
 // Take charges n bytes to b, and to its parents, if they fit beside what
-// the budgets hold and have promised; it reports whether they did.
+// the budgets hold and have promised, and their Reserve; it reports
+// whether they did.
 func (b *Budget) Take(n int) bool {
-	if !b.fits(n, 0) {
+	if !b.fits(n, 0, forState) {
 		return false
 	}
 	b.add(n, 0)
 	return true
 }
 
-// Fits reports whether n more bytes would fit b and its parents now.
-func (b *Budget) Fits(n int) bool { return b.fits(n, 0) }
+// Fits reports whether n more bytes would fit b and its parents now, their
+// Reserve left free.
+func (b *Budget) Fits(n int) bool { return b.fits(n, 0, forState) }
+
+// What a charge is for, which says how much of the Reserve it must leave
+// free (Budget.Reserve).
+type chargeKind uint8
+
+const (
+	forPacket  chargeKind = iota // a packet no grant covers: all of it
+	forState                     // Take: up to half the Limit
+	forGranted                   // a grant, or what it covers: none
+)
 
 // Add charges n bytes to b and its parents whether they fit or not: for
 // memory already held that moves from one account to another (a message
@@ -107,9 +136,11 @@ func (b *Budget) add(used, committed int) {
 }
 
 // fits reports whether b and its parents can take used more bytes and
-// committed more bytes of grants (either may be negative). A root gives up
-// free buffers to make the room. A change that adds nothing always fits.
-func (b *Budget) fits(used, committed int) bool {
+// committed more bytes of grants (either may be negative) for a charge of
+// the given kind, leaving as much of their Reserve free as it must. A root
+// gives up free buffers to make the room. A change that adds nothing
+// always fits.
+func (b *Budget) fits(used, committed int, kind chargeKind) bool {
 	d := used + committed
 	if d <= 0 {
 		return true
@@ -117,6 +148,12 @@ func (b *Budget) fits(used, committed int) bool {
 	for x := b; x != nil; x = x.Parent {
 		if x.Limit <= 0 {
 			continue
+		}
+		switch kind {
+		case forPacket:
+			d = used + committed + min(x.Reserve, x.Limit)
+		case forState:
+			d = used + committed + min(x.Reserve, x.Limit/2)
 		}
 		over := x.Used + x.committed + x.pool.retained + d - x.Limit
 		if over > 0 && x.pool.retained > 0 {

@@ -86,7 +86,7 @@ func MessageMemory(encoded, minChunk int) int {
 	for c := max(minChunk, 1); ; {
 		p := (encoded + c - 1) / c
 		n := capFor(p)
-		m := p*classCap(c) + ringBytes(n)
+		m := (p-1)*classCap(c) + classCap(encoded-(p-1)*c) + ringBytes(n)
 		if n > baseRing {
 			m += ringBytes(baseRing)
 		}

@@ -379,7 +379,16 @@ func (r *Receiver) fitsWith(c, grant int) bool {
 	if c+grant > r.cfg.MaxBytes {
 		return false
 	}
-	return r.budget == nil || r.budget.fits(c-r.charge, grant-r.grant)
+	return r.budget == nil || r.budget.fits(c-r.charge, grant-r.grant, forPacket)
+}
+
+// fitsGranted is fitsWith for a grant and what it covers, which may use the
+// Budget's Reserve (N50).
+func (r *Receiver) fitsGranted(c, grant int) bool {
+	if c+grant > r.cfg.MaxBytes {
+		return false
+	}
+	return r.budget == nil || r.budget.fits(c-r.charge, grant-r.grant, forGranted)
 }
 
 // setGrant records a new grant of bufs bytes of buffers and a ring of
@@ -445,11 +454,11 @@ func (r *Receiver) updateGrant() {
 	switch {
 	case bufs == 0:
 		r.setGrant(0, 0)
-	case r.grant > 0 && seq == r.grantSeq && want > r.grant && !r.fitsWith(r.charge, want):
+	case r.grant > 0 && seq == r.grantSeq && want > r.grant && !r.fitsGranted(r.charge, want):
 		// Keep the grant it has.
 	case r.grant > 0 && seq == r.grantSeq && want <= r.grant:
 		r.setGrant(bufs, capacity)
-	case r.fitsWith(r.charge, want):
+	case r.fitsGranted(r.charge, want):
 		r.setGrant(bufs, capacity)
 		r.grantSeq, r.grantRel = seq, rel
 	default:
@@ -706,8 +715,9 @@ func (r *Receiver) witnessed(now clock.Time, seq Seq, reliable bool, owed, d int
 // an empty queue straight from the chunk (D11 rule 2 with a one-packet
 // group).
 func (r *Receiver) fast(h Header, m coalesce.Message) Result {
+	// Poll takes the message at once: it may use the Budget's Reserve.
 	cost := len(m.Payload) + max(r.ready.len()+1-max(cap(r.ready.buf), keptReady), 0)*messageSize
-	if !r.fits(r.charge+cost) && !(r.releaseRing() && r.fits(r.charge+cost)) {
+	if !r.fitsGranted(r.charge+cost, r.grant) && !(r.releaseRing() && r.fitsGranted(r.charge+cost, r.grant)) {
 		return NoMemory
 	}
 	r.deliver(h.Reliable, append(make([]byte, 0, len(m.Payload)), m.Payload...))
@@ -773,7 +783,7 @@ func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
 		grantBufs = max(0, grantBufs-buf)
 	}
 	grant := r.grantFor(grantBufs, r.grantCap, r.q.capWith(i))
-	if !r.fitsWith(c, grant) {
+	if !r.fitsWith(c, grant) && !r.headFits(i, h, chunk, c, grant) {
 		if !h.Reliable || r.unrelN == 0 {
 			return false
 		}
@@ -819,6 +829,34 @@ func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
 		m.valid = false
 	}
 	return true
+}
+
+// headFits reports whether a reliable packet that begins a message at the
+// head of the queue (logical index 0, waiting for nothing) fits with its
+// charge c and the grant the rest of its message will need, as
+// updateGrant reckons it: such a packet may use the Budget's Reserve, so
+// that when messages begun and not granted hold all but the Reserve, a
+// new message can still begin and complete (N50).
+func (r *Receiver) headFits(i int, h Header, chunk []byte, c, grant int) bool {
+	if !h.Reliable || !h.Start || i != 0 || need(true, h.Rel) != r.l {
+		return false
+	}
+	hdr, err := coalesce.ParseHeader(chunk, r.cfg.MaxMessage)
+	if err != nil {
+		return false
+	}
+	rem := hdr.EncodedLen() - len(chunk)
+	if rem <= 0 {
+		return r.fitsGranted(c, grant)
+	}
+	chunkLen := max(len(chunk), minMessageMTU)
+	k := (rem + chunkLen - 1) / chunkLen
+	places := r.q.capWith(i)
+	capacity := capFor(max(r.q.off+r.q.span, i+1+k) - min(r.q.off, i))
+	if r.q.span == 0 {
+		capacity = capFor(1 + k)
+	}
+	return r.fitsGranted(c, grant+r.grantFor(k*classCap(chunkLen), capacity, places))
 }
 
 // releaseRing returns an empty ring that grew past its base arrays to them

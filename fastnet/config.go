@@ -107,7 +107,7 @@ type Config struct {
 	// arrays and the messages it delivered and the endpoint has not yet
 	// taken, each at its size in memory (N49). Default 3*MaxMessageSize +
 	// 64 KiB, or more if a message of MaxMessageSize cut at payload MTU 32
-	// needs more (for the default MaxMessageSize, 4.3 MB).
+	// needs more (for the default MaxMessageSize, 4.06 MB).
 	ChannelReceiveMemory int
 	// ConnReceiveMemory bounds the bytes one connection holds for what its
 	// peer sent: what its channels hold for reassembly, their receivers
@@ -304,7 +304,7 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ChannelReceiveMemory == 0 {
 		c.ChannelReceiveMemory = 3*c.MaxMessageSize + 64<<10
-		c.ChannelReceiveMemory = max(c.ChannelReceiveMemory, channel.MessageMemory(c.MaxMessageSize+maxMessageOverhead, DefaultPayloadMTU-7)+64<<10)
+		c.ChannelReceiveMemory = max(c.ChannelReceiveMemory, c.messageMemory()+64<<10)
 	}
 	if c.ConnReceiveMemory == 0 {
 		c.ConnReceiveMemory = 4 * c.ChannelReceiveMemory
@@ -461,6 +461,14 @@ func (c Config) resolve() (Config, error) {
 		return bad("a message of MaxMessageSize %d needs %d bytes of receive memory at payload MTU 32, above ChannelReceiveMemory %d", c.MaxMessageSize, need, c.ChannelReceiveMemory)
 	}
 	return c, nil
+}
+
+// messageMemory returns what a receiver needs at most to hold a message of
+// MaxMessageSize cut at the smallest payload MTU a peer may use, 32, or
+// more: what a grant may need, kept free of the packets no grant covers
+// (channel.Budget.Reserve, N50).
+func (c *Config) messageMemory() int {
+	return channel.MessageMemory(c.MaxMessageSize+maxMessageOverhead, DefaultPayloadMTU-7)
 }
 
 // PacketMemoryOverhead bounds what one queued packet of a message of two or

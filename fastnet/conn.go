@@ -184,6 +184,7 @@ func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
 	c.recvBudget.Limit = ep.cfg.ConnReceiveMemory
 	c.recvBudget.MaxHolders = ep.cfg.MaxHoldingChannels
 	c.recvBudget.Parent = &ep.recvBudget
+	c.recvBudget.Reserve = ep.recvBudget.Reserve
 	c.liveReceivers, c.liveSenders = ep.liveReceivers, ep.liveReceivers
 	c.hb.init(ep.cfg.Role)
 	c.stats.PayloadMTU = c.payloadMTU

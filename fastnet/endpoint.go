@@ -87,7 +87,8 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		// The free buffers kept for reuse: what one connection may hold,
 		// within the endpoint's limit, given up as soon as a packet needs
 		// their room (N50).
-		recvBudget: channel.Budget{Limit: c.EndpointReceiveMemory, MaxFree: c.ConnReceiveMemory},
+		recvBudget: channel.Budget{Limit: c.EndpointReceiveMemory, MaxFree: c.ConnReceiveMemory,
+			Reserve: c.messageMemory()},
 
 		liveReceivers: liveReceivers,
 		liveCap:       max(liveReceivers, min(maxLiveReceivers, c.MaxHoldingChannels)),
