@@ -124,9 +124,9 @@ type Config struct {
 	// whose memory was promised once its first packet arrived still
 	// completes (N20). Default 256 MiB, or ConnReceiveMemory if larger:
 	// room for about 16 connections at their full default limit at once,
-	// or for every channel of 100 connections begun and held (N50),
-	// while the default MaxConnections of 1024 at their full limits
-	// would be 17 GB. At least ConnReceiveMemory.
+	// or for the state of every channel of 65 connections (N50), while
+	// the default MaxConnections of 1024 at their full limits would be
+	// 17 GB. At least ConnReceiveMemory.
 	EndpointReceiveMemory int
 	// MaxHoldingChannels bounds the channels of one connection that hold
 	// queued packets at once (an incomplete message, or packets waiting for
