@@ -230,6 +230,12 @@ type MTUConfig struct {
 	// FinalTimeout is the wait after a round's last probe (default
 	// 250 ms).
 	FinalTimeout time.Duration
+	// MaxConcurrent bounds the estimations an endpoint runs at once, the
+	// rest waiting their turn, and the peers' estimations it answers at
+	// once, refusing the resets of others until one ends, so that
+	// thousands of connections starting together do not flood the socket
+	// with probes (N53). Default 64.
+	MaxConcurrent int
 	// Period is the time between the end of one estimation and the start of
 	// the next (default 10 min). A connection whose large reliable packets
 	// stop being acknowledged re-estimates at once (see docs/protocol.md,
@@ -265,6 +271,8 @@ const (
 	DefaultMTUProbeInterval = mtu.DefaultProbeInterval
 	DefaultMTUFinalTimeout  = mtu.DefaultFinalTimeout
 	DefaultMTUPeriod        = mtu.DefaultPeriod
+	// DefaultMTUMaxConcurrent is the default of MTUConfig.MaxConcurrent.
+	DefaultMTUMaxConcurrent = 64
 
 	// maxAckRepeats bounds Config.AckRepeats.
 	maxAckRepeats = 8
@@ -369,6 +377,9 @@ func (c Config) withDefaults() Config {
 	if c.MTU.Period == 0 {
 		c.MTU.Period = DefaultMTUPeriod
 	}
+	if c.MTU.MaxConcurrent == 0 {
+		c.MTU.MaxConcurrent = DefaultMTUMaxConcurrent
+	}
 	return c
 }
 
@@ -435,6 +446,8 @@ func (c Config) resolve() (Config, error) {
 		return bad("AckRepeats %d: want -1..%d", c.AckRepeats, maxAckRepeats)
 	case c.MTU.ProbeInterval <= 0 || c.MTU.FinalTimeout <= 0 || c.MTU.Period <= 0:
 		return bad("MTU intervals must be positive")
+	case c.MTU.MaxConcurrent < 1:
+		return bad("MTU.MaxConcurrent %d is not positive", c.MTU.MaxConcurrent)
 	}
 	if c.Transport == Datagram {
 		if err := c.mtuConfig().Validate(); err != nil {

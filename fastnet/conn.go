@@ -99,9 +99,16 @@ type conn struct {
 	idleRecv, idleSend         idleQueue
 
 	payloadMTU int
-	estimator  *mtu.Estimator // nil on Stream transports and when disabled
-	mtuLimited string         // why estimator is nil on a Datagram transport (Stats.MTULimited)
-	responder  *mtu.Responder // nil on Stream transports
+	// Admission of estimations (N53): mtuRunning while this side's
+	// estimation holds one of the endpoint's places, mtuWaiting while it
+	// waits for one; respActive while the peer's estimation is among
+	// those answered, respLast its latest reset or probe.
+	mtuRunning, mtuWaiting bool
+	respActive             bool
+	respLast               clock.Time
+	estimator              *mtu.Estimator // nil on Stream transports and when disabled
+	mtuLimited             string         // why estimator is nil on a Datagram transport (Stats.MTULimited)
+	responder              *mtu.Responder // nil on Stream transports
 	// maxMTUInFlight is the largest payload MTU reliable packets now in
 	// flight were cut with; blackHoleSeen the oldest-unacked instant a
 	// black hole was last checked for (N16).

@@ -47,6 +47,14 @@ type Endpoint struct {
 	unvalidated unvalidatedQueue
 	vstats      ValidationStats
 
+	// Admission of MTU estimations (N53): this side's running and
+	// waiting, and the peers' being answered.
+	mtuRunning int
+	mtuQueue   []*conn
+	mtuHead    int
+	responders []*conn
+	estats     EndpointStats
+
 	// recvBudget is the parent of every connection's receive budget:
 	// what all of them hold, and the free packet buffers kept for reuse,
 	// within Config.EndpointReceiveMemory (D22, N50).
@@ -158,6 +166,13 @@ func (e *Endpoint) removeConn(c *conn) {
 		e.unvalidated.n--
 	}
 	c.held, c.heldBytes, c.heldCharge = nil, 0, 0
+	c.mtuWaiting = false
+	if c.mtuRunning {
+		// Only established connections estimate, and disconnect frees
+		// their place with the time; this keeps the count right.
+		c.mtuRunning = false
+		e.mtuRunning--
+	}
 	c.state = 0
 	// Everything its peer made it hold goes with it (N50).
 	c.recvBudget.Detach()
@@ -169,6 +184,10 @@ func (e *Endpoint) removeConn(c *conn) {
 func (e *Endpoint) disconnect(now clock.Time, c *conn, err error, tell bool) {
 	if c.state == 0 {
 		return
+	}
+	if c.mtuRunning {
+		c.mtuRunning = false
+		e.releaseEstimation(now) // the next waiting estimation starts (N53)
 	}
 	if c.unvalidated {
 		// The application never heard of it: no event. Its address is

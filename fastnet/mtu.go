@@ -62,7 +62,7 @@ func (c *conn) startMTU(now clock.Time) {
 	}
 	c.estimator = mtu.NewEstimator(cfg.mtuConfig())
 	c.estimator.SetPathHint(path.PayloadMTU)
-	c.estimator.Start(now)
+	c.ep.admitEstimation(now, c) // at most MTUConfig.MaxConcurrent at once (N53)
 }
 
 // SetPathMTUHint tells the estimation of connection h the payload MTU the
@@ -113,12 +113,16 @@ func (c *conn) handleMTU(now clock.Time, ch int16, p []byte) {
 	}
 	own, _ := c.mtuChannels()
 	if ch != own {
+		if !c.ep.admitResponder(now, c, p) {
+			return // too many peers estimating at once (N53)
+		}
 		c.responder.HandlePayload(p)
 		return
 	}
 	if c.estimator != nil {
 		c.estimator.HandlePayload(now, p)
 		c.applyMTU()
+		c.estimationDone(now)
 	}
 }
 
@@ -148,6 +152,7 @@ func (c *conn) mtuTimeout(now clock.Time) {
 	if t := c.estimator.NextDeadline(); t != 0 && t <= now {
 		c.estimator.HandleTimeout(now)
 		c.applyMTU()
+		c.estimationDone(now)
 	}
 }
 
@@ -174,6 +179,7 @@ func (c *conn) mtuPoll(now clock.Time, buf []byte) ([]byte, bool) {
 		// and then have nothing to send: the new MTU applies all the
 		// same.
 		c.applyMTU()
+		c.estimationDone(now)
 		if ok {
 			return b, true
 		}

@@ -79,6 +79,7 @@ type Estimator struct {
 	doubted   int  // the size that failed with a count, to measure again after the refresh
 	refresh   bool // the round measures lo again, to refresh the reference
 	lossy     bool // the first round lost more than lossyPoints: rounds send ProbesPerRound (N44)
+	giveUps   int  // estimations in a row that ended with nothing measured
 
 	// The round.
 	size  int // probe size
@@ -536,7 +537,19 @@ func (e *Estimator) finish(now clock.Time, complete bool) {
 	}
 	e.phase = phaseIdle
 	e.sendAt = 0
-	e.timer = now.Add(e.cfg.Period)
+	wait := e.cfg.Period
+	if complete || e.mtu > e.cfg.Initial {
+		e.giveUps = 0
+	} else {
+		// Nothing measured: the peer may have been too busy to answer
+		// (a server with thousands of clients estimating at once drops
+		// resets at its socket). Try again after 1 s, 2 s, 4 s ... up
+		// to Period rather than keep the initial MTU for a whole
+		// Period (N44).
+		wait = min(wait, time.Second<<min(e.giveUps, 20))
+		e.giveUps++
+	}
+	e.timer = now.Add(wait)
 }
 
 // MTU returns the payload MTU to send with: Config.Initial until a size

@@ -124,8 +124,15 @@ func TestEstimatorResets(t *testing.T) {
 			if m := tc.e.MTU(); m != DefaultInitial {
 				t.Fatalf("MTU %d, want it left at %d", m, DefaultInitial)
 			}
-			tc.wantDeadline("next estimation", time.Minute)
-			tc.wantPayload("next period's first reset", reset)
+			// Nothing measured: the next try comes after 1 s, then 2 s,
+			// 4 s ..., never later than Period (N44).
+			tc.wantDeadline("next estimation after a give-up", time.Second)
+			for i := range tries {
+				tc.wantPayload(fmt.Sprintf("retry's reset %d", i+1), reset)
+				tc.wantDeadline(fmt.Sprintf("after retry's reset %d", i+1), tt.wantGap)
+			}
+			tc.e.HandleTimeout(tc.now)
+			tc.wantDeadline("second retry", 2*time.Second)
 		})
 	}
 }

@@ -1,0 +1,130 @@
+package fastnet
+
+import (
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+)
+
+// Admission of MTU estimations (N53). An estimation puts up to a few
+// hundred kilobytes of probes on the path in well under a second. A
+// server whose thousands of clients connect together would start thousands
+// of estimations at once, its own toward every client and every client's
+// toward it: the probes overflow its socket, the rounds read the drops as
+// loss, and lossy rounds grow to D19's full 100 probes, which overflows it
+// more. So an endpoint runs at most MTUConfig.MaxConcurrent estimations of
+// its own at a time, the others waiting their turn in order, and answers
+// the resets of at most as many peers' estimations at a time: a reset
+// beyond them is dropped (counted in EndpointStats.MTUResetsRefused), and
+// the peer tries again a few round trips later, or after its estimation
+// gives up and backs off (N44). Neither changes the wire.
+
+// responderIdle is how long after a peer estimator's last reset or probe
+// its estimation keeps a place among those answered: longer than a round's
+// final wait on most paths, so that its next round is answered.
+const responderIdle = time.Second
+
+// admitEstimation starts c's estimation now if fewer than MaxConcurrent
+// of the endpoint's own run, or queues it.
+func (e *Endpoint) admitEstimation(now clock.Time, c *conn) {
+	if e.mtuRunning < e.cfg.MTU.MaxConcurrent {
+		e.mtuRunning++
+		c.mtuRunning = true
+		c.estimator.Start(now)
+		return
+	}
+	c.mtuWaiting = true
+	e.mtuQueue = append(e.mtuQueue, c)
+}
+
+// estimationDone frees c's place once its estimation ended, and starts the
+// next one waiting.
+func (c *conn) estimationDone(now clock.Time) {
+	if !c.mtuRunning || c.estimator == nil || c.estimator.Stats().Searching {
+		return
+	}
+	c.mtuRunning = false
+	c.ep.releaseEstimation(now)
+}
+
+// releaseEstimation gives a freed place to the first connection waiting.
+func (e *Endpoint) releaseEstimation(now clock.Time) {
+	e.mtuRunning--
+	for e.mtuHead < len(e.mtuQueue) {
+		w := e.mtuQueue[e.mtuHead]
+		e.mtuQueue[e.mtuHead] = nil
+		e.mtuHead++
+		if w.state == 0 || !w.mtuWaiting {
+			continue
+		}
+		w.mtuWaiting = false
+		e.mtuRunning++
+		w.mtuRunning = true
+		w.estimator.Start(now)
+		e.touch(w, now)
+		break
+	}
+	if e.mtuHead == len(e.mtuQueue) {
+		e.mtuQueue, e.mtuHead = e.mtuQueue[:0], 0
+	} else if e.mtuHead > 64 && 2*e.mtuHead >= len(e.mtuQueue) {
+		n := copy(e.mtuQueue, e.mtuQueue[e.mtuHead:])
+		clear(e.mtuQueue[n:])
+		e.mtuQueue, e.mtuHead = e.mtuQueue[:n], 0
+	}
+}
+
+// admitResponder reports whether a payload p of the peer's estimator may
+// be answered: a reset only while fewer than MaxConcurrent peers'
+// estimations are answered, or if c's already is; probes always (their
+// count is only valid after an answered reset).
+func (e *Endpoint) admitResponder(now clock.Time, c *conn, p []byte) bool {
+	isReset := len(p) == 1 && p[0] == 0
+	if !isReset || c.respActive {
+		c.respLast = now
+		return true
+	}
+	if len(e.responders) >= e.cfg.MTU.MaxConcurrent {
+		// Forget the estimations that went quiet.
+		kept := e.responders[:0]
+		for _, r := range e.responders {
+			if r.state != 0 && now.Sub(r.respLast) < responderIdle {
+				kept = append(kept, r)
+			} else {
+				r.respActive = false
+			}
+		}
+		clear(e.responders[len(kept):])
+		e.responders = kept
+		if len(kept) >= e.cfg.MTU.MaxConcurrent {
+			e.estats.MTUResetsRefused++
+			return false
+		}
+	}
+	c.respActive, c.respLast = true, now
+	e.responders = append(e.responders, c)
+	return true
+}
+
+// EndpointStats counts what an endpoint did that belongs to no one
+// connection.
+type EndpointStats struct {
+	// MTUResetsRefused counts peers' MTU estimation resets not answered
+	// because MTUConfig.MaxConcurrent peers' estimations were being
+	// answered (N53).
+	MTUResetsRefused uint64
+	// MTUWaiting is the number of this endpoint's connections whose
+	// estimation waits for a place, MTURunning the number estimating.
+	MTUWaiting, MTURunning int
+}
+
+// EndpointStats returns the endpoint's own counters.
+func (e *Endpoint) EndpointStats() EndpointStats {
+	s := e.estats
+	s.MTURunning = e.mtuRunning
+	for _, c := range e.mtuQueue[e.mtuHead:] {
+		if c.state != 0 && c.mtuWaiting {
+			s.MTUWaiting++
+		}
+	}
+	return s
+}
