@@ -82,6 +82,10 @@ func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 	}
 	cfg := &c.ep.cfg
 	if v, ok := c.hb.popEcho(); ok {
+		if c.ep.cfg.Role == Client && c.inFlight == 0 && now >= c.hb.earlyUntil {
+			// The echo is this side's heartbeat for the interval (N54).
+			c.hb.echoSent(now, heartbeatInterval(cfg.Timeout))
+		}
 		return appendHeartbeat(appendPacketHeader(buf, chHeartbeat), v), true
 	}
 	if now >= c.hb.nextSend {

@@ -215,6 +215,25 @@ func (h *heartbeat) sample(r time.Duration) {
 	h.minRTT = min(h.minRTT, r)
 }
 
+// sampleEvery is how many intervals apart a client that echoes the
+// server's heartbeats originates its own, for its RTT samples (N54).
+const sampleEvery = 5
+
+// echoSent notes that a client sent an echo at now: D16 asks for a
+// heartbeat to the peer at least every interval, and the echo is one, so
+// the client's own next heartbeat waits until an interval after it, but
+// no longer than sampleEvery intervals after its last own one, whose echo
+// gives an RTT sample (D17, N54).
+func (h *heartbeat) echoSent(now clock.Time, interval time.Duration) {
+	if h.sentN == 0 {
+		return
+	}
+	d := min(now.Add(interval), h.lastSent.Add(sampleEvery*interval))
+	if d > h.nextSend {
+		h.nextSend = d
+	}
+}
+
 // popEcho returns a value owed back to the peer.
 func (h *heartbeat) popEcho() (int16, bool) {
 	if h.echoN == 0 {

@@ -77,3 +77,61 @@ func TestMTUAdmission(t *testing.T) {
 		}
 	}
 }
+
+// N54: once idle past its early heartbeats, a client's echoes of the
+// server's heartbeats are its heartbeats: it originates its own only every
+// fifth interval, for RTT samples, and still sends the server a heartbeat
+// at least every interval (D16).
+func TestClientEchoesAreHeartbeats(t *testing.T) {
+	n := fastnettest.NewNetwork(54)
+	n.SetDefaultLink(fastnettest.Link{Delay: 20 * time.Millisecond})
+	srv := newValServer(t, n, fastnet.Config{MTU: fastnet.MTUConfig{Disabled: true}})
+	cli := newClient(t, n, valClient, fastnet.Config{MTU: fastnet.MTUConfig{Disabled: true}})
+	h, err := cli.Connect(n.Now(), valServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.RunFor(15 * time.Second); err != nil { // past the early heartbeats (N33)
+		t.Fatal(err)
+	}
+	var fromCli, fromSrv, own int
+	var last, worst time.Duration
+	n.Filter = func(from, to netip.AddrPort, b []byte) bool {
+		if len(b) != 4 || b[0] != 0xff || b[1] != 0xfe {
+			return true
+		}
+		at := n.Now().Sub(0)
+		if from == valClient {
+			fromCli++
+			if b[2]&0x80 != 0 {
+				own++ // negative: originated by the client
+			}
+			if last != 0 {
+				worst = max(worst, at-last)
+			}
+			last = at
+		} else {
+			fromSrv++
+		}
+		return true
+	}
+	if err := n.RunFor(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if fromCli < 19 || fromCli > 25 || own < 3 || own > 5 {
+		t.Errorf("client sent %d heartbeats in 20 s, %d of its own; want about 24, 4", fromCli, own)
+	}
+	if fromSrv < 20 || fromSrv > 26 {
+		t.Errorf("server sent %d heartbeats in 20 s, want about 24", fromSrv)
+	}
+	if worst > time.Second {
+		t.Errorf("client went %v without a heartbeat, above D16's 1 s", worst)
+	}
+	st, _ := cli.Stats(h)
+	if st.RTT < 40*time.Millisecond || st.RTT > 41*time.Millisecond {
+		t.Errorf("client RTT %v, want 40 ms", st.RTT)
+	}
+	if srv.NumConns() != 1 {
+		t.Fatal("connection lost")
+	}
+}
