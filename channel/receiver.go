@@ -248,6 +248,7 @@ type Receiver struct {
 	grantCap  int
 	grantSeq  Seq // the message's first packet
 	grantRel  Seq // and its R
+	grantLen  int // and its packets
 
 	// The latest unblocked packets beyond the window, dropped, kept as
 	// evidence that the window must move (D27, skipEvidence).
@@ -436,16 +437,19 @@ func (r *Receiver) grantFor(bufs, grantCap, capacity int) int {
 // it asks again on every Handle and Poll. The grant covers the buffers of
 // the packets still to come and the ring they need (N20, N49).
 func (r *Receiver) updateGrant() {
-	bufs, capacity := 0, 0
+	bufs, capacity, packets := 0, 0, 0
 	var seq, rel Seq
 	if m := &r.cmg; r.err == nil && r.queued > 0 && m.valid && m.start && m.reliable && m.hdrOK {
 		if rem := m.hdr.EncodedLen() - m.bytes; rem > 0 {
 			head := r.q.at(m.head)
 			chunk := max(len(head.data), minMessageMTU)
 			k := (rem + chunk - 1) / chunk
-			bufs = k * classCap(chunk)
+			// Packets of the rest already queued past a hole are
+			// charged already: the grant is for those still missing.
+			missing := k - r.q.count(bmPresent, m.head+m.n, m.head+m.n+k)
+			bufs = max(missing, 1) * classCap(chunk)
 			capacity = capFor(max(r.q.off+r.q.span, m.head+m.n+k) - r.q.off)
-			seq, rel = r.g.Add(m.head+1), head.rel
+			seq, rel, packets = r.g.Add(m.head+1), head.rel, m.n+k
 		}
 	} else if r.err == nil && r.queued > 0 && r.ready.len() >= maxReady {
 		return // not evaluated: Poll will
@@ -460,21 +464,21 @@ func (r *Receiver) updateGrant() {
 		r.setGrant(bufs, capacity)
 	case r.fitsGranted(r.charge, want):
 		r.setGrant(bufs, capacity)
-		r.grantSeq, r.grantRel = seq, rel
+		r.grantSeq, r.grantRel, r.grantLen = seq, rel, packets
 	default:
 		r.setGrant(0, 0)
 	}
 }
 
 // inGrant reports whether a packet with header h belongs to the granted
-// message: reliable, not a start, and R advancing with the sequence number
-// from the message's first packet (D10).
+// message: reliable, not a start, among its packets, and R advancing with
+// the sequence number from the message's first packet (D10).
 func (r *Receiver) inGrant(h Header) bool {
 	if r.grant == 0 || !h.Reliable || h.Start {
 		return false
 	}
 	d := Distance(r.grantSeq, h.Seq)
-	return d > 0 && d < SeqSpace/2 && Distance(r.grantRel, h.Rel) == d
+	return d > 0 && d < r.grantLen && Distance(r.grantRel, h.Rel) == d
 }
 
 // setCharge records a new Bytes and passes the change to the budget.
@@ -856,7 +860,8 @@ func (r *Receiver) headFits(i int, h Header, chunk []byte, c, grant int) bool {
 	if r.q.span == 0 {
 		capacity = capFor(1 + k)
 	}
-	return r.fitsGranted(c, grant+r.grantFor(k*classCap(chunkLen), capacity, places))
+	missing := k - r.q.count(bmPresent, i+1, i+1+k) // those queued are charged
+	return r.fitsGranted(c, grant+r.grantFor(max(missing, 1)*classCap(chunkLen), capacity, places))
 }
 
 // releaseRing returns an empty ring that grew past its base arrays to them
@@ -912,6 +917,12 @@ const minMessageMTU = 32 - HeaderLen
 func (r *Receiver) roomForOwed(i int, h Header, n int) bool {
 	if r.queued == r.unrelN {
 		return true // nothing reliable queued: nothing acked to give back
+	}
+	if r.inGrant(h) && need(true, r.grantRel) == r.l {
+		// The granted message waits for nothing before it, so every
+		// packet owed before this one is its own, which its grant holds
+		// room for (N20).
+		return true
 	}
 	owed := Distance(r.l, need(h.Reliable, h.Rel))
 	missing := min(owed, i) - r.q.count(bmRel, 0, i)
