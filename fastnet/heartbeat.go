@@ -56,6 +56,10 @@ type heartbeat struct {
 	// (D25, N33).
 	early      time.Duration
 	earlyUntil clock.Time
+	// The server's latest heartbeat value and when it came, at a client
+	// in its early heartbeats (serverCadence).
+	peerLast int16
+	peerAt   clock.Time
 }
 
 // sentBeat is an originated heartbeat awaiting its echo.
@@ -182,6 +186,9 @@ func (h *heartbeat) receive(now clock.Time, v int16) {
 			h.echoes[h.echoN] = v
 			h.echoN++
 		}
+		if h.earlyUntil != 0 && v > 0 {
+			h.serverCadence(now, v)
+		}
 		return
 	}
 	// An echo of ours: match it to a remembered send (newest first).
@@ -214,6 +221,23 @@ func (h *heartbeat) sample(r time.Duration) {
 	h.srtt = (7*h.srtt + r) / 8
 	h.minRTT = min(h.minRTT, r)
 }
+
+// serverCadence ends a client's early heartbeats once the server's own
+// come at their normal interval: a server validating a client challenges
+// it every 50-100 ms (D25, N33), so two consecutive values more than
+// validatedGap apart show it no longer does, and the client's heartbeats
+// need not give it bytes any more.
+func (h *heartbeat) serverCadence(now clock.Time, v int16) {
+	next := h.peerLast%32767 + 1
+	if h.peerAt != 0 && v == next && now.Sub(h.peerAt) > validatedGap {
+		h.earlyUntil = 0
+	}
+	h.peerLast, h.peerAt = v, now
+}
+
+// validatedGap is the gap between two consecutive server heartbeats that
+// shows the server's challenge is over (serverCadence).
+const validatedGap = 400 * time.Millisecond
 
 // sampleEvery is how many intervals apart a client that echoes the
 // server's heartbeats originates its own, for its RTT samples (N54).

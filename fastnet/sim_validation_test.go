@@ -371,3 +371,35 @@ func newClient(t *testing.T, n *fastnettest.Network, addr netip.AddrPort, cfg fa
 // swapNode is a place on the network whose endpoint can be replaced, as a
 // process restarting on the same address and port replaces its state.
 type swapNode struct{ *fastnet.Endpoint }
+
+// N33: a client's early heartbeats, which give a validating server bytes to
+// answer with, stop once the server's own come at their normal interval,
+// which shows it validated the client: within about a second of
+// connecting, not ValidationTimeout later.
+func TestEarlyHeartbeatsStopOnceValidated(t *testing.T) {
+	n := fastnettest.NewNetwork(33)
+	n.SetDefaultLink(fastnettest.Link{Delay: 10 * time.Millisecond})
+	newValServer(t, n, fastnet.Config{MTU: fastnet.MTUConfig{Disabled: true}})
+	cli := newClient(t, n, valClient, fastnet.Config{MTU: fastnet.MTUConfig{Disabled: true}})
+	if _, err := cli.Connect(n.Now(), valServer); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.RunFor(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	own := 0
+	n.Filter = func(from, to netip.AddrPort, b []byte) bool {
+		if from == valClient && len(b) == 4 && b[0] == 0xff && b[1] == 0xfe && b[2]&0x80 != 0 {
+			own++
+		}
+		return true
+	}
+	if err := n.RunFor(4 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Early heartbeats would be 20 in 4 s; normal ones 4, or fewer once
+	// the echoes stand for them (N54).
+	if own > 5 {
+		t.Errorf("client originated %d heartbeats in 4 s after validation, want at most 5", own)
+	}
+}
