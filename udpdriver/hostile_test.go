@@ -213,6 +213,11 @@ func TestHostileLoad(t *testing.T) {
 	if n := accepted.Load(); n != realClients {
 		t.Errorf("the server accepted %d connections, want the %d real clients only", n, realClients)
 	}
+	if vs := l.ValidationStats(); vs.Validated != realClients || vs.Evicted+vs.Expired == 0 {
+		t.Errorf("validation stats %+v: want %d validated, the forged ones evicted or expired", vs, realClients)
+	} else {
+		t.Logf("validation stats %+v", vs)
+	}
 	check := func(kind string, peers []*rawPeer) (sent, got int64, over int) {
 		for i, p := range peers {
 			s, g := p.sent.Load(), p.got.Load()

@@ -160,6 +160,23 @@ func (l *Listener) NumConns() int {
 	return len(l.e.conns)
 }
 
+// ValidationStats returns what the server's address validation did: the
+// connections validated, expired, evicted and refused, and the bytes
+// withheld from addresses not yet validated (D25, N33).
+func (l *Listener) ValidationStats() fastnet.ValidationStats {
+	l.e.mu.Lock()
+	defer l.e.mu.Unlock()
+	return l.e.ep.ValidationStats()
+}
+
+// EndpointStats returns the counters of the endpoint that belong to no
+// one connection, such as MTU estimations waiting for their turn (N53).
+func (l *Listener) EndpointStats() fastnet.EndpointStats {
+	l.e.mu.Lock()
+	defer l.e.mu.Unlock()
+	return l.e.ep.EndpointStats()
+}
+
 // Endpoint gives f the endpoint under the engine's lock, for tools that
 // need more than the API offers (endpoint-wide drop counters, say).
 func (e *Engine) Endpoint(f func(ep *fastnet.Endpoint)) {
