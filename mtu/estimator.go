@@ -80,6 +80,10 @@ type Estimator struct {
 	refresh   bool // the round measures lo again, to refresh the reference
 	lossy     bool // the first round lost more than lossyPoints: rounds send ProbesPerRound (N44)
 	giveUps   int  // estimations in a row that ended with nothing measured
+	// quiet is three RTTs after the round's last probe: a round that
+	// ends early sends the next reset no sooner, so that late copies of
+	// its counts cannot count in the next round (N44).
+	quiet clock.Time
 
 	// The round.
 	size  int // probe size
@@ -259,8 +263,15 @@ func (e *Estimator) HandlePayload(now clock.Time, payload []byte) {
 	}
 	if e.phase == phaseFinal && e.count == e.n {
 		// Every probe is accounted for: waiting longer cannot change
-		// the round's result.
+		// the round's result, which applies now. The next round's reset
+		// still waits until three RTTs after the last probe: duplicates
+		// and late copies of this round's counts may be on their way,
+		// and would count in the next round (N44).
+		hold := e.quiet
 		e.evaluate(now)
+		if e.phase == phaseReset && hold > e.sendAt {
+			e.sendAt = hold
+		}
 	}
 }
 
@@ -352,6 +363,7 @@ func (e *Estimator) AppendPayload(b []byte, now clock.Time, rtt time.Duration) (
 			// path that reorders, come before the next round's reset
 			// (N44).
 			e.timer = now.Add(max(e.cfg.FinalTimeout, 3*rtt))
+			e.quiet = now.Add(3 * rtt)
 		}
 		return b, true
 	}

@@ -204,7 +204,10 @@ func TestEstimatorEarlyEnd(t *testing.T) {
 	tc.deliver(count(99))
 	tc.wantIdle("count 99 is not the end")
 	tc.deliver(count(100))
-	tc.wantPayload("count 100 ends the round: next reset at once", reset)
+	// The round ends at once; the next reset waits until three RTTs after
+	// the last probe, for late copies of the counts (N44).
+	tc.wantDeadline("the next reset, three RTTs after the last probe", 148*time.Millisecond)
+	tc.wantPayload("count 100 ended the round", reset)
 	if st := tc.e.Stats(); st.LastCount != 100 || st.LastSize != 32 || !st.LastPass || st.Size != 64 {
 		t.Fatalf("stats %+v, want round 32 passed with 100, now probing 64", st)
 	}
@@ -287,7 +290,9 @@ func TestEstimatorUnresetResponder(t *testing.T) {
 		tc.now = tc.now.Add(DefaultProbeInterval)
 	}
 	tc.deliver(count(100))
-	// The count of 100 ended round 32; round 64 starts with a reset.
+	// The count of 100 ended round 32; round 64 starts with a reset, three
+	// RTTs after round 32's last probe (N44).
+	tc.wantDeadline("round 64 reset", 148*time.Millisecond)
 	tc.wantPayload("round 64 reset", reset)
 	tc.deliver(ack)
 	for i := range ProbesPerRound {
