@@ -699,14 +699,19 @@ func (r *Receiver) witnessed(now clock.Time, seq Seq, reliable bool, owed, d int
 			return set[0].off, true
 		}
 	}
+	// Keep SkipEvidence-1 witnesses, as many as evidence needs beside a
+	// new packet: more would let older packets count.
 	e := witness{seq: seq, l: r.l, owed: owed, at: now}
-	if r.evidenceN < len(r.evidence) {
+	if r.evidenceN < min(len(r.evidence), r.cfg.SkipEvidence-1) {
 		r.evidence[r.evidenceN] = e
 		r.evidenceN++
 		return 0, false
 	}
+	if r.evidenceN == 0 {
+		return 0, false
+	}
 	oldest := 0
-	for i := range r.evidence {
+	for i := range r.evidence[:r.evidenceN] {
 		if r.evidence[i].at < r.evidence[oldest].at {
 			oldest = i
 		}
