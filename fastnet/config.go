@@ -231,10 +231,10 @@ type MTUConfig struct {
 	// 250 ms).
 	FinalTimeout time.Duration
 	// MaxConcurrent bounds the estimations an endpoint runs at once, the
-	// rest waiting their turn, and the peers' estimations it answers at
-	// once, refusing the resets of others until one ends, so that
+	// rest waiting their turn; it answers half as many peers' estimations
+	// at once, refusing the resets of others until one ends, so that
 	// thousands of connections starting together do not flood the socket
-	// with probes (N53). Default 64.
+	// with probes (N53). Default 128, measured in W5 (docs/scale.md).
 	MaxConcurrent int
 	// Period is the time between the end of one estimation and the start of
 	// the next (default 10 min). A connection whose large reliable packets
@@ -272,7 +272,7 @@ const (
 	DefaultMTUFinalTimeout  = mtu.DefaultFinalTimeout
 	DefaultMTUPeriod        = mtu.DefaultPeriod
 	// DefaultMTUMaxConcurrent is the default of MTUConfig.MaxConcurrent.
-	DefaultMTUMaxConcurrent = 64
+	DefaultMTUMaxConcurrent = 128
 
 	// maxAckRepeats bounds Config.AckRepeats.
 	maxAckRepeats = 8

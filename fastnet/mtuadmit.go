@@ -14,15 +14,18 @@ import (
 // loss, and lossy rounds grow to D19's full 100 probes, which overflows it
 // more. So an endpoint runs at most MTUConfig.MaxConcurrent estimations of
 // its own at a time, the others waiting their turn in order, and answers
-// the resets of at most as many peers' estimations at a time: a reset
-// beyond them is dropped (counted in EndpointStats.MTUResetsRefused), and
+// the resets of at most half as many peers' estimations at a time (their
+// probes all come into its one socket): a reset beyond them is dropped (counted in EndpointStats.MTUResetsRefused), and
 // the peer tries again a few round trips later, or after its estimation
 // gives up and backs off (N44). Neither changes the wire.
 
 // responderIdle is how long after a peer estimator's last reset or probe
-// its estimation keeps a place among those answered: longer than a round's
-// final wait on most paths, so that its next round is answered.
-const responderIdle = time.Second
+// its estimation keeps a place among those answered: longer than the gap
+// between two rounds on most paths (the final wait, 250 ms), so that its
+// next round is answered, and short, since nothing says an estimation
+// ended. Measured in W5 (docs/scale.md): with 1 s, places freed so slowly
+// that refused clients were still retrying a minute later.
+const responderIdle = 400 * time.Millisecond
 
 // admitEstimation starts c's estimation now if fewer than MaxConcurrent
 // of the endpoint's own run, or queues it.
@@ -74,7 +77,7 @@ func (e *Endpoint) releaseEstimation(now clock.Time) {
 }
 
 // admitResponder reports whether a payload p of the peer's estimator may
-// be answered: a reset only while fewer than MaxConcurrent peers'
+// be answered: a reset only while fewer than MaxConcurrent/2 peers'
 // estimations are answered, or if c's already is; probes always (their
 // count is only valid after an answered reset).
 func (e *Endpoint) admitResponder(now clock.Time, c *conn, p []byte) bool {
@@ -83,7 +86,8 @@ func (e *Endpoint) admitResponder(now clock.Time, c *conn, p []byte) bool {
 		c.respLast = now
 		return true
 	}
-	if len(e.responders) >= e.cfg.MTU.MaxConcurrent {
+	limit := max(1, e.cfg.MTU.MaxConcurrent/2)
+	if len(e.responders) >= limit {
 		// Forget the estimations that went quiet.
 		kept := e.responders[:0]
 		for _, r := range e.responders {
@@ -95,7 +99,7 @@ func (e *Endpoint) admitResponder(now clock.Time, c *conn, p []byte) bool {
 		}
 		clear(e.responders[len(kept):])
 		e.responders = kept
-		if len(kept) >= e.cfg.MTU.MaxConcurrent {
+		if len(kept) >= limit {
 			e.estats.MTUResetsRefused++
 			return false
 		}
@@ -109,7 +113,7 @@ func (e *Endpoint) admitResponder(now clock.Time, c *conn, p []byte) bool {
 // connection.
 type EndpointStats struct {
 	// MTUResetsRefused counts peers' MTU estimation resets not answered
-	// because MTUConfig.MaxConcurrent peers' estimations were being
+	// because MTUConfig.MaxConcurrent/2 peers' estimations were being
 	// answered (N53).
 	MTUResetsRefused uint64
 	// MTUWaiting is the number of this endpoint's connections whose
