@@ -29,15 +29,13 @@ type Endpoint struct {
 	ready     []*conn   // connections with something to transmit, round robin, from readyHead
 	readyHead int
 
-	ctl     []ctlOut // query answers to send, bounded, from ctlHead
-	ctlHead int
+	ctl ctlQueue // query answers to send, bounded
 	// once holds the channel -1 packets that must not be lost to a
 	// query flood ("connected", "abort", "disconnect"), sent before
 	// query answers (N35).
-	once     []ctlOut
-	onceHead int
-	events   []Event
-	evHead   int
+	once   ctlQueue
+	events []Event
+	evHead int
 
 	// Counters of packets dropped before they reach any connection.
 	stray [NumDropReasons]uint64
@@ -219,17 +217,43 @@ func (e *Endpoint) disconnect(now clock.Time, c *conn, err error, tell bool) {
 	e.emit(Event{Kind: EventDisconnected, Conn: c.handle, Addr: c.addr, Err: err})
 }
 
+// ctlQueue is a FIFO of channel -1 packets to send, consumed from head.
+// When the slice is full and at least half of it lies before head, the
+// live part moves to the front instead of the slice growing.
+type ctlQueue struct {
+	q    []ctlOut
+	head int
+}
+
+func (q *ctlQueue) len() int { return len(q.q) - q.head }
+
+func (q *ctlQueue) push(m ctlOut) {
+	if len(q.q) == cap(q.q) && q.head > 0 && 2*q.head >= len(q.q) {
+		n := copy(q.q, q.q[q.head:])
+		clear(q.q[n:])
+		q.q, q.head = q.q[:n], 0
+	}
+	q.q = append(q.q, m)
+}
+
+func (q *ctlQueue) pop() (ctlOut, bool) {
+	if q.head == len(q.q) {
+		return ctlOut{}, false
+	}
+	m := q.q[q.head]
+	q.q[q.head] = ctlOut{}
+	q.head++
+	if q.head == len(q.q) {
+		q.q, q.head = q.q[:0], 0
+	}
+	return m, true
+}
+
 // queueCtl queues a channel -1 packet, or drops it when the queue is full.
 func (e *Endpoint) queueCtl(to netip.AddrPort, c control) {
-	if len(e.ctl)-e.ctlHead >= maxCtlOut {
-		return
+	if e.ctl.len() < maxCtlOut {
+		e.ctl.push(ctlOut{to: to, c: c})
 	}
-	if len(e.ctl) == cap(e.ctl) && e.ctlHead > 0 && 2*e.ctlHead >= len(e.ctl) {
-		n := copy(e.ctl, e.ctl[e.ctlHead:])
-		clear(e.ctl[n:])
-		e.ctl, e.ctlHead = e.ctl[:n], 0
-	}
-	e.ctl = append(e.ctl, ctlOut{to: to, c: c})
 }
 
 // queueCtlOnce queues a channel -1 packet that a query flood must not
@@ -237,39 +261,18 @@ func (e *Endpoint) queueCtl(to netip.AddrPort, c control) {
 // ended), or a "connected" or "abort", dropped only past maxCtlOut waiting
 // (the client's retry asks again).
 func (e *Endpoint) queueCtlOnce(to netip.AddrPort, c control) {
-	if c.kind != ctlDisconnect && len(e.once)-e.onceHead >= maxCtlOut {
-		return
+	if c.kind == ctlDisconnect || e.once.len() < maxCtlOut {
+		e.once.push(ctlOut{to: to, c: c})
 	}
-	if len(e.once) == cap(e.once) && e.onceHead > 0 && 2*e.onceHead >= len(e.once) {
-		n := copy(e.once, e.once[e.onceHead:])
-		clear(e.once[n:])
-		e.once, e.onceHead = e.once[:n], 0
-	}
-	e.once = append(e.once, ctlOut{to: to, c: c})
 }
 
 // popCtl takes the next channel -1 packet to send, those of queueCtlOnce
 // first.
 func (e *Endpoint) popCtl() (ctlOut, bool) {
-	if e.onceHead < len(e.once) {
-		m := e.once[e.onceHead]
-		e.once[e.onceHead] = ctlOut{}
-		e.onceHead++
-		if e.onceHead == len(e.once) {
-			e.once, e.onceHead = e.once[:0], 0
-		}
+	if m, ok := e.once.pop(); ok {
 		return m, true
 	}
-	if e.ctlHead < len(e.ctl) {
-		m := e.ctl[e.ctlHead]
-		e.ctl[e.ctlHead] = ctlOut{}
-		e.ctlHead++
-		if e.ctlHead == len(e.ctl) {
-			e.ctl, e.ctlHead = e.ctl[:0], 0
-		}
-		return m, true
-	}
-	return ctlOut{}, false
+	return e.ctl.pop()
 }
 
 // pushReady appends c to the ready queue. When the slice is full and at
