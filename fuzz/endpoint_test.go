@@ -42,8 +42,8 @@ func runEndpoint(t *testing.T, role fastnet.Role, data []byte) {
 	cfg := fastnet.Config{
 		Role:                 role,
 		MaxMessageSize:       4096,
-		ChannelReceiveMemory: 16 << 10,
-		ConnReceiveMemory:    64 << 10,
+		ChannelReceiveMemory: 32 << 10, // a 4096-byte message at payload MTU 32 needs 18,240 (N49)
+		ConnReceiveMemory:    128 << 10,
 		ReceiveWindow:        1024,
 		SendQueueSize:        64 << 10,
 		MaxConnections:       3,
