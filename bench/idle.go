@@ -172,7 +172,7 @@ func idleServer(ctx context.Context, w Workload, o Options, ready func(string)) 
 			}
 			live++
 			if !estimated[c] {
-				if st := c.Stats(); !st.MTUSearching && st.MTUEstimations > 0 {
+				if st := c.Stats(); estimationDone(st) {
 					estimated[c] = true
 					lastEst = time.Since(start)
 				}
@@ -470,7 +470,7 @@ func watchEstimations(ctx context.Context, s *swarm, n int, start time.Time, pro
 			if !up {
 				return
 			}
-			if !st.MTUSearching && st.MTUEstimations > 0 {
+			if estimationDone(st) {
 				done[c] = true
 				count++
 				est.last = now.Sub(start)
@@ -554,4 +554,13 @@ func printIdle(out io.Writer, results []*result) {
 		row("client process (the swarm) CPU in the window, % of one core", f(IdleClientCPU, "%.1f"))
 		row("connections up after the window, server / client", f(ServerLive, "%.0f")+" / "+f(ClientLive, "%.0f"))
 	}
+}
+
+// estimationDone reports whether a connection's MTU estimation has ended
+// with a result: an estimation that measured nothing (its resets refused by
+// a server busy with others, N53) ends at the initial payload MTU and tries
+// again after a second or more (N44), and the idle window must not begin
+// before those retries are over.
+func estimationDone(st fastnet.Stats) bool {
+	return !st.MTUSearching && st.MTUEstimations > 0 && st.PayloadMTU > fastnet.DefaultPayloadMTU
 }
