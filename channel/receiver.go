@@ -920,15 +920,17 @@ const minMessageMTU = 32 - HeaderLen
 // unreliable packets do not count: they are evicted when needed. Owed
 // packets of an honest sender are then always taken when they arrive.
 func (r *Receiver) roomForOwed(i int, h Header, n int) bool {
-	if r.queued == r.unrelN {
-		return true // nothing reliable queued: nothing acked to give back
-	}
 	if r.inGrant(h) && need(true, r.grantRel) == r.l {
 		// The granted message waits for nothing before it, so every
 		// packet owed before this one is its own, which its grant holds
 		// room for (N20).
 		return true
 	}
+	// Even with nothing reliable queued: a packet far ahead, once acked,
+	// needs the ring to span from the ignore number to it for the packets
+	// owed before it; taken when that could never fit, it held the
+	// channel's memory and every packet before it was refused for good
+	// (FuzzSimDelivery, N50).
 	owed := Distance(r.l, need(h.Reliable, h.Rel))
 	missing := min(owed, i) - r.q.count(bmRel, 0, i)
 	if missing <= 0 {
