@@ -24,7 +24,8 @@
 //	                 the work of a round trip without the cost of waking
 //	                 another processor, which on virtual machines decides
 //	                 the latency run by run
-//	-timeout D       limit on each run (default 2m)
+//	-timeout D       limit on each run (default 2m; W5 gets at least 50 ms a
+//	                 connection and a minute)
 //	-cpuprofile FILE write a CPU profile of the clients (this process) to
 //	                 FILE, and of each server to FILE-SYSTEM-WORKLOAD.server
 //	                 (W5: of the measured window only)

@@ -174,6 +174,10 @@ func (e *Estimator) probesFor(size int) int {
 	return n
 }
 
+// retryMax bounds the wait before an estimation that measured nothing is
+// tried again (finish).
+const retryMax = 8 * time.Second
+
 // lossyPoints is the loss of the first round, in points, above which the
 // estimation's rounds all send ProbesPerRound probes: on a path that loses
 // more, a round of 20 probes varies by 7 points or more from loss alone,
@@ -554,11 +558,14 @@ func (e *Estimator) finish(now clock.Time, complete bool) {
 		e.giveUps = 0
 	} else {
 		// Nothing measured: the peer may have been too busy to answer
-		// (a server with thousands of clients estimating at once drops
-		// resets at its socket). Try again after 1 s, 2 s, 4 s ... up
-		// to Period rather than keep the initial MTU for a whole
-		// Period (N44).
-		wait = min(wait, time.Second<<min(e.giveUps, 20))
+		// (a server answers a bounded number of estimations at once,
+		// N53). Try again after about 1 s, 2 s, 4 s, then every 8 s or
+		// so (never later than Period) rather than keep the initial MTU
+		// for a whole Period; the waits are spread by half of
+		// themselves either way, so that clients refused together do
+		// not come back together (N44).
+		base := min(wait, retryMax, time.Second<<min(e.giveUps, 20))
+		wait = min(wait, base/2+time.Duration(e.fill.Uint64()%uint64(base)))
 		e.giveUps++
 	}
 	e.timer = now.Add(wait)

@@ -76,6 +76,17 @@ func (tc *estTest) wantDeadline(what string, d time.Duration) {
 	tc.now = got
 }
 
+// wantDeadlineWithin checks that the next deadline is lo to hi (excluded)
+// from now, and moves to it.
+func (tc *estTest) wantDeadlineWithin(what string, lo, hi time.Duration) {
+	tc.t.Helper()
+	got := tc.e.NextDeadline()
+	if d := got.Sub(tc.now); d < lo || d >= hi {
+		tc.t.Fatalf("%s: deadline in %v, want %v to %v", what, d, lo, hi)
+	}
+	tc.now = got
+}
+
 func (tc *estTest) deliver(p []byte) { tc.e.HandlePayload(tc.now, p) }
 
 func count(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
@@ -124,15 +135,15 @@ func TestEstimatorResets(t *testing.T) {
 			if m := tc.e.MTU(); m != DefaultInitial {
 				t.Fatalf("MTU %d, want it left at %d", m, DefaultInitial)
 			}
-			// Nothing measured: the next try comes after 1 s, then 2 s,
-			// 4 s ..., never later than Period (N44).
-			tc.wantDeadline("next estimation after a give-up", time.Second)
+			// Nothing measured: the next try comes after about 1 s, then
+			// 2 s, 4 s, 8 s, each spread by half of itself (N44).
+			tc.wantDeadlineWithin("next estimation after a give-up", time.Second/2, 3*time.Second/2)
 			for i := range tries {
 				tc.wantPayload(fmt.Sprintf("retry's reset %d", i+1), reset)
 				tc.wantDeadline(fmt.Sprintf("after retry's reset %d", i+1), tt.wantGap)
 			}
 			tc.e.HandleTimeout(tc.now)
-			tc.wantDeadline("second retry", 2*time.Second)
+			tc.wantDeadlineWithin("second retry", time.Second, 3*time.Second)
 		})
 	}
 }
