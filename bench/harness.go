@@ -16,7 +16,7 @@ import (
 	"github.com/fastnet-engine/fastnet/fastnet"
 )
 
-// Workload is one of the workloads of BENCHMARKS.md, with its counts. It
+// Workload is one of the workloads of docs/workloads.md, with its counts. It
 // travels to the server process as JSON, so both roles run the same one.
 type Workload struct {
 	// Name is W1, W2, W3 or W4.
@@ -47,7 +47,7 @@ type Workload struct {
 	Settle time.Duration
 }
 
-// workloads returns the workloads, with the counts of BENCHMARKS.md or
+// workloads returns the workloads, with the counts of docs/workloads.md or
 // reduced ones for a smoke run. W5's Messages is its number of connections.
 func workloads(quick bool) []Workload {
 	w := []Workload{

@@ -1,4 +1,4 @@
-// Command bench runs the workloads of BENCHMARKS.md (W1 echo latency, W2
+// Command bench runs the workloads of docs/workloads.md (W1 echo latency, W2
 // and W3 reliable throughput, W4 unreliable rate, W5 many idle
 // connections) against several systems
 // over 127.0.0.1, each run with the server in a separate process, and

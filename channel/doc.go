@@ -4,7 +4,7 @@
 // a [Receiver] that queues arriving packets and turns them back into
 // messages. It also holds the wire formats these exchange: sequence numbers
 // ([Seq], D5, D6), the data packet header ([Header], D4) and acks ([Ack],
-// D13). D-numbers refer to the project's DECISIONS.md.
+// D13). D-numbers refer to docs/decisions.md.
 //
 // Both halves are pure state machines in the style of the rest of the core:
 // time is passed in as a clock.Time, output is pulled (AppendNew,

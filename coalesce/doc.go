@@ -2,7 +2,7 @@
 // queued channel packets back into messages.
 //
 // A message travels as its encoding (spec "The Message Format", read with
-// D2 and D3 of the project's DECISIONS.md): a flags byte, the payload length
+// D2 and D3 of docs/decisions.md): a flags byte, the payload length
 // in 1 to 4 bytes, the payload, and a checksum. [AppendMessage] encodes,
 // [ParseHeader] reads the flags byte and length from the first bytes of an
 // encoding (so a receiver knows how many bytes to wait for), and

@@ -1,7 +1,7 @@
 package fastnet_test
 
 // Named scenarios on the simulated network, one per decision of
-// DECISIONS.md that can be seen from outside an endpoint: on the wire
+// docs/decisions.md that can be seen from outside an endpoint: on the wire
 // (through Network.Filter), in the events, and in the statistics. Each
 // opens with the decision and the sentence of the specification it checks.
 
