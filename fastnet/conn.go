@@ -39,13 +39,12 @@ type conn struct {
 
 	// Address validation (D25), server: unvalidated until the client
 	// echoes a heartbeat of the challenge; validateBy ends it silently
-	// before; held keeps the messages it completed meanwhile, heldBytes
-	// their size.
+	// before; held keeps the messages it completed meanwhile, charged
+	// heldCharge to recvBudget.
 	unvalidated bool
 	validateBy  clock.Time
 	held        []Event
-	heldBytes   int
-	heldCharge  int // what held is charged to recvBudget
+	heldCharge  int
 
 	// Handshake (client).
 	started    clock.Time // when Connect was called

@@ -2,7 +2,6 @@ package fastnet
 
 import (
 	"net/netip"
-	"reflect"
 	"unicode/utf8"
 
 	"github.com/fastnet-engine/fastnet/channel"
@@ -163,7 +162,7 @@ func (e *Endpoint) removeConn(c *conn) {
 		c.unvalidated = false
 		e.unvalidated.n--
 	}
-	c.held, c.heldBytes, c.heldCharge = nil, 0, 0
+	c.held, c.heldCharge = nil, 0
 	c.mtuWaiting = false
 	if c.mtuRunning {
 		// Only established connections estimate, and disconnect frees
@@ -292,27 +291,10 @@ func (e *Endpoint) emit(ev Event) {
 	if ev.Kind == EventMessage && e.unvalidated.n > 0 {
 		if c := e.conns[ev.Conn]; c != nil && c.unvalidated {
 			c.hold(ev) // reported once validated (D25)
-			// Its memory moves from the receiver that delivered it to
-			// the connection, until the application is told (N50).
-			n := eventSize + len(ev.Data)
-			c.heldCharge += n
-			c.recvBudget.Add(n)
 			return
 		}
 	}
 	e.events = append(e.events, ev)
-}
-
-// eventSize is what an Event costs beyond its Data.
-var eventSize = int(reflect.TypeFor[Event]().Size())
-
-// releaseHeld gives back the receive memory of the messages c held while
-// unvalidated, once they have been reported (D25, N50).
-func (c *conn) releaseHeld() {
-	if c.held == nil && c.heldCharge != 0 {
-		c.recvBudget.Give(c.heldCharge)
-		c.heldCharge = 0
-	}
 }
 
 // touch follows an input that changed c: its readiness counts at once,
@@ -404,7 +386,6 @@ func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte)
 	c.handlePacket(now, ch, payload)
 	if c.unvalidated && ch == chHeartbeat && c.state != 0 {
 		e.afterHeartbeat(now, c)
-		c.releaseHeld()
 	}
 	e.touch(c, now)
 }

@@ -212,7 +212,6 @@ func (e *Endpoint) validate(now clock.Time, c *conn) {
 		return
 	}
 	c.recvBudget.Limit = e.cfg.ConnReceiveMemory
-	c.recvPaused = false
 	r := c.responder
 	c.startMTU(now)
 	if r != nil {
@@ -223,7 +222,10 @@ func (e *Endpoint) validate(now clock.Time, c *conn) {
 		e.emit(ev)
 		c.held[i] = Event{}
 	}
-	c.held, c.heldBytes = nil, 0
+	c.held = nil
+	// Reported: the application holds them now (N50).
+	c.recvBudget.Give(c.heldCharge)
+	c.heldCharge = 0
 	e.touch(c, now)
 }
 

@@ -1,6 +1,9 @@
 package fastnet
 
-import "unicode/utf8"
+import (
+	"reflect"
+	"unicode/utf8"
+)
 
 // Address validation (D25). A "connect?" can come from a forged source
 // address; the server must not let it aim traffic at that address or
@@ -64,14 +67,20 @@ func (e *Endpoint) mayTransmit(c *conn, n int) bool {
 }
 
 // hold keeps a message an unvalidated connection completed until it is
-// validated, and stops its intake once they fill its receive memory (D25).
+// validated. Its memory moves from the receiver that delivered it to the
+// connection's budget, whose limit while unvalidated is
+// UnvalidatedReceiveMemory: once held messages fill it, packets are
+// refused and not acked, so the client resends them after validation
+// (D25, N50).
 func (c *conn) hold(ev Event) {
 	c.held = append(c.held, ev)
-	c.heldBytes += len(ev.Data)
-	if c.heldBytes >= c.ep.cfg.UnvalidatedReceiveMemory {
-		c.recvPaused = true
-	}
+	n := eventSize + len(ev.Data)
+	c.heldCharge += n
+	c.recvBudget.Add(n)
 }
+
+// eventSize is what an Event costs beyond its Data.
+var eventSize = int(reflect.TypeFor[Event]().Size())
 
 // cutTo cuts the text s to at most n bytes at a rune boundary.
 func cutTo(s string, n int) string {
