@@ -143,19 +143,8 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 			return
 		}
 	}
-	if e.cfg.Transport == Stream {
-		// A connection-based transport's own handshake proved the
-		// address (N33): no validation.
-		c := e.addConn(from)
-		c.id = e.newID()
-		e.ids[c.id] = c
-		e.queueCtlOnce(from, control{kind: ctlConnected, id: c.id})
-		c.establish(now)
-		e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: from, ID: c.id})
-		e.touch(c, now)
-		return
-	}
-	if e.unvalidated.n >= e.cfg.MaxUnvalidated {
+	datagram := e.cfg.Transport == Datagram // over a Stream, the transport's handshake proved the address (N33)
+	if datagram && e.unvalidated.n >= e.cfg.MaxUnvalidated {
 		// The oldest unvalidated connection makes room, silently.
 		if old := e.unvalidated.oldest(); old != nil {
 			e.vstats.Evicted++
@@ -165,15 +154,20 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 	c := e.addConn(from)
 	c.id = e.newID()
 	e.ids[c.id] = c
-	c.unvalidated = true
-	c.validateBy = now.Add(e.cfg.ValidationTimeout)
-	c.recvBudget.Limit = e.cfg.UnvalidatedReceiveMemory
-	c.stats.PacketsReceived++
-	c.stats.BytesReceived += uint64(n)
-	e.unvalidated.push(c)
-	c.hb.startChallenge(e.cfg.Rand, e.cfg.ConnectRetry/2)
+	if datagram {
+		c.unvalidated = true
+		c.validateBy = now.Add(e.cfg.ValidationTimeout)
+		c.recvBudget.Limit = e.cfg.UnvalidatedReceiveMemory
+		c.stats.PacketsReceived++
+		c.stats.BytesReceived += uint64(n)
+		e.unvalidated.push(c)
+		c.hb.startChallenge(e.cfg.Rand, e.cfg.ConnectRetry/2)
+	}
 	e.queueCtlOnce(from, control{kind: ctlConnected, id: c.id})
 	c.establish(now)
+	if !c.unvalidated {
+		e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: from, ID: c.id})
+	}
 	e.touch(c, now)
 }
 
@@ -212,11 +206,7 @@ func (e *Endpoint) validate(now clock.Time, c *conn) {
 		return
 	}
 	c.recvBudget.Limit = e.cfg.ConnReceiveMemory
-	r := c.responder
 	c.startMTU(now)
-	if r != nil {
-		c.responder = r // its count may be mid-round
-	}
 	e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id})
 	for i, ev := range c.held {
 		e.emit(ev)

@@ -47,7 +47,11 @@ func (c *conn) startMTU(now clock.Time) {
 	if cfg.Transport != Datagram {
 		return
 	}
-	c.responder = mtu.NewResponder()
+	if c.responder == nil {
+		// One made while unvalidated keeps its count: the peer's round
+		// may be under way (D25).
+		c.responder = mtu.NewResponder()
+	}
 	if cfg.MTU.Disabled {
 		c.mtuLimited = mtuDisabled
 		return
