@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
-	"github.com/fastnet-engine/fastnet/internal/driver"
 )
 
 // dialTransport is Dial that also returns the client's transport, for

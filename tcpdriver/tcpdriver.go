@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/datagram"
+	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
-	"github.com/fastnet-engine/fastnet/internal/driver"
-	"github.com/fastnet-engine/fastnet/internal/udpio"
 )
 
 // Conn is one Fastnet connection over TCP. Its methods are safe for
@@ -803,7 +803,7 @@ func (t *transport) forget(c *tcpConn) {
 // WriteBatch writes each packet from the calling goroutine when that cannot
 // block (writeNowLocked), or queues it for its connection's writer. It runs
 // under the engine's lock and never blocks on the network.
-func (t *transport) WriteBatch(msgs []udpio.Message) {
+func (t *transport) WriteBatch(msgs []datagram.Message) {
 	for _, m := range msgs {
 		c := t.conn(m.Addr)
 		if c == nil {

@@ -3,8 +3,8 @@ package udpdriver
 import (
 	"net/netip"
 
+	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
-	"github.com/fastnet-engine/fastnet/internal/driver"
 	"github.com/fastnet-engine/fastnet/internal/udpio"
 )
 

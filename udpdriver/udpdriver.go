@@ -26,8 +26,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
-	"github.com/fastnet-engine/fastnet/internal/driver"
 	"github.com/fastnet-engine/fastnet/internal/udpio"
 )
 

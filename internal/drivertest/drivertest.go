@@ -24,8 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
-	"github.com/fastnet-engine/fastnet/internal/driver"
 )
 
 // Driver is what the suite needs of a driver.

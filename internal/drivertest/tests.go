@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
-	"github.com/fastnet-engine/fastnet/internal/driver"
 )
 
 // bound is the generous limit on anything that should take well under a

@@ -32,12 +32,12 @@ package udpio
 import (
 	"context"
 	"errors"
-	"iter"
 	"net"
 	"net/netip"
 	"sync/atomic"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/datagram"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 )
@@ -61,43 +61,12 @@ const maxBatch = 1024
 var ErrInvalidAddr = errors.New("udpio: invalid destination address")
 
 // Message is one datagram, or after ReadBatch with receive offload several
-// from one sender (see Seg).
-type Message struct {
-	// Buf is the datagram's storage. ReadBatch reads into Buf from its
-	// start (a datagram longer than len(Buf) is truncated, and with
-	// receive offload so are the datagrams that do not fit: buffers of
-	// BufferSize bytes hold any datagram and anything the kernel
-	// coalesces). WriteBatch sends all of Buf.
-	Buf []byte
-	// N is the length of the datagram ReadBatch read: Buf[:N].
-	N int
-	// Addr is the sender (ReadBatch) or the destination (WriteBatch).
-	Addr netip.AddrPort
-	// Seg is set by ReadBatch when the kernel delivered several datagrams
-	// from Addr at once (receive offload): Buf[:N] then holds datagrams of
-	// Seg bytes each, the last one possibly shorter. It is 0 for a single
-	// datagram. Read the datagrams with Datagrams.
-	Seg int
-}
-
-// Datagrams returns the datagrams a read put in m: Buf[:N], cut into
-// pieces of Seg bytes if Seg is set. Each has no capacity beyond its end.
-func (m *Message) Datagrams() iter.Seq[[]byte] {
-	return func(yield func([]byte) bool) {
-		b, seg := m.Buf[:m.N:m.N], m.Seg
-		if seg <= 0 || seg >= len(b) {
-			yield(b)
-			return
-		}
-		for len(b) > 0 {
-			n := min(seg, len(b))
-			if !yield(b[:n:n]) {
-				return
-			}
-			b = b[n:]
-		}
-	}
-}
+// from one sender (see datagram.Message.Seg). ReadBatch reads into Buf from
+// its start (a datagram longer than len(Buf) is truncated, and with receive
+// offload so are the datagrams that do not fit: buffers of BufferSize
+// bytes hold any datagram and anything the kernel coalesces); WriteBatch
+// sends all of Buf.
+type Message = datagram.Message
 
 // Options configures a Conn. The zero value is the default.
 type Options struct {

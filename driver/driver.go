@@ -24,15 +24,15 @@ import (
 	"time"
 
 	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/datagram"
 	"github.com/fastnet-engine/fastnet/fastnet"
-	"github.com/fastnet-engine/fastnet/internal/udpio"
 )
 
 // A Transport carries the endpoint's datagrams. WriteBatch is called with
 // the engine's lock held, in the order the endpoint produced the datagrams,
 // so it must not block for long; it keeps no reference to msgs.
 type Transport interface {
-	WriteBatch(msgs []udpio.Message)
+	WriteBatch(msgs []datagram.Message)
 	Close() error
 }
 
@@ -144,11 +144,11 @@ type Engine struct {
 	byAddr map[netip.AddrPort]*Conn
 
 	scratch []byte
-	out     []udpio.Message // datagrams polled and not yet written
-	bufs    [][]byte        // buffers of out, by index
+	out     []datagram.Message // datagrams polled and not yet written
+	bufs    [][]byte           // buffers of out, by index
 	// The batch being written outside the lock (Options.CombineWrites):
 	// the writer swaps it with out.
-	wout     []udpio.Message
+	wout     []datagram.Message
 	wbufs    [][]byte
 	writing  bool       // a goroutine is writing outside the lock
 	written  *sync.Cond // signalled when writing ends, for Close
@@ -180,12 +180,12 @@ type Engine struct {
 	// waitsUnknown: wr said it cannot tell whether a read waited; reads
 	// of one are timed with the clock instead.
 	waitsUnknown bool
-	rmsgs        []udpio.Message // the role holder's read buffers
-	nbufs        int             // how many of rmsgs have their buffer (read)
-	rsize        int             // how many of them the next read asks for
-	early        int             // reads of one in a row that found their datagram waiting
-	token        chan struct{}   // holds the read role while it is free
-	turn         chan struct{}   // tells the background reader to take it
+	rmsgs        []datagram.Message // the role holder's read buffers
+	nbufs        int                // how many of rmsgs have their buffer (read)
+	rsize        int                // how many of them the next read asks for
+	early        int                // reads of one in a row that found their datagram waiting
+	token        chan struct{}      // holds the read role while it is free
+	turn         chan struct{}      // tells the background reader to take it
 	role         readRole
 	freeSince    clock.Time // when the role was left free
 	wanted       bool       // turn was sent and the role not yet taken
@@ -333,7 +333,7 @@ func (e *Engine) Input(from netip.AddrPort, b []byte) {
 }
 
 // InputBatch feeds datagrams read together, under one lock.
-func (e *Engine) InputBatch(msgs []udpio.Message) {
+func (e *Engine) InputBatch(msgs []datagram.Message) {
 	e.mu.Lock()
 	defer e.unlockInput()
 	if e.closed {
@@ -344,7 +344,7 @@ func (e *Engine) InputBatch(msgs []udpio.Message) {
 
 // handleBatchLocked hands the endpoint every datagram of msgs, then
 // flushes.
-func (e *Engine) handleBatchLocked(msgs []udpio.Message, now clock.Time) {
+func (e *Engine) handleBatchLocked(msgs []datagram.Message, now clock.Time) {
 	for i := range msgs {
 		for d := range msgs[i].Datagrams() {
 			e.ep.HandleDatagram(now, msgs[i].Addr, d)
@@ -401,7 +401,7 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 		}
 		b := e.bufs[i][:t.N]
 		copy(b, e.scratch[:t.N])
-		e.out = append(e.out, udpio.Message{Buf: b, N: t.N, Addr: t.To})
+		e.out = append(e.out, datagram.Message{Buf: b, N: t.N, Addr: t.To})
 		if !e.opts.CombineWrites && len(e.out) == e.opts.Batch {
 			e.tr.WriteBatch(e.out)
 			e.out = e.out[:0]

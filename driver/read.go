@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/datagram"
 	"github.com/fastnet-engine/fastnet/internal/udpio"
 )
 
@@ -31,15 +32,15 @@ import (
 // blocks, or the timer goroutine after idleDelay.
 type Reader interface {
 	// ReadBatch blocks until at least one datagram arrives and reads as
-	// many as are waiting into msgs, as udpio.Conn.ReadBatch does.
-	ReadBatch(msgs []udpio.Message) (int, error)
+	// many as are waiting into msgs, as the UDP driver's batched socket reads do.
+	ReadBatch(msgs []datagram.Message) (int, error)
 	// SetReadDeadline sets the deadline of pending and future reads; a
 	// time in the past unblocks a pending read, the zero time removes it.
 	SetReadDeadline(t time.Time) error
 }
 
 // A WaitReporter is a Reader that can say whether its last read had to
-// wait for its datagram (udpio.Conn.ReadWaited), which spares the engine
+// wait for its datagram (as the UDP driver's socket can), which spares the engine
 // reading the clock around each read of one.
 type WaitReporter interface {
 	ReadWaited() (waited, known bool)
@@ -113,7 +114,7 @@ func (e *Engine) startReader(rd Reader) {
 	e.token = make(chan struct{}, 1)
 	e.turn = make(chan struct{}, 1)
 	e.role = roleBackground
-	e.rmsgs = make([]udpio.Message, readBatch)
+	e.rmsgs = make([]datagram.Message, readBatch)
 	e.rsize = minReadBatch
 	e.Go(e.readLoop)
 }
@@ -417,7 +418,7 @@ func (e *Engine) interruptReadLocked() {
 // has ended), it releases the role and reports true, and the Receive
 // returns at once: the datagrams polled are left for the next Send or
 // read to write (idleDelay at the latest).
-func (e *Engine) inputFor(c *Conn, msgs []udpio.Message) bool {
+func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 	e.mu.Lock()
 	e.endReadLocked()
 	if e.closed {
