@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/impair"
 	"github.com/fastnet-engine/fastnet/udpdriver"
 )
 
@@ -24,8 +25,7 @@ type demoOptions struct {
 	clients  int
 	duration time.Duration
 	wait     time.Duration // the --wait window
-	imp      impairment
-	seed     uint64
+	imp      impair.Config // its Seed is --seed, also the messages' seed
 }
 
 // After the clients stop sending, each waits for the echoes of what it sent
@@ -87,7 +87,7 @@ before everything arrived.`,
 			fs.Float64Var(&o.imp.Dup, "dup", 0.01, "probability that a datagram is duplicated")
 			fs.Float64Var(&o.imp.Reorder, "reorder", 0.02, "probability that a datagram is held back behind later ones")
 			fs.IntVar(&o.imp.MTU, "mtu", 1472, "largest datagram the relay forwards, in bytes (0: any)")
-			fs.Uint64Var(&o.seed, "seed", 1, "seed of the relay's random choices and of the messages")
+			fs.Uint64Var(&o.imp.Seed, "seed", 1, "seed of the relay's random choices and of the messages")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				bad := func(format string, a ...any) int { return usageError(s, "demo", format, a...) }
 				prob := func(p float64) bool { return p >= 0 && p < 1 }
@@ -183,8 +183,8 @@ func runDemo(ctx context.Context, s *stdio, o demoOptions) int {
 		s.errorf("fastnet demo: %v", err)
 		return exitFailure
 	}
-	srvAddr := l.Addr().(*net.UDPAddr).AddrPort()
-	r, err := newRelay(netipUnmap(srvAddr), o.imp, o.seed)
+	srvAddr := netipUnmap(l.Addr().(*net.UDPAddr).AddrPort())
+	r, err := impair.Listen(ctx, "127.0.0.1:0", srvAddr.String(), o.imp)
 	if err != nil {
 		l.Close()
 		s.errorf("fastnet demo: %v", err)
@@ -201,7 +201,7 @@ func runDemo(ctx context.Context, s *stdio, o demoOptions) int {
 			if err != nil {
 				return
 			}
-			sc := &demoServerConn{c: c, check: newChecker(o.seed, -1)}
+			sc := &demoServerConn{c: c, check: newChecker(o.imp.Seed, -1)}
 			srv.mu.Lock()
 			srv.conns = append(srv.conns, sc)
 			srv.mu.Unlock()
@@ -213,7 +213,7 @@ func runDemo(ctx context.Context, s *stdio, o demoOptions) int {
 	clients := make([]*demoClient, o.clients)
 	var cliWG sync.WaitGroup
 	for i := range clients {
-		cl := &demoClient{index: i, seed: o.seed, start: start, echoes: newChecker(o.seed, i)}
+		cl := &demoClient{index: i, seed: o.imp.Seed, start: start, echoes: newChecker(o.imp.Seed, i)}
 		clients[i] = cl
 		cliWG.Go(func() { cl.run(ctx, r.Addr().String(), o.duration, o.wait) })
 	}
@@ -236,7 +236,7 @@ func netipUnmap(ap netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
-func describeImpairment(imp impairment) string {
+func describeImpairment(imp impair.Config) string {
 	mtu := "any size"
 	if imp.MTU > 0 {
 		mtu = fmt.Sprintf("datagrams up to %d bytes", imp.MTU)
@@ -625,7 +625,7 @@ func isTerminal(w io.Writer) bool {
 }
 
 // report prints the closing report and returns the exit status.
-func report(s *stdio, o demoOptions, took time.Duration, clients []*demoClient, srv *demoServer, rs relayStats) int {
+func report(s *stdio, o demoOptions, took time.Duration, clients []*demoClient, srv *demoServer, rs impair.Stats) int {
 	t := collect(clients, srv)
 	ratio := func(n, of int) string {
 		if of == 0 {
