@@ -97,7 +97,7 @@ func (c *Conn) endLocked(err error, local bool) {
 	}
 	if !errors.Is(err, fastnet.ErrRefused) && !errors.Is(err, fastnet.ErrIncompatible) &&
 		!(errors.Is(err, fastnet.ErrTimeout) && !c.established) {
-		err = &CloseError{Local: local, Err: err}
+		err = &CloseError{Local: local, Err: err, Net: c.e.opts.Network, Addr: c.remote}
 	}
 	c.err = err
 	if c.unwatch != nil {
@@ -324,8 +324,11 @@ func (c *Conn) Pauses() uint64 {
 }
 
 // Close closes the connection gracefully (D18): messages already sent get
-// up to the configured linger to be acknowledged, then the peer is told.
-// It returns when the connection has ended.
+// up to the configured linger (fastnet.Config.Linger) to be acknowledged,
+// then the peer is told. It returns when the connection has ended: nil
+// if everything sent was acknowledged or the connection had already ended,
+// and an error matching fastnet.ErrLingerExpired if the linger ran out with
+// data unacknowledged, which the peer may then never have.
 func (c *Conn) Close() error { return c.CloseWithReason("") }
 
 // CloseWithReason is Close with a reason the peer receives.
@@ -344,10 +347,16 @@ func (c *Conn) CloseWithReason(reason string) error {
 	}
 	e.unlock()
 	<-c.done
-	if c.owner {
-		return e.Close()
+	var err error
+	if errors.Is(c.err, fastnet.ErrLingerExpired) {
+		err = c.err
 	}
-	return nil
+	if c.owner {
+		if cerr := e.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 // Abort closes the connection at once, dropping what is unsent, and tells

@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,9 @@ type Options struct {
 	// before it returns; that suits a transport whose WriteBatch only
 	// queues (TCP), whose order with Ender.Ended must hold.
 	CombineWrites bool
+	// Network names the transport in errors ("udp", "tcp"): see
+	// CloseError.
+	Network string
 	// Backlog bounds a server's established connections waiting for
 	// Accept (N47). While it is reached, a new client is refused with the
 	// reason "server busy" (counted in Stats.BacklogRefused); a
@@ -109,21 +113,41 @@ const sendBurst = 20 * time.Microsecond
 // CloseError is the error of a connection that has ended: Local says whether
 // this side closed it, and Err is why (fastnet.ErrTimeout, a
 // *fastnet.PeerClosedError, a *fastnet.ProtocolError, ...). It matches
-// fastnet.ErrClosed with errors.Is, and unwraps to Err.
+// fastnet.ErrClosed with errors.Is, and unwraps to Err. Its text names the
+// transport and the peer:
+//
+//	fastnet: udp 192.0.2.1:7000: connection lost: closed by peer: bye
 type CloseError struct {
 	Local bool
 	Err   error
+	// Net ("udp", "tcp", or a transport's own name) and Addr say which
+	// connection ended.
+	Net  string
+	Addr netip.AddrPort
 }
 
 func (e *CloseError) Error() string {
+	where := "fastnet: "
+	if e.Net != "" {
+		where += e.Net + " "
+	}
+	if e.Addr.IsValid() {
+		where += e.Addr.String() + ": "
+	} else if e.Net != "" {
+		where = where[:len(where)-1] + ": "
+	}
+	inner := "<nil>"
+	if e.Err != nil {
+		inner = strings.TrimPrefix(e.Err.Error(), "fastnet: ")
+	}
 	var lc *fastnet.LocalCloseError
-	if errors.As(e.Err, &lc) {
-		return e.Err.Error()
+	switch {
+	case errors.As(e.Err, &lc):
+		return where + inner // "connection closed: ..."
+	case e.Local:
+		return where + "connection closed: " + inner
 	}
-	if e.Local {
-		return "fastnet: connection closed: " + e.Err.Error()
-	}
-	return "fastnet: connection lost: " + e.Err.Error()
+	return where + "connection lost: " + inner
 }
 
 // Is reports whether target is fastnet.ErrClosed.
@@ -572,7 +596,7 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 	case fastnet.EventDisconnected:
 		if c != nil {
 			var lc *fastnet.LocalCloseError
-			c.endLocked(ev.Err, errors.As(ev.Err, &lc) || errors.Is(ev.Err, fastnet.ErrNotAcknowledging))
+			c.endLocked(ev.Err, errors.As(ev.Err, &lc))
 		}
 	case fastnet.EventMessage:
 		if c != nil {

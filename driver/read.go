@@ -5,10 +5,12 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/datagram"
+	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/udpio"
 )
 
@@ -181,6 +183,7 @@ func (e *Engine) readBackground() bool {
 		}
 		// Another error is an ICMP error surfaced by a read, or a
 		// deadline a Receive set and cleared: go on.
+		e.readError(err)
 	}
 }
 
@@ -330,6 +333,7 @@ func (c *Conn) readFor(ctx context.Context, watched bool) error {
 		if rerr != nil && errors.Is(rerr, net.ErrClosed) {
 			break
 		}
+		e.readError(rerr)
 	}
 	e.releaseRole()
 	return err
@@ -445,4 +449,56 @@ func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 	e.mu.Unlock()
 	e.token <- struct{}{}
 	return true
+}
+
+// readError looks at an error of a read: the system's report that nothing
+// listens at the peer's port (an ICMP port unreachable that a connected
+// socket surfaces as ECONNREFUSED) fails the handshakes in progress (see
+// Engine.Unreachable). Any other error is left to the next read.
+func (e *Engine) readError(err error) {
+	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+		e.Unreachable(err)
+	}
+}
+
+// UnreachableError is the error of a Dial that the system reported
+// unreachable before the server answered: nothing listens at that port
+// (an ICMP port unreachable). It matches fastnet.ErrRefused, and unwraps
+// to the system's error (syscall.ECONNREFUSED).
+type UnreachableError struct {
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	return "fastnet: connection refused: nothing listens there (port unreachable)"
+}
+
+// Is reports whether target is fastnet.ErrRefused.
+func (e *UnreachableError) Is(target error) bool { return target == fastnet.ErrRefused }
+
+// Unwrap returns the system's error.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Unreachable tells the engine that the system reported its peer
+// unreachable (err): every connection still in its handshake fails with an
+// *UnreachableError. An established connection ignores it: such a report
+// can be forged, and the connection's own timers say whether the peer is
+// still there (N65).
+func (e *Engine) Unreachable(err error) {
+	e.mu.Lock()
+	now := e.clk.Now()
+	var ended []*Conn
+	for _, c := range e.conns {
+		if !c.established && c.err == nil {
+			ended = append(ended, c)
+		}
+	}
+	for _, c := range ended {
+		e.ep.Abort(now, c.h, "")
+		c.endLocked(&UnreachableError{Err: err}, false)
+	}
+	if len(ended) > 0 {
+		e.flushLocked()
+	}
+	e.unlock()
 }

@@ -401,7 +401,7 @@ func (c *conn) drained() bool {
 // finishClose ends a graceful close: "disconnect" goes out and the
 // application hears that the connection is closed.
 func (c *conn) finishClose(now clock.Time) {
-	c.ep.disconnect(now, c, &LocalCloseError{Reason: c.closeReason}, true)
+	c.ep.disconnect(now, c, &LocalCloseError{Reason: c.closeReason, Unacknowledged: !c.drained()}, true)
 }
 
 // snapshot returns the connection's statistics.

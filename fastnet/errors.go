@@ -2,6 +2,7 @@ package fastnet
 
 import (
 	"errors"
+	"fmt"
 )
 
 // Errors returned to the caller for misuse. They leave the endpoint's state
@@ -46,6 +47,8 @@ var (
 	ErrRefused = errors.New("fastnet: connection refused")
 	// ErrTimeout: no heartbeat within Config.Timeout, or no answer to the
 	// handshake within Config.ConnectTimeout.
+	// ErrNotAcknowledging and ErrPathMTU match it too: the peer went
+	// away, whichever timer noticed (N65).
 	ErrTimeout = errors.New("fastnet: timed out")
 	// ErrIncompatible: the server speaks another version of Fastnet, or is
 	// not a Fastnet server.
@@ -55,12 +58,15 @@ var (
 	// ErrProtocol: the peer broke the protocol (see ProtocolError).
 	ErrProtocol = errors.New("fastnet: protocol violation")
 	// ErrNotAcknowledging: a reliable packet stayed unacknowledged for
-	// Config.Timeout (D14).
-	ErrNotAcknowledging = errors.New("fastnet: peer is not acknowledging")
+	// Config.Timeout (D14). It matches ErrTimeout: a peer that went away
+	// is noticed by whichever timer runs out first, and errors.Is(err,
+	// ErrTimeout) asks for both (N65).
+	ErrNotAcknowledging = fmt.Errorf("%w: peer is not acknowledging", ErrTimeout)
 	// ErrPathMTU: reliable packets cut larger than the path now carries
 	// stayed unacknowledged for Config.Timeout. They cannot be cut again
 	// without new sequence numbers (D12), so the connection ends (N16).
-	ErrPathMTU = errors.New("fastnet: path MTU shrank below reliable packets in flight")
+	// It matches ErrNotAcknowledging and ErrTimeout.
+	ErrPathMTU = fmt.Errorf("%w (path MTU shrank below reliable packets in flight)", ErrNotAcknowledging)
 	// ErrTransportClosed: a connection-based transport reported the
 	// connection dropped.
 	ErrTransportClosed = errors.New("fastnet: transport connection lost")
@@ -111,18 +117,34 @@ func (e *ProtocolError) Error() string { return "fastnet: protocol violation: " 
 // Is reports whether target is ErrProtocol.
 func (e *ProtocolError) Is(target error) bool { return target == ErrProtocol }
 
+// ErrLingerExpired: a graceful close (D18) ran out of its linger with
+// messages still unsent or unacknowledged; the peer may not have them
+// (see LocalCloseError).
+var ErrLingerExpired = errors.New("fastnet: linger expired with data unacknowledged")
+
 // LocalCloseError is the Err of the Disconnected event for a connection this
-// endpoint closed, with the reason it gave. It matches ErrClosed.
+// endpoint closed, with the reason it gave. It matches ErrClosed, and also
+// ErrLingerExpired if Unacknowledged is set.
 type LocalCloseError struct {
 	Reason string
+	// Unacknowledged says that a graceful close ended at its linger
+	// (Config.Linger) with data still unsent or unacknowledged (N65).
+	Unacknowledged bool
 }
 
 func (e *LocalCloseError) Error() string {
-	if e.Reason == "" {
-		return "fastnet: connection closed"
+	s := "fastnet: connection closed"
+	if e.Reason != "" {
+		s += ": " + e.Reason
 	}
-	return "fastnet: connection closed: " + e.Reason
+	if e.Unacknowledged {
+		s += " (linger expired with data unacknowledged)"
+	}
+	return s
 }
 
-// Is reports whether target is ErrClosed.
-func (e *LocalCloseError) Is(target error) bool { return target == ErrClosed }
+// Is reports whether target is ErrClosed, or ErrLingerExpired for a close
+// that left data unacknowledged.
+func (e *LocalCloseError) Is(target error) bool {
+	return target == ErrClosed || (e.Unacknowledged && target == ErrLingerExpired)
+}

@@ -100,9 +100,11 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
 }
 
 // Dial connects to the Fastnet server at the TCP address addr and returns
-// the established connection. It fails with an error matching
-// fastnet.ErrRefused (a *fastnet.RefusedError with the server's reason),
-// fastnet.ErrTimeout, fastnet.ErrIncompatible, or a dial error.
+// the established connection. A failure is a *net.OpError (Op "dial")
+// that names the address and wraps the reason, which errors.Is matches
+// against fastnet.ErrRefused (a *fastnet.RefusedError with the server's
+// reason), fastnet.ErrTimeout, fastnet.ErrIncompatible, ctx.Err(), or the
+// system's error (syscall.ECONNREFUSED when nothing listens).
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	cfg.Engine.Role = fastnet.Client
 	e, err := newEngine(cfg)
@@ -112,12 +114,16 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("tcpdriver: dial %s: %w", addr, err)
+		return nil, err // a *net.OpError that names the address
 	}
 	t := newTransport(e, cfg)
 	e.Start(t)
 	remote := t.add(nc, false)
-	return e.Dial(ctx, remote)
+	c, err := e.Dial(ctx, remote)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(remote), Err: err}
+	}
+	return c, nil
 }
 
 func newEngine(cfg Config) (*driver.Engine, error) {
@@ -128,7 +134,7 @@ func newEngine(cfg Config) (*driver.Engine, error) {
 		return nil, fmt.Errorf("tcpdriver: HandshakeTimeout %v is negative", cfg.HandshakeTimeout)
 	}
 	cfg.Engine.Transport = fastnet.Stream
-	return driver.NewEngine(cfg.Engine, driver.Options{ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog})
+	return driver.NewEngine(cfg.Engine, driver.Options{Network: "tcp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog})
 }
 
 // transport carries one endpoint's packets over its TCP connections, one

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/driver"
@@ -100,10 +101,14 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
 	return l, nil
 }
 
-// Dial connects to the Fastnet server at addr ("host:port") and returns the
-// established connection. It fails with an error matching
-// fastnet.ErrRefused (a *fastnet.RefusedError with the server's reason),
-// fastnet.ErrTimeout, fastnet.ErrIncompatible, or ctx.Err().
+// Dial connects to the Fastnet server at addr ("host:port"; an empty host
+// is the local host) and returns the established connection. A failure is a
+// *net.OpError (Op "dial") that names the address and wraps the reason,
+// which errors.Is matches against fastnet.ErrRefused (a
+// *fastnet.RefusedError with the server's reason, or a
+// *driver.UnreachableError when the system reported at once that nothing
+// listens at that port), fastnet.ErrTimeout, fastnet.ErrIncompatible, or
+// ctx.Err().
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	cfg.Engine.Role = fastnet.Client
 	raddr, err := resolve(ctx, addr)
@@ -124,14 +129,24 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udpdriver: dial %s: %w", addr, err)
 	}
+	// A connected socket hears the ICMP port unreachable of a server that
+	// is not there, and fails the dial at once (N65).
+	if err := uc.Connect(raddr); err != nil {
+		uc.Close()
+		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
+	}
 	path.uc = uc
 	start(e, uc)
-	return e.Dial(ctx, raddr)
+	c, err := e.Dial(ctx, raddr)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
+	}
+	return c, nil
 }
 
 func newEngine(cfg Config) (*driver.Engine, error) {
 	cfg.Engine.Transport = fastnet.Datagram
-	return driver.NewEngine(cfg.Engine, driver.Options{ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, CombineWrites: true})
+	return driver.NewEngine(cfg.Engine, driver.Options{Network: "udp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, CombineWrites: true})
 }
 
 // resolve turns "host:port" into one address, IPv4 unmapped.
@@ -142,6 +157,9 @@ func resolve(ctx context.Context, addr string) (netip.AddrPort, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("udpdriver: bad address %q: %w", addr, err)
+	}
+	if host == "" {
+		host = "localhost" // as net.Dial reads ":port"
 	}
 	pn, err := net.DefaultResolver.LookupPort(ctx, "udp", port)
 	if err != nil {
@@ -179,7 +197,12 @@ func (t *transport) WriteBatch(msgs []udpio.Message) {
 		// msgs[n] failed: a lost datagram, as UDP allows. Go on, and
 		// count it (N48). A datagram too large for the path (EMSGSIZE)
 		// is MTU estimation's business, not a failure of the socket.
-		if !errors.Is(err, errMsgSize) {
+		// A client's connected socket may report the server's port
+		// unreachable here rather than to the reader (N65).
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			t.e.Go(func() { t.e.Unreachable(err) })
+		case !errors.Is(err, errMsgSize):
 			t.e.CountWriteError()
 		}
 		msgs = msgs[n+1:]

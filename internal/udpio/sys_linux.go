@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"os"
 	"syscall"
 )
 
@@ -170,4 +172,30 @@ func groSegment(oob []byte) int {
 // stops asking.
 func gsoDisabled(err error) bool {
 	return errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOPROTOOPT)
+}
+
+// Connect connects the socket to ap: the kernel then passes up datagrams
+// from ap alone, and reports an ICMP port unreachable from it as
+// ECONNREFUSED on the next read, which an unconnected socket never hears.
+// Writes may still name their destination (Linux allows it on a connected
+// UDP socket). It suits a client, which talks to one server.
+func (c *Conn) Connect(ap netip.AddrPort) error {
+	rc, err := c.uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var sa syscall.Sockaddr
+	if la := c.LocalAddr(); la.Addr().Is4() && ap.Addr().Is4() {
+		sa = &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	} else {
+		sa = &syscall.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+	}
+	var cerr error
+	if err := rc.Control(func(fd uintptr) { cerr = syscall.Connect(int(fd), sa) }); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return os.NewSyscallError("connect", cerr)
+	}
+	return nil
 }

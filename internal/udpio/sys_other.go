@@ -2,7 +2,10 @@
 
 package udpio
 
-import "net"
+import (
+	"net"
+	"net/netip"
+)
 
 // batchSupported says whether the platform has recvmmsg and sendmmsg. On
 // other systems x/net reads and writes one datagram per call anyway, so the
@@ -32,3 +35,8 @@ func groSegment([]byte) int { return 0 }
 func gsoDisabled(error) bool { return false }
 
 func kernelAtLeast(int, int) bool { return false }
+
+// Connect does nothing on this system: writes that name their destination
+// may fail on a connected socket here, so the socket stays unconnected and
+// an ICMP port unreachable goes unheard, as before.
+func (c *Conn) Connect(netip.AddrPort) error { return nil }
