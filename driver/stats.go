@@ -16,6 +16,10 @@ type Stats struct {
 	// among them. Each is lost, like any datagram, and the driver goes on
 	// (UDP).
 	TooBig uint64
+	// BadAddr counts datagrams dropped because their sender's address
+	// was not an IP address and port (a net.PacketConn of the caller's
+	// own, udpdriver.ListenPacket).
+	BadAddr uint64
 
 	// Backlog is how many established connections wait for Accept.
 	Backlog int
