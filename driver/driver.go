@@ -1,14 +1,3 @@
-// Package driver is the part the UDP and TCP drivers share: it runs a
-// fastnet.Endpoint behind a mutex, fires its deadlines from one timer
-// goroutine, writes what it transmits through a Transport, and turns its
-// events into the blocking, context-aware Conn and Listener API.
-//
-// Inputs come from the transport's reader goroutines (Input, InputBatch,
-// TransportClosed), or, for a transport that is a Reader (UDP), from the
-// engine's own reads of its socket, and from API calls; each takes the
-// lock, feeds the endpoint one input with one reading of the clock, drains PollTransmit into
-// the transport and PollEvent into the connections, and re-arms the timer,
-// exactly as the fastnet package documentation asks.
 package driver
 
 import (

@@ -19,18 +19,20 @@ import (
 	"github.com/fastnet-engine/fastnet/fastnet"
 )
 
-// Conn is one Fastnet connection over TCP. Its methods are safe for
-// concurrent use.
+// Conn is one Fastnet connection over TCP: a [driver.Conn], where its
+// methods are documented.
 type Conn = driver.Conn
 
-// Listener is a Fastnet server accepting TCP connections.
+// Listener is a Fastnet server accepting TCP connections: a
+// [driver.Listener].
 type Listener = driver.Listener
 
-// Message is a received message.
+// Message is a received message: a [driver.Message].
 type Message = driver.Message
 
-// CloseError is the error of a connection that has ended; it matches
-// fastnet.ErrClosed and unwraps to the reason.
+// CloseError is the error of a connection that has ended: a
+// [driver.CloseError]. It matches fastnet.ErrClosed and unwraps to the
+// reason.
 type CloseError = driver.CloseError
 
 // DriverStats are the driver's own counters of an endpoint

@@ -13,9 +13,12 @@
 //
 //	c, err := udpdriver.Dial(ctx, "server:7000", udpdriver.Config{})
 //
-// Errors wrap the fastnet package's sentinels: errors.Is(err,
-// fastnet.ErrRefused), fastnet.ErrTimeout, fastnet.ErrClosed,
-// fastnet.ErrIncompatible, fastnet.ErrMessageTooLarge.
+// The connection and listener types, and the errors, are those of package
+// driver, where their methods are documented; errors wrap the fastnet
+// package's sentinels: errors.Is(err, fastnet.ErrRefused),
+// fastnet.ErrTimeout, fastnet.ErrClosed, fastnet.ErrIncompatible,
+// fastnet.ErrMessageTooLarge. ListenPacket and DialPacket run over a
+// socket of the caller's own.
 package udpdriver
 
 import (
@@ -32,18 +35,19 @@ import (
 	"github.com/fastnet-engine/fastnet/internal/udpio"
 )
 
-// Conn is one Fastnet connection over UDP. Its methods are safe for
-// concurrent use.
+// Conn is one Fastnet connection over UDP: a [driver.Conn], where its
+// methods are documented.
 type Conn = driver.Conn
 
-// Listener is a Fastnet server on one UDP socket.
+// Listener is a Fastnet server on one UDP socket: a [driver.Listener].
 type Listener = driver.Listener
 
-// Message is a received message.
+// Message is a received message: a [driver.Message].
 type Message = driver.Message
 
-// CloseError is the error of a connection that has ended; it matches
-// fastnet.ErrClosed and unwraps to the reason.
+// CloseError is the error of a connection that has ended: a
+// [driver.CloseError]. It matches fastnet.ErrClosed and unwraps to the
+// reason.
 type CloseError = driver.CloseError
 
 // DriverStats are the driver's own counters of an endpoint
