@@ -1,12 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
@@ -20,65 +19,125 @@ func connectCommand() *command {
 	return &command{
 		name:    "connect",
 		summary: "send standard input as messages, print the messages received",
-		usage:   "connect HOST:PORT [--tcp] [--channel N] [--unreliable] [--drain D] [--stats]",
+		usage:   "connect HOST:PORT [--tcp] [--channel N] [--unreliable] [--raw [--chunk N]] [--timeout D] [--drain D] [--stats]",
 		details: `
-Connects to the Fastnet server at HOST:PORT (UDP unless --tcp), sends each line
-of standard input, without its newline, as one message on --channel, and
-prints each message received as one line of standard output.
+Connects to the Fastnet server at HOST:PORT (UDP unless --tcp; an empty
+HOST, as in ":7000", is ` + localHost + `), sends standard input as messages on
+--channel, reliably unless --unreliable, and writes the messages received to
+standard output.
 
-At the end of input it waits until the server has acknowledged everything
-sent, then keeps printing until nothing has arrived for --drain (so that the
-echoes of "fastnet listen --echo" show; at most 5s in all), closes the
-connection gracefully and exits 0. It exits 1 if the connection cannot be
-made or is lost, or on SIGINT or SIGTERM (after closing gracefully).
+Lines (the default): each line of standard input is one message, without
+its line ending, and each message received is written followed by a newline,
+its bytes unchanged. A line ends at a newline (LF); a carriage return just
+before the newline (CRLF) is part of the line ending and is not sent either.
+Any other carriage return is data, even at the very end of the input. A line
+may be as long as the largest message, 1048576 bytes (1 MiB); a longer line
+ends the command with an error naming its line number, after what was read
+before it has been sent.
+
+Raw (--raw): standard input is sent as it is, in messages of --chunk bytes
+(the last one holds what is left), and the messages received are written as
+they are, with nothing between them. A chunk is sent once it is full or
+the input ends: for byte streams, files and binary data. --chunk is at most
+the largest message, 1048576 bytes.
+
+--timeout bounds the handshake. At the end of input connect waits until the
+server has acknowledged everything sent, then keeps writing until nothing has
+arrived for --drain (so that the echoes of "fastnet listen --echo" show; at
+most 5s in all), closes the connection gracefully and exits 0. It exits 1 if
+the connection cannot be made or is lost, or on SIGINT or SIGTERM (after
+closing gracefully). When a UDP handshake gets no answer, or a TCP connection
+is refused, the error suggests the other transport.
 
 With --stats it prints the connection's final statistics on standard error
 when it exits: among them the payload MTU each way, so that the figure MTU
 estimation reached can be checked on any path (over UDP the estimation
 takes about a second; give it input that lasts that long, or a --drain).`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
-			tcp := fs.Bool("tcp", false, "connect over TCP instead of UDP")
-			channel := fs.Int("channel", 0, "channel to send on, 0..32767")
+			var o connectOptions
+			fs.BoolVar(&o.tcp, "tcp", false, "connect over TCP instead of UDP")
+			fs.IntVar(&o.channel, "channel", 0, "channel to send on, 0..32767 (`N`)")
 			unreliable := fs.Bool("unreliable", false, "send unreliably")
-			drain := fs.Duration("drain", 250*time.Millisecond, "after the end of input, wait until nothing has arrived for this long")
-			stats := fs.Bool("stats", false, "on exit, print the connection's statistics, the payload MTU each way among them, on standard error")
+			fs.BoolVar(&o.raw, "raw", false, "send standard input as it is, in chunks, and write the messages received as they are")
+			fs.IntVar(&o.chunk, "chunk", defaultChunk, "with --raw, the bytes of each message sent, 1..1048576 (`N`)")
+			fs.DurationVar(&o.timeout, "timeout", fastnet.DefaultConnectTimeout, "give up the handshake after this long (`D`)")
+			fs.DurationVar(&o.drain, "drain", 250*time.Millisecond, "after the end of input, wait until nothing has arrived for this long (`D`)")
+			fs.BoolVar(&o.stats, "stats", false, "on exit, print the connection's statistics, the payload MTU each way among them, on standard error")
 			return func(ctx context.Context, args []string, s *stdio) int {
+				chunkSet := false
+				fs.Visit(func(f *flag.Flag) { chunkSet = chunkSet || f.Name == "chunk" })
 				switch {
 				case len(args) == 0:
 					return usageError(s, "connect", "missing HOST:PORT")
 				case len(args) > 1:
 					return usageError(s, "connect", "unexpected argument %q", args[1])
-				case *channel < 0 || *channel > fastnet.MaxChannel:
-					return usageError(s, "connect", "--channel %d: want 0..%d", *channel, fastnet.MaxChannel)
-				case *drain < 0:
-					return usageError(s, "connect", "--drain %v: must not be negative", *drain)
+				case o.channel < 0 || o.channel > fastnet.MaxChannel:
+					return usageError(s, "connect", "--channel %d: want 0..%d", o.channel, fastnet.MaxChannel)
+				case o.drain < 0:
+					return usageError(s, "connect", "--drain %v: must not be negative", o.drain)
+				case o.timeout <= 0:
+					return usageError(s, "connect", "--timeout %v: must be positive", o.timeout)
+				case chunkSet && !o.raw:
+					return usageError(s, "connect", "--chunk is for --raw input")
+				case o.chunk < 1 || o.chunk > fastnet.DefaultMaxMessageSize:
+					return usageError(s, "connect", "--chunk %d: want 1..%d, the largest message", o.chunk, fastnet.DefaultMaxMessageSize)
 				}
 				if err := checkAddr(args[0]); err != nil {
 					return usageError(s, "connect", "%v", err)
 				}
-				return connect(ctx, s, args[0], *tcp, *channel, !*unreliable, *drain, *stats)
+				o.addr, o.reliable = dialAddr(args[0]), !*unreliable
+				return connect(ctx, s, o)
 			}
 		},
 	}
 }
 
+// defaultChunk is the default of connect --chunk.
+const defaultChunk = 1024
+
+// connectOptions are the settings of connect.
+type connectOptions struct {
+	addr     string
+	tcp      bool
+	channel  int
+	reliable bool
+	raw      bool
+	chunk    int
+	timeout  time.Duration
+	drain    time.Duration
+	stats    bool
+}
+
 // connect is the connect command.
-func connect(ctx context.Context, s *stdio, addr string, tcp bool, channel int, reliable bool, drain time.Duration, stats bool) int {
-	cfg := fastnet.Config{}
-	c, err := dial(ctx, tcp, addr, cfg)
+func connect(ctx context.Context, s *stdio, o connectOptions) int {
+	cfg := fastnet.Config{ConnectTimeout: o.timeout}
+	maxMessage := cfg.MaxMessageSize
+	if maxMessage == 0 {
+		maxMessage = fastnet.DefaultMaxMessageSize
+	}
+	// The engine's ConnectTimeout bounds the handshake; the context
+	// bounds the rest of the dial (a TCP connect to an address that drops
+	// its packets), a little later so that the engine's timeout speaks
+	// first when both would.
+	dialCtx, cancel := context.WithTimeout(ctx, o.timeout+time.Second)
+	c, err := dial(dialCtx, o.tcp, o.addr, cfg)
+	cancel()
 	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			err = errNothingListening
+		if ctx.Err() != nil {
+			s.errorf("fastnet connect: interrupted")
+		} else {
+			s.errorf("fastnet connect: %s", dialFailure(o.addr, o.tcp, o.timeout, err))
 		}
-		s.errorf("fastnet connect: %s: %s", addr, reason(err))
 		return exitFailure
 	}
-	s.errorf("connected to %s over %s, id %d", c.RemoteAddr(), transportName(tcp), c.ID())
+	s.errorf("connected to %s over %s, id %d", c.RemoteAddr(), transportName(o.tcp), c.ID())
+	tcp, channel, reliable, drain := o.tcp, o.channel, o.reliable, o.drain
+
 	// With --stats, the statistics are printed at exit. Close and Abort
 	// end the connection, and with it its statistics: each takes them
 	// first (snap), and a connection lost leaves the last ones polled.
 	var rec *statsRecorder
-	if stats {
+	if o.stats {
 		rec = recordStats(c)
 		defer rec.print(s, tcp)
 	}
@@ -105,7 +164,11 @@ func connect(ctx context.Context, s *stdio, addr string, tcp bool, channel int, 
 			mu.Lock()
 			lastRecv = time.Now()
 			mu.Unlock()
-			if err := s.writeLine(m.Data); err != nil {
+			write := s.writeLine
+			if o.raw {
+				write = s.write
+			}
+			if err := write(m.Data); err != nil {
 				mu.Lock()
 				printErr = err
 				mu.Unlock()
@@ -121,18 +184,26 @@ func connect(ctx context.Context, s *stdio, addr string, tcp bool, channel int, 
 	lines := make(chan []byte)
 	inputErr := make(chan error, 1)
 	go func() {
-		sc := bufio.NewScanner(s.in)
-		sc.Buffer(make([]byte, 64<<10), fastnet.DefaultMaxMessageSize+2)
-		for sc.Scan() {
-			line := append([]byte(nil), sc.Bytes()...)
+		next := newLineReader(s.in, maxMessage).next
+		if o.raw {
+			next = newChunkReader(s.in, o.chunk).next
+		}
+		for {
+			msg, err := next()
+			if err != nil {
+				if err == io.EOF {
+					err = nil
+				}
+				inputErr <- err
+				close(lines)
+				return
+			}
 			select {
-			case lines <- line:
+			case lines <- msg:
 			case <-c.Done():
 				return
 			}
 		}
-		inputErr <- sc.Err()
-		close(lines)
 	}()
 
 	lost := func() int {
@@ -174,9 +245,16 @@ send:
 		}
 	}
 	if err := <-inputErr; err != nil {
+		// What was sent before is delivered: a graceful close.
 		snap()
-		c.Abort("")
-		s.errorf("fastnet connect: reading input: %v", err)
+		c.Close()
+		<-received
+		var tl *lineTooLongError
+		if errors.As(err, &tl) {
+			s.errorf("fastnet connect: %v", err)
+		} else {
+			s.errorf("fastnet connect: reading input: %v", err)
+		}
 		return exitFailure
 	}
 

@@ -2,8 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"net/netip"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
 )
@@ -11,41 +17,69 @@ import (
 // defaultListen is where listen serves when given neither --udp nor --tcp.
 const defaultListen = "127.0.0.1:7000"
 
+// maxMaxConns bounds --max-conns.
+const maxMaxConns = 1 << 20
+
+// countsEvery is how often listen looks for clients refused or dropped
+// that it cannot report one by one.
+const countsEvery = time.Second
+
 func listenCommand() *command {
 	return &command{
 		name:    "listen",
-		summary: "serve Fastnet connections, optionally echoing their messages",
-		usage:   "listen [--udp HOST:PORT] [--tcp HOST:PORT] [--echo] [--max-conns N]",
+		summary: "serve Fastnet connections, optionally echoing or printing their messages",
+		usage:   "listen [--udp HOST:PORT] [--tcp HOST:PORT] [--echo] [--print] [--max-conns N]",
 		details: `
 Serves Fastnet on a UDP address, a TCP address or both (without --udp and
 --tcp: UDP ` + defaultListen + `) until SIGINT or SIGTERM, then closes every
-connection gracefully and exits 0. Port 0 picks a free port.
+connection gracefully and exits 0. Port 0 picks a free port; an empty host
+(":7000") is every address.
 
 Standard output has one line per event:
 
 	listening udp 127.0.0.1:7000
 	connected udp 127.0.0.1:51234 id=2271560481
+	message udp 127.0.0.1:51234 id=2271560481 channel=0 reliable "hello\x00\r\n"
 	disconnected udp 127.0.0.1:51234 id=2271560481 messages=3 reason="closed by peer"
+	refused udp 127.0.0.1:51240 reason="server full"
+	refused udp clients=3 reason="server busy"
+	dropped udp clients=2 reason="address not validated in time"
 
 With --echo every message is sent back to its sender on the same channel with
-the same reliability. Clients beyond --max-conns are refused with
-"server full".`,
+the same reliability. With --print every message received is a "message"
+line: its connection, channel and reliability, then its bytes as a
+double-quoted Go string (strconv.Quote): printable text as it is, quotes and
+backslashes escaped, other bytes as \n, \r, \t, \x00 and the like, so that
+one message is always one line whatever it holds.
+
+Clients beyond --max-conns connections are refused with "server full", one
+"refused" line each with the client's address. When clients arrive together
+for the last place, one of them may complete its handshake and be closed at
+once with the same reason, and the same line. Clients the driver or the
+engine turn away before listen hears of them are counted instead, in a line
+every second when there were some: those refused because too many
+connections waited to be served ("server busy"), or found over the limit
+when their address was validated ("server full"), and the UDP clients
+dropped before their address was validated or the TCP connections dropped
+before their handshake completed ("dropped").`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
-			udp := fs.String("udp", "", "serve on this UDP `HOST:PORT`")
-			tcp := fs.String("tcp", "", "serve on this TCP `HOST:PORT`")
-			echo := fs.Bool("echo", false, "send every message back to its sender")
-			maxConns := fs.Int("max-conns", fastnet.DefaultMaxConnections, "most established connections per transport")
+			var o listenOptions
+			fs.StringVar(&o.udp, "udp", "", "serve on this UDP `HOST:PORT`")
+			fs.StringVar(&o.tcp, "tcp", "", "serve on this TCP `HOST:PORT`")
+			fs.BoolVar(&o.echo, "echo", false, "send every message back to its sender")
+			fs.BoolVar(&o.print, "print", false, "print every message received, quoted, one line each")
+			fs.IntVar(&o.maxConns, "max-conns", fastnet.DefaultMaxConnections, "most connections per transport; more clients are refused (`N`)")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				if len(args) > 0 {
 					return usageError(s, "listen", "unexpected argument %q", args[0])
 				}
-				if *maxConns < 1 {
-					return usageError(s, "listen", "--max-conns %d: need at least 1", *maxConns)
+				if o.maxConns < 1 || o.maxConns > maxMaxConns {
+					return usageError(s, "listen", "--max-conns %d: want 1..%d", o.maxConns, maxMaxConns)
 				}
-				if *udp == "" && *tcp == "" {
-					*udp = defaultListen
+				if o.udp == "" && o.tcp == "" {
+					o.udp = defaultListen
 				}
-				for _, a := range []string{*udp, *tcp} {
+				for _, a := range []string{o.udp, o.tcp} {
 					if a == "" {
 						continue
 					}
@@ -53,20 +87,33 @@ the same reliability. Clients beyond --max-conns are refused with
 						return usageError(s, "listen", "%v", err)
 					}
 				}
-				return listen(ctx, s, *udp, *tcp, *echo, *maxConns)
+				return listen(ctx, s, o)
 			}
 		},
 	}
 }
 
+// listenOptions are the settings of listen.
+type listenOptions struct {
+	udp, tcp    string
+	echo, print bool
+	maxConns    int
+}
+
+// errServerFull is the reason a client beyond --max-conns is given, the
+// engine's own.
+var errServerFull = errors.New("server full")
+
+// served is one listener of listen.
+type served struct {
+	l   *listener
+	tcp bool
+	adm *admission
+}
+
 // listen is the listen command.
-func listen(ctx context.Context, s *stdio, udpAddr, tcpAddr string, echo bool, maxConns int) int {
-	cfg := fastnet.Config{MaxConnections: maxConns}
-	type served struct {
-		l   *listener
-		tcp bool
-	}
-	var ls []served
+func listen(ctx context.Context, s *stdio, o listenOptions) int {
+	var ls []*served
 	closeAll := func() {
 		for _, x := range ls {
 			x.l.Close()
@@ -75,45 +122,73 @@ func listen(ctx context.Context, s *stdio, udpAddr, tcpAddr string, echo bool, m
 	for _, t := range []struct {
 		addr string
 		tcp  bool
-	}{{udpAddr, false}, {tcpAddr, true}} {
+	}{{o.udp, false}, {o.tcp, true}} {
 		if t.addr == "" {
 			continue
 		}
+		adm := newAdmission(o.maxConns)
+		// listen refuses the clients beyond --max-conns itself, in the
+		// accept hook, so that it knows their addresses; the engine's
+		// own limit is one above, never reached first (see admission).
+		cfg := fastnet.Config{MaxConnections: o.maxConns + 1, Accept: adm.hook}
 		l, err := listenOn(ctx, t.tcp, t.addr, cfg)
 		if err != nil {
 			closeAll()
 			s.errorf("fastnet listen: %v", err)
 			return exitFailure
 		}
-		ls = append(ls, served{l, t.tcp})
+		ls = append(ls, &served{l: l, tcp: t.tcp, adm: adm})
 		s.printf("listening %s %s", transportName(t.tcp), l.Addr())
 	}
 
-	var wg sync.WaitGroup
+	var wg, logs sync.WaitGroup
 	for _, x := range ls {
+		name := transportName(x.tcp)
+		logs.Go(func() { x.adm.log(s, name) })
 		wg.Go(func() {
-			name := transportName(x.tcp)
 			for {
 				c, err := x.l.Accept(ctx)
 				if err != nil {
 					return // ctx is done or the listener closed
 				}
-				s.printf("connected %s %s id=%d", name, c.RemoteAddr(), c.ID())
-				wg.Go(func() { serve(c, name, echo, s) })
+				addr := c.RemoteAddr()
+				if !x.adm.admit(addr) {
+					c.Abort(errServerFull.Error())
+					x.adm.refused(addr)
+					continue
+				}
+				s.printf("connected %s %s id=%d", name, addr, c.ID())
+				wg.Go(func() {
+					serve(c, name, o.echo, o.print, s)
+					x.adm.release(addr)
+				})
 			}
 		})
 	}
+	stopCounts := make(chan struct{})
+	countsDone := make(chan struct{})
+	go func() {
+		defer close(countsDone)
+		reportCounts(s, ls, stopCounts)
+	}()
+
 	<-ctx.Done()
+	close(stopCounts)
+	<-countsDone // its last look, while the listeners are open
 	for _, x := range ls {
 		wg.Go(func() { x.l.CloseWithReason("server shutting down") })
 	}
 	wg.Wait()
+	for _, x := range ls {
+		close(x.adm.stop)
+	}
+	logs.Wait()
 	return exitOK
 }
 
-// serve receives the messages of c until it ends, echoing them if asked,
-// and reports the end.
-func serve(c *conn, transport string, echo bool, s *stdio) {
+// serve receives the messages of c until it ends, printing and echoing them
+// if asked, and reports the end.
+func serve(c *conn, transport string, echo, print bool, s *stdio) {
 	ctx := context.Background()
 	n := 0
 	for {
@@ -123,10 +198,213 @@ func serve(c *conn, transport string, echo bool, s *stdio) {
 			return
 		}
 		n++
+		if print {
+			rel := "reliable"
+			if !m.Reliable {
+				rel = "unreliable"
+			}
+			s.printf("message %s %s id=%d channel=%d %s %s", transport, c.RemoteAddr(), c.ID(), m.Channel, rel, strconv.Quote(string(m.Data)))
+		}
 		if echo {
 			// An error means the connection ended; the next Receive
 			// reports why.
 			c.Send(ctx, m.Channel, m.Data, m.Reliable)
+		}
+	}
+}
+
+// admission keeps a listener to --max-conns connections and reports the
+// clients it refuses.
+//
+// The engine refuses a client beyond its Config.MaxConnections before it
+// asks the accept hook, and counts none of those refusals, so listen
+// cannot leave the limit to the engine and still name the clients refused.
+// Instead the hook refuses a client while listen serves max connections,
+// and the engine's limit is one above: it counts only connections that
+// completed their handshake (over UDP, validated their address, D25),
+// which listen serves, or is about to. Clients that pass the hook together
+// for the last place can all complete their handshake; the engine refuses
+// those beyond its limit when it validates them, and listen closes the one
+// beyond its own as soon as it is accepted, with the same reason.
+type admission struct {
+	max      int
+	mu       sync.Mutex
+	n        int                    // connections served
+	live     map[netip.AddrPort]int // their addresses
+	refusals chan netip.AddrPort    // to log
+	stop     chan struct{}          // closed when no more can come
+	unlogged atomic.Uint64          // refusals not logged: the channel was full
+}
+
+// refusalBacklog bounds the refusals waiting to be logged; the hook must not
+// block, as it runs inside the engine.
+const refusalBacklog = 1024
+
+func newAdmission(max int) *admission {
+	return &admission{
+		max:      max,
+		live:     map[netip.AddrPort]int{},
+		refusals: make(chan netip.AddrPort, refusalBacklog),
+		stop:     make(chan struct{}),
+	}
+}
+
+// full reports whether a client at addr must be refused. A client on the
+// address of a connection served is a restarted client, whose new
+// connection replaces the old one (D28): it takes the old one's place.
+func (a *admission) fullLocked(addr netip.AddrPort) bool {
+	return a.n >= a.max && a.live[addr] == 0
+}
+
+// hook is the engine's accept hook: it runs inside the engine, under its
+// lock, and must not block.
+func (a *admission) hook(addr netip.AddrPort) error {
+	a.mu.Lock()
+	full := a.fullLocked(addr)
+	a.mu.Unlock()
+	if !full {
+		return nil
+	}
+	a.refused(addr)
+	return errServerFull
+}
+
+// refused logs a client refused as "server full", without blocking.
+func (a *admission) refused(addr netip.AddrPort) {
+	select {
+	case a.refusals <- addr:
+	default:
+		a.unlogged.Add(1)
+	}
+}
+
+// admit counts a connection accepted from addr, unless it is one too many.
+func (a *admission) admit(addr netip.AddrPort) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fullLocked(addr) {
+		return false
+	}
+	a.n++
+	a.live[addr]++
+	return true
+}
+
+// release uncounts a connection from addr that ended.
+func (a *admission) release(addr netip.AddrPort) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n--
+	if a.live[addr]--; a.live[addr] <= 0 {
+		delete(a.live, addr)
+	}
+}
+
+// log prints a line for each client refused, until stop is closed and the
+// refusals before it are printed. A client that asks again within a second
+// (its "connect?" repeated while the refusal was on its way) is not logged
+// again.
+func (a *admission) log(s *stdio, transport string) {
+	seen := map[netip.AddrPort]time.Time{}
+	for {
+		var addr netip.AddrPort
+		select {
+		case addr = <-a.refusals:
+		case <-a.stop:
+			select {
+			case addr = <-a.refusals:
+			default:
+				return
+			}
+		}
+		now := time.Now()
+		if t, ok := seen[addr]; ok && now.Sub(t) < time.Second {
+			continue
+		}
+		if len(seen) >= refusalBacklog {
+			for k, t := range seen {
+				if now.Sub(t) >= time.Second {
+					delete(seen, k)
+				}
+			}
+		}
+		seen[addr] = now
+		s.printf("refused %s %s reason=%q", transport, netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()), errServerFull.Error())
+	}
+}
+
+// turnedAway counts the clients a listener turned away without listen
+// hearing of each.
+type turnedAway struct {
+	busy       uint64 // refused: the backlog was full ("server busy")
+	full       uint64 // refused when validated: the engine's limit
+	unlogged   uint64 // refused by listen, too many to log one by one
+	expired    uint64 // UDP: address not validated in time
+	evicted    uint64 // UDP: too many clients validating at once
+	forged     uint64 // UDP: a validation that echoed what was never sent
+	hsDropped  uint64 // TCP: too many handshakes at once
+	hsTimedOut uint64 // TCP: handshake not completed in time
+}
+
+func (x *served) turnedAway() turnedAway {
+	d, v := x.l.DriverStats(), x.l.ValidationStats()
+	return turnedAway{
+		busy:       d.BacklogRefused,
+		full:       v.Refused,
+		unlogged:   x.adm.unlogged.Load(),
+		expired:    v.Expired,
+		evicted:    v.Evicted,
+		forged:     v.Forged,
+		hsDropped:  d.HandshakesDropped,
+		hsTimedOut: d.HandshakeTimeouts,
+	}
+}
+
+// countLines says what grew from prev to cur, a line each.
+func countLines(transport string, prev, cur turnedAway) []string {
+	var lines []string
+	for _, c := range []struct {
+		verb, reason string
+		prev, cur    uint64
+	}{
+		{"refused", "server busy", prev.busy, cur.busy},
+		{"refused", "server full", prev.full, cur.full},
+		{"refused", "server full", prev.unlogged, cur.unlogged},
+		{"dropped", "address not validated in time", prev.expired, cur.expired},
+		{"dropped", "too many clients validating their address", prev.evicted, cur.evicted},
+		{"dropped", "forged address validation", prev.forged, cur.forged},
+		{"dropped", "too many handshakes at once", prev.hsDropped, cur.hsDropped},
+		{"dropped", "handshake timed out", prev.hsTimedOut, cur.hsTimedOut},
+	} {
+		if c.cur > c.prev {
+			lines = append(lines, fmt.Sprintf("%s %s clients=%d reason=%q", c.verb, transport, c.cur-c.prev, c.reason))
+		}
+	}
+	return lines
+}
+
+// reportCounts prints every countsEvery, and once more when stop is
+// closed, what the listeners turned away since the last look.
+func reportCounts(s *stdio, ls []*served, stop <-chan struct{}) {
+	prev := make([]turnedAway, len(ls))
+	look := func() {
+		for i, x := range ls {
+			cur := x.turnedAway()
+			for _, l := range countLines(transportName(x.tcp), prev[i], cur) {
+				s.printf("%s", l)
+			}
+			prev[i] = cur
+		}
+	}
+	t := time.NewTicker(countsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			look()
+		case <-stop:
+			look()
+			return
 		}
 	}
 }

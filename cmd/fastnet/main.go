@@ -61,6 +61,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +75,9 @@ const (
 	exitOK      = 0
 	exitFailure = 1
 	exitUsage   = 2
+	// exitNotFastnet is probe's status when something answered that is
+	// not a Fastnet 1.0 server.
+	exitNotFastnet = 3
 )
 
 func main() {
@@ -114,6 +118,14 @@ func (s *stdio) writeLine(b []byte) error {
 	return err
 }
 
+// write writes b to standard output as it is.
+func (s *stdio) write(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.out.Write(b)
+	return err
+}
+
 // errorf writes one line to standard error.
 func (s *stdio) errorf(format string, args ...any) {
 	s.mu.Lock()
@@ -127,13 +139,14 @@ type command struct {
 	summary string
 	usage   string // the synopsis line after "fastnet "
 	details string // paragraphs after the synopsis
+	status  string // the exit statuses, if not the usual ones
 	// flags adds the command's flags to fs and returns the function that
 	// runs the command with the positional arguments, or a usage error.
 	flags func(fs *flag.FlagSet) func(ctx context.Context, args []string, s *stdio) int
 }
 
 func commands() []*command {
-	return []*command{listenCommand(), connectCommand(), probeCommand(), demoCommand()}
+	return []*command{listenCommand(), connectCommand(), probeCommand(), impairCommand(), demoCommand(), versionCommand()}
 }
 
 func findCommand(name string) *command {
@@ -153,6 +166,8 @@ func run(ctx context.Context, args []string, s *stdio) int {
 	}
 	name, args := args[0], args[1:]
 	switch name {
+	case "-version", "--version":
+		name = "version"
 	case "help", "-h", "-help", "--help":
 		if len(args) == 0 {
 			mainHelp(s.out)
@@ -190,7 +205,7 @@ func run(ctx context.Context, args []string, s *stdio) int {
 		return exitOK
 	}
 	if err != nil {
-		s.errorf("fastnet %s: %v (see \"fastnet help %s\")", c.name, err, c.name)
+		s.errorf("fastnet %s: %s (see \"fastnet help %s\")", c.name, doubleDash(err.Error()), c.name)
 		return exitUsage
 	}
 	return runCmd(ctx, pos, s)
@@ -240,8 +255,10 @@ Commands:
 	fmt.Fprint(w, `	help     show the help of a command
 
 Run "fastnet help COMMAND" or "fastnet COMMAND --help" for its flags.
+Flags may come before or after the arguments, with one dash or two.
 
-Exit status: 0 success, 1 failure, 2 usage error.
+Exit status: 0 success, 1 failure, 2 usage error (probe: 3 when something
+answered that is not a Fastnet 1.0 server).
 `)
 }
 
@@ -253,14 +270,58 @@ func commandHelp(w io.Writer, c *command) {
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {
 		fmt.Fprint(w, "\nFlags:\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
+		printFlags(w, fs)
 	}
-	fmt.Fprint(w, "\nExit status: 0 success, 1 failure, 2 usage error.\n")
+	status := c.status
+	if status == "" {
+		status = "0 success, 1 failure, 2 usage error."
+	}
+	fmt.Fprintf(w, "\nExit status: %s\n", status)
+}
+
+// printFlags lists the flags of fs as the synopses spell them, with two
+// dashes: the name, its argument (the back-quoted word of the usage, as
+// flag.UnquoteUsage finds it), the usage and the default unless it is the
+// zero value.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if arg != "" {
+			line += " " + arg
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
+		switch f.DefValue {
+		case "", "0", "false", "0s":
+		default:
+			if g, ok := f.Value.(flag.Getter); ok && isString(g.Get()) {
+				fmt.Fprintf(w, " (default %q)", f.DefValue)
+			} else {
+				fmt.Fprintf(w, " (default %s)", f.DefValue)
+			}
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
+}
+
+// flagName is a flag as the flag package's errors spell it: one dash, the
+// name, then the end of the text or a character that cannot be in a name.
+var flagName = regexp.MustCompile(`(^|[\s(])-([A-Za-z][A-Za-z0-9-]*)\b`)
+
+// doubleDash rewrites the flag package's error texts ("flag provided but
+// not defined: -bogus") with the two dashes the help shows.
+func doubleDash(msg string) string {
+	return flagName.ReplaceAllString(msg, "$1--$2")
 }
 
 // checkAddr checks that addr is "host:port" with a numeric port, or a
-// service name the system knows; a missing host means every address.
+// service name the system knows. A missing host means every address to
+// listen on, and the local host to connect to (see dialAddr).
 func checkAddr(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -275,6 +336,21 @@ func checkAddr(addr string) error {
 		}
 	}
 	return nil
+}
+
+// localHost is the host connect and probe use for an address without one
+// (":7000"): listen's default address is on it, and so is a server that
+// listens on every address.
+const localHost = "127.0.0.1"
+
+// dialAddr returns addr, checked by checkAddr, with localHost for a
+// missing host.
+func dialAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host != "" {
+		return addr
+	}
+	return net.JoinHostPort(localHost, port)
 }
 
 // reason says in a few words why a connection ended or did not start.

@@ -95,8 +95,30 @@ type server struct {
 // until it listens.
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	s := &server{lines: make(chan string, 100), exited: make(chan struct{})}
-	s.cmd = exec.Command(fastnetBin, append([]string{"listen"}, args...)...)
+	s := startCmd(t, append([]string{"listen"}, args...)...)
+	want := strings.Count(strings.Join(args, " "), "--udp") + strings.Count(strings.Join(args, " "), "--tcp")
+	for range max(want, 1) {
+		l := s.waitLine(t, "listening ")
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			t.Fatalf("listen said %q", l)
+		}
+		switch f[1] {
+		case "udp":
+			s.udp = f[2]
+		case "tcp":
+			s.tcp = f[2]
+		}
+	}
+	return s
+}
+
+// startCmd runs the command with args in the background, its standard
+// output read line by line into lines.
+func startCmd(t *testing.T, args ...string) *server {
+	t.Helper()
+	s := &server{lines: make(chan string, 10000), exited: make(chan struct{})}
+	s.cmd = exec.Command(fastnetBin, args...)
 	s.cmd.Stderr = &s.stderr
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
@@ -107,6 +129,7 @@ func startServer(t *testing.T, args ...string) *server {
 	}
 	go func() {
 		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 8<<20) // a printed message of 1 MiB, quoted
 		for sc.Scan() {
 			s.lines <- sc.Text()
 		}
@@ -122,20 +145,6 @@ func startServer(t *testing.T, args ...string) *server {
 		s.cmd.Process.Kill()
 		<-s.exited
 	})
-	want := strings.Count(strings.Join(args, " "), "--udp") + strings.Count(strings.Join(args, " "), "--tcp")
-	for range max(want, 1) {
-		l := s.waitLine(t, "listening ")
-		f := strings.Fields(l)
-		if len(f) != 3 {
-			t.Fatalf("listen said %q", l)
-		}
-		switch f[1] {
-		case "udp":
-			s.udp = f[2]
-		case "tcp":
-			s.tcp = f[2]
-		}
-	}
 	return s
 }
 
@@ -337,6 +346,42 @@ func TestMaxConns(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "refused: server full") {
 		t.Errorf("second connect: exit %d, stderr %q; want 1 and %q", r.code, r.stderr, "refused: server full")
 	}
+	if l := srv.waitLine(t, "refused "); !refusedRE.MatchString(l) || !strings.HasPrefix(l, "refused tcp ") {
+		t.Errorf("listen said %q, want a line like %q", l, `refused tcp 127.0.0.1:5555 reason="server full"`)
+	}
+}
+
+var refusedRE = regexp.MustCompile(`^refused (udp|tcp) 127\.0\.0\.1:\d+ reason="server full"$`)
+
+// TestMaxConnsUDP checks that --max-conns refuses the UDP client beyond it,
+// names it, and lets a client in once a place is free.
+func TestMaxConnsUDP(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "--udp", "127.0.0.1:0", "--max-conns", "1")
+	first := exec.Command(fastnetBin, "connect", srv.udp)
+	stdin, err := first.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer first.Wait()
+	srv.waitLine(t, "connected udp ")
+
+	r := runBin(t, "", 10*time.Second, "connect", srv.udp)
+	if r.code != 1 || !strings.Contains(r.stderr, "refused: server full") {
+		t.Errorf("second connect: exit %d, stderr %q; want 1 and %q", r.code, r.stderr, "refused: server full")
+	}
+	l := srv.waitLine(t, "refused ")
+	if !refusedRE.MatchString(l) || !strings.HasPrefix(l, "refused udp ") {
+		t.Errorf("listen said %q, want a line like %q", l, `refused udp 127.0.0.1:5555 reason="server full"`)
+	}
+	stdin.Close() // the first client leaves
+	srv.waitLine(t, "disconnected ")
+	if r := runBin(t, "hi\n", 10*time.Second, "connect", srv.udp); r.code != 0 {
+		t.Errorf("connect once the first left: exit %d, stderr %q", r.code, r.stderr)
+	}
 }
 
 // TestProbe probes a listening server over UDP and TCP.
@@ -380,9 +425,9 @@ func TestProbeNoServer(t *testing.T) {
 		atLeast time.Duration
 		limit   time.Duration
 	}{
-		{"closed-udp", []string{closedUDP}, "nothing listening", 0, 4 * time.Second},
-		{"closed-tcp", []string{"--tcp", closedTCP}, "nothing listening", 0, 4 * time.Second},
-		{"silent-udp", []string{silent.LocalAddr().String()}, "no answer within 3s", 3 * time.Second, 5 * time.Second},
+		{"closed-udp", []string{closedUDP}, "nothing listening (connection refused); is it a TCP server? try --tcp", 0, 4 * time.Second},
+		{"closed-tcp", []string{"--tcp", closedTCP}, "nothing listening (connection refused); is it a UDP server? try without --tcp", 0, 4 * time.Second},
+		{"silent-udp", []string{silent.LocalAddr().String()}, "no answer within 3s; is it a TCP server? try --tcp", 3 * time.Second, 5 * time.Second},
 		{"silent-udp-timeout", []string{silent.LocalAddr().String(), "--timeout", "500ms"}, "no answer within 500ms", 500 * time.Millisecond, 2 * time.Second},
 	}
 	for _, tt := range tests {
@@ -434,18 +479,18 @@ func TestProbeOtherVersion(t *testing.T) {
 		{"version-2.0", map[string]string{queryFastnet: answerFastnet, queryVersion: "query:version=2.0"},
 			[]string{"fastnet: yes", "version: 2.0"}, "speaks Fastnet 2.0, not 1.0"},
 		{"no-fastnet", map[string]string{queryVersion: "query:version=1.0", queryFastnet: "query:fastnet=no"},
-			[]string{"fastnet: no answer", "version: 1.0"}, "did not say it speaks Fastnet"},
+			[]string{"fastnet: no (an answer that is not Fastnet 1.0: ", `, starting "\xff\xffquery:fastnet=no")`, "version: 1.0"}, "did not say it speaks Fastnet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			addr := answerQueries(t, tt.answers)
 			r := runBin(t, "", 10*time.Second, "probe", addr, "--timeout", "1s")
-			if r.code != 1 || !strings.Contains(r.stderr, tt.stderr) {
-				t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, tt.stderr)
+			if r.code != 3 || !strings.Contains(r.stderr, tt.stderr) {
+				t.Errorf("exit %d, stderr %q; want 3 and %q", r.code, r.stderr, tt.stderr)
 			}
 			for _, want := range tt.stdout {
-				if !strings.Contains(r.stdout, want+"\n") {
+				if !strings.Contains(r.stdout, want) {
 					t.Errorf("stdout %q, want %q in it", r.stdout, want)
 				}
 			}
@@ -498,13 +543,33 @@ func TestUsage(t *testing.T) {
 		{[]string{"help", "nope"}, 2, "", `unknown command "nope"`},
 		{[]string{"help", "help"}, 0, "Commands:", ""},
 		{[]string{"help", "demo", "probe"}, 2, "", "one command at a time"},
-		{[]string{"listen", "--help"}, 0, "-max-conns", ""},
+		{[]string{"listen", "--help"}, 0, "\n  --max-conns N\n", ""},
+		{[]string{"connect", "--help"}, 0, "\n  --timeout D\n", ""},
+		{[]string{"probe", "--help"}, 0, "3 something answered that is not a Fastnet 1.0 server", ""},
+		{[]string{"help", "impair"}, 0, "Usage: fastnet impair LISTEN --to TARGET", ""},
+		{[]string{"version", "extra"}, 2, "", `unexpected argument "extra"`},
 		{[]string{"connect", "-h"}, 0, "Usage: fastnet connect HOST:PORT", ""},
 		{[]string{"probe", "--help"}, 0, "Exit status", ""},
-		{[]string{"listen", "--bogus"}, 2, "", "flag provided but not defined: -bogus"},
+		{[]string{"listen", "--bogus"}, 2, "", "flag provided but not defined: --bogus"},
+		{[]string{"listen", "-bogus"}, 2, "", "flag provided but not defined: --bogus"},
+		{[]string{"connect", "127.0.0.1:7000", "--timeout"}, 2, "", "flag needs an argument: --timeout"},
+		{[]string{"connect", "127.0.0.1:7000", "--timeout", "0s"}, 2, "", "--timeout 0s: must be positive"},
+		{[]string{"connect", "127.0.0.1:7000", "--raw", "--chunk", "0"}, 2, "", "--chunk 0: want 1..1048576"},
+		{[]string{"connect", "127.0.0.1:7000", "--raw", "--chunk", "1048577"}, 2, "", "--chunk 1048577"},
+		{[]string{"connect", "127.0.0.1:7000", "--chunk", "10"}, 2, "", "--chunk is for --raw input"},
+		{[]string{"listen", "--max-conns", "2000000"}, 2, "", "--max-conns 2000000"},
+		{[]string{"impair"}, 2, "", "missing LISTEN address"},
+		{[]string{"impair", "127.0.0.1:0"}, 2, "", "missing --to HOST:PORT"},
+		{[]string{"impair", "127.0.0.1:0", "--to", "x"}, 2, "", `bad address "x"`},
+		{[]string{"impair", "127.0.0.1:0", "--to", ":7000", "--loss", "1.5"}, 2, "", "--loss 1.5: want a probability from 0 to 1"},
+		{[]string{"impair", "127.0.0.1:0", "--to", ":7000", "--dup", "NaN"}, 2, "", "--dup NaN"},
+		{[]string{"impair", "127.0.0.1:0", "--to", ":7000", "--delay", "-1s"}, 2, "", "--delay -1s"},
+		{[]string{"impair", "127.0.0.1:0", "--to", ":7000", "--jitter", "2m"}, 2, "", "--jitter 2m0s"},
+		{[]string{"impair", "127.0.0.1:0", "--to", ":7000", "--mtu", "-1"}, 2, "", "--mtu -1"},
+		{[]string{"impair", "127.0.0.1:0", "127.0.0.1:1", "--to", ":7000"}, 2, "", `unexpected argument "127.0.0.1:1"`},
 		{[]string{"listen", "--udp", "nonsense"}, 2, "", `bad address "nonsense"`},
 		{[]string{"listen", "--tcp", "127.0.0.1:70000"}, 2, "", "bad port"},
-		{[]string{"listen", "--max-conns", "0"}, 2, "", "need at least 1"},
+		{[]string{"listen", "--max-conns", "0"}, 2, "", "--max-conns 0: want 1..1048576"},
 		{[]string{"listen", "extra"}, 2, "", `unexpected argument "extra"`},
 		{[]string{"connect"}, 2, "", "missing HOST:PORT"},
 		{[]string{"connect", "localhost"}, 2, "", `bad address "localhost"`},
@@ -529,6 +594,28 @@ func TestUsage(t *testing.T) {
 		}
 		if tt.code == 0 && r.stderr != "" {
 			t.Errorf("fastnet %q: stderr %q, want none", tt.args, r.stderr)
+		}
+	}
+}
+
+// TestHelpDashes checks that every command's help spells its flags with
+// two dashes, as the synopses do, and that every flag a synopsis names is
+// listed.
+func TestHelpDashes(t *testing.T) {
+	t.Parallel()
+	single := regexp.MustCompile(`(?m)^\s+-[a-z]`)
+	for _, c := range commands() {
+		r := runBin(t, "", 10*time.Second, c.name, "--help")
+		if r.code != 0 {
+			t.Fatalf("%s --help: exit %d", c.name, r.code)
+		}
+		if m := single.FindString(r.stdout); m != "" {
+			t.Errorf("%s --help lists a flag with one dash: %q", c.name, m)
+		}
+		for _, f := range regexp.MustCompile(`--[a-z-]+`).FindAllString(c.usage, -1) {
+			if !strings.Contains(r.stdout, "\n  "+f+"\n") && !strings.Contains(r.stdout, "\n  "+f+" ") {
+				t.Errorf("%s --help does not list %s of its synopsis", c.name, f)
+			}
 		}
 	}
 }
@@ -567,8 +654,8 @@ func TestConnectNoServer(t *testing.T) {
 		want  string
 		limit time.Duration
 	}{
-		{"tcp", []string{"--tcp", freePort(t, "tcp")}, "nothing listening", 2 * time.Second},
-		{"udp", []string{freePort(t, "udp")}, "nothing listening", 2 * time.Second}, // the ICMP port unreachable (N65)
+		{"tcp", []string{"--tcp", freePort(t, "tcp")}, "nothing listening over tcp (connection refused); is it a UDP server? try without --tcp", 2 * time.Second},
+		{"udp", []string{freePort(t, "udp")}, "nothing listening over udp (connection refused); is it a TCP server? try --tcp", 2 * time.Second}, // the ICMP port unreachable (N65)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,6 +31,10 @@ const (
 	probeRetry = 200 * time.Millisecond // between UDP retries (D15)
 	probePings = 3                      // extra round trips for the RTT
 	maxAnswer  = 4096                   // the longest framed packet read over TCP
+	// foreignWait is how long probe still waits for a Fastnet answer once
+	// something else answered.
+	foreignWait = 500 * time.Millisecond
+	sampleBytes = 32 // the bytes of a foreign answer shown
 )
 
 func probeCommand() *command {
@@ -38,8 +42,9 @@ func probeCommand() *command {
 		name:    "probe",
 		summary: "ask a server whether it speaks Fastnet, and which version",
 		usage:   "probe HOST:PORT [--tcp] [--timeout D]",
+		status:  "0 a Fastnet 1.0 server answered; 1 no answer, nothing listening or another failure; 2 usage error; 3 something answered that is not a Fastnet 1.0 server.",
 		details: `
-Sends the status queries "query:fastnet" and "query:version" on channel -1
+An empty HOST, as in ":7000", is ` + localHost + `. Sends the status queries "query:fastnet" and "query:version" on channel -1
 from a plain socket (UDP unless --tcp; over TCP each packet is framed with its
 length as a u32, D20), every 200ms over UDP until both are answered, then a few
 more "query:fastnet" to measure the round-trip time. Prints what the server
@@ -50,8 +55,14 @@ answered:
 	version: 1.0
 	rtt:     95µs (min 80µs, max 120µs, 4 queries)
 
-Exits 0 only for a Fastnet 1.0 server; 1 when the server speaks another
-version, is not Fastnet, or nothing answers within --timeout.`,
+Something that answers but is not Fastnet (a DNS server, an HTTP server over
+TCP) is reported as such, with the size and the first bytes of what it sent:
+
+	fastnet: no (an answer that is not Fastnet 1.0: 27 bytes in 1 datagram, starting "\\x00\\x01garbage")
+
+Exits 0 only for a Fastnet 1.0 server; 3 when something answered that is not
+one (another version, or not Fastnet at all); 1 when nothing answers within
+--timeout or nothing listens (a hint then suggests the other transport).`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			tcp := fs.Bool("tcp", false, "probe over TCP instead of UDP")
 			timeout := fs.Duration("timeout", 3*time.Second, "give up after this long without both answers")
@@ -67,7 +78,7 @@ version, is not Fastnet, or nothing answers within --timeout.`,
 				if err := checkAddr(args[0]); err != nil {
 					return usageError(s, "probe", "%v", err)
 				}
-				return probe(ctx, s, args[0], *tcp, *timeout)
+				return probe(ctx, s, dialAddr(args[0]), *tcp, *timeout)
 			}
 		},
 	}
@@ -78,7 +89,46 @@ type probeResult struct {
 	fastnet bool   // it said "query:fastnet=yes"
 	version string // its version, "" if it did not say
 	rtts    []time.Duration
+	foreign foreignAnswer
 }
+
+// foreignAnswer is what a server sent that is not a Fastnet answer.
+type foreignAnswer struct {
+	packets int    // datagrams (UDP) or frames (TCP)
+	bytes   int    // in all
+	sample  []byte // the first bytes of the first
+	first   int    // the bytes of the first
+	stream  bool   // over TCP: bytes, not datagrams
+}
+
+func (f *foreignAnswer) add(b []byte) {
+	if f.packets == 0 {
+		f.sample = append([]byte(nil), b[:min(len(b), sampleBytes)]...)
+		f.first = len(b)
+	}
+	f.packets++
+	f.bytes += len(b)
+}
+
+func (f foreignAnswer) String() string {
+	var what string
+	switch {
+	case f.stream:
+		what = fmt.Sprintf("%d bytes", f.bytes)
+	case f.packets == 1:
+		what = fmt.Sprintf("%d bytes in 1 datagram", f.bytes)
+	default:
+		what = fmt.Sprintf("%d bytes in %d datagrams", f.bytes, f.packets)
+	}
+	more := ""
+	if f.first > len(f.sample) {
+		more = "..."
+	}
+	return fmt.Sprintf("an answer that is not Fastnet 1.0: %s, starting %q%s", what, f.sample, more)
+}
+
+// errForeign ends a probe over TCP at bytes that cannot be Fastnet's.
+var errForeign = errors.New("not a Fastnet answer")
 
 // probe is the probe command.
 func probe(ctx context.Context, s *stdio, addr string, tcp bool, timeout time.Duration) int {
@@ -87,27 +137,32 @@ func probe(ctx context.Context, s *stdio, addr string, tcp bool, timeout time.Du
 	defer cancel()
 	pc, err := dialProbe(ctx, tcp, addr)
 	if err != nil {
-		s.errorf("fastnet probe: %s (%s): %v", addr, name, probeErr(err))
+		s.errorf("fastnet probe: %s (%s): %v", addr, name, probeErr(err, tcp))
 		return exitFailure
 	}
 	defer pc.Close()
 	res, err := query(ctx, pc)
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		s.errorf("fastnet probe: %s (%s): %v", addr, name, probeErr(err))
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, errForeign) {
+		s.errorf("fastnet probe: %s (%s): %v", addr, name, probeErr(err, tcp))
 		return exitFailure
 	}
-	if !res.fastnet && res.version == "" {
+	if !res.fastnet && res.version == "" && res.foreign.packets == 0 {
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			s.errorf("fastnet probe: interrupted")
+		} else if tcp {
+			s.errorf("fastnet probe: %s (tcp): no answer within %v", addr, timeout)
 		} else {
-			s.errorf("fastnet probe: %s (%s): no answer within %v", addr, name, timeout)
+			s.errorf("fastnet probe: %s (udp): no answer within %v; is it a TCP server? try --tcp", addr, timeout)
 		}
 		return exitFailure
 	}
 	s.printf("address: %s (%s)", pc.RemoteAddr(), name)
-	if res.fastnet {
+	switch {
+	case res.fastnet:
 		s.printf("fastnet: yes")
-	} else {
+	case res.foreign.packets > 0:
+		s.printf("fastnet: no (%v)", res.foreign)
+	default:
 		s.printf("fastnet: no answer")
 	}
 	if res.version != "" {
@@ -121,16 +176,19 @@ func probe(ctx context.Context, s *stdio, addr string, tcp bool, timeout time.Du
 		s.printf("rtt:     %v (min %v, max %v, %d queries)", round(r[len(r)/2]), round(r[0]), round(r[len(r)-1]), len(r))
 	}
 	switch {
+	case !res.fastnet && res.foreign.packets > 0 && res.version == "":
+		s.errorf("fastnet probe: %s answered, but it is not a Fastnet 1.0 server", addr)
+		return exitNotFastnet
 	case !res.fastnet:
 		s.errorf("fastnet probe: %s did not say it speaks Fastnet", addr)
-		return exitFailure
+		return exitNotFastnet
 	case res.version != fastnet.Version:
 		if res.version == "" {
 			s.errorf("fastnet probe: %s did not say its version", addr)
 		} else {
 			s.errorf("fastnet probe: %s speaks Fastnet %s, not %s", addr, res.version, fastnet.Version)
 		}
-		return exitFailure
+		return exitNotFastnet
 	}
 	return exitOK
 }
@@ -139,10 +197,14 @@ func probe(ctx context.Context, s *stdio, addr string, tcp bool, timeout time.Du
 // unreachable.
 var errNothingListening = errors.New("nothing listening (connection refused)")
 
-// probeErr explains a socket error.
-func probeErr(err error) error {
+// probeErr explains a socket error, with a hint at the other transport
+// for a refusal.
+func probeErr(err error, tcp bool) error {
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		return errNothingListening
+		if tcp {
+			return fmt.Errorf("%w; is it a UDP server? try without --tcp", errNothingListening)
+		}
+		return fmt.Errorf("%w; is it a TCP server? try --tcp", errNothingListening)
 	}
 	return err
 }
@@ -162,8 +224,9 @@ func round(d time.Duration) time.Duration {
 type probeConn interface {
 	// send sends one packet on channel -1 for each payload.
 	send(payloads ...string) error
-	// recv returns the payload of the next channel -1 packet, waiting until
-	// deadline at most (an error matching os.ErrDeadlineExceeded).
+	// recv returns the next packet, waiting until deadline at most (an
+	// error matching os.ErrDeadlineExceeded). Bytes that cannot be a
+	// packet end the stream with a *foreignBytes error.
 	recv(deadline time.Time) ([]byte, error)
 	// retries says whether the transport may lose packets, so that queries
 	// are repeated.
@@ -212,9 +275,18 @@ func controlPayload(pkt []byte) ([]byte, bool) {
 	return pkt[2:], true
 }
 
+// foreignBytes is what a stream sent that cannot be Fastnet's framing.
+type foreignBytes struct {
+	b []byte // the first bytes
+	n int    // the bytes read
+}
+
+func (f *foreignBytes) Error() string { return errForeign.Error() }
+func (f *foreignBytes) Unwrap() error { return errForeign }
+
 type udpProbe struct {
 	net.Conn
-	buf [2048]byte
+	buf [65536]byte
 }
 
 func (u *udpProbe) send(payloads ...string) error {
@@ -233,9 +305,7 @@ func (u *udpProbe) recv(deadline time.Time) ([]byte, error) {
 		if err != nil {
 			return nil, unwrapOp(err)
 		}
-		if p, ok := controlPayload(u.buf[:n]); ok {
-			return p, nil
-		}
+		return u.buf[:n], nil
 	}
 }
 
@@ -260,27 +330,31 @@ func (t *tcpProbe) send(payloads ...string) error {
 
 func (t *tcpProbe) recv(deadline time.Time) ([]byte, error) {
 	t.SetReadDeadline(deadline)
-	for {
-		var hdr [4]byte
-		if _, err := io.ReadFull(t.r, hdr[:]); err != nil {
-			return nil, t.readErr(err)
-		}
-		n := binary.BigEndian.Uint32(hdr[:])
-		if n > maxAnswer {
-			return nil, fmt.Errorf("the server sent a frame of %d bytes, not a Fastnet answer", n)
-		}
-		t.buf = slices.Grow(t.buf[:0], int(n))[:n]
-		if _, err := io.ReadFull(t.r, t.buf); err != nil {
-			return nil, t.readErr(err)
-		}
-		if p, ok := controlPayload(t.buf); ok {
-			return p, nil
-		}
+	var hdr [4]byte
+	if k, err := io.ReadFull(t.r, hdr[:]); err != nil {
+		return nil, t.readErr(err, hdr[:k])
 	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxAnswer || n < 2 {
+		// Not Fastnet's framing (D20): show what came.
+		b := append([]byte(nil), hdr[:]...)
+		more, _ := t.r.Peek(min(t.r.Buffered(), sampleBytes))
+		return nil, &foreignBytes{b: append(b, more...), n: 4 + t.r.Buffered()}
+	}
+	t.buf = slices.Grow(t.buf[:0], int(n))[:n]
+	if k, err := io.ReadFull(t.r, t.buf); err != nil {
+		return nil, t.readErr(err, append(hdr[:], t.buf[:k]...))
+	}
+	return t.buf, nil
 }
 
-func (t *tcpProbe) readErr(err error) error {
+// readErr explains a failed read, after got of a frame was read.
+func (t *tcpProbe) readErr(err error, got []byte) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if len(got) > 0 {
+			// Closed in the middle of a frame, or of its length.
+			return &foreignBytes{b: got, n: len(got)}
+		}
 		return errors.New("the server closed the connection")
 	}
 	return unwrapOp(err)
@@ -308,6 +382,44 @@ func query(ctx context.Context, pc probeConn) (probeResult, error) {
 		return err
 	}
 
+	// What is not a Fastnet answer is kept in res.foreign; once some came,
+	// probe waits foreignWait more for a Fastnet answer, not the whole
+	// timeout.
+	_, stream := pc.(*tcpProbe)
+	res.foreign.stream = stream
+	var foreignBy time.Time
+	// foreign records the bytes of a *foreignBytes error, and says
+	// whether err was one.
+	foreign := func(err error) bool {
+		var fb *foreignBytes
+		if !errors.As(err, &fb) {
+			return false
+		}
+		res.foreign.add(fb.b)
+		res.foreign.bytes += fb.n - len(fb.b)
+		res.foreign.first += fb.n - len(fb.b)
+		return true
+	}
+	// answer records what pkt says, and reports whether it was
+	// "query:fastnet=yes".
+	answer := func(pkt []byte) (fastnetYes bool) {
+		p, ok := controlPayload(pkt)
+		switch a := string(p); {
+		case ok && a == answerFastnet:
+			return true
+		case ok && strings.HasPrefix(a, answerVersion) && res.version == "":
+			res.version = strings.TrimPrefix(a, answerVersion)
+		case ok && strings.HasPrefix(a, answerVersion):
+			// A late answer to a repeated query.
+		default:
+			res.foreign.add(pkt)
+			if foreignBy.IsZero() {
+				foreignBy = time.Now().Add(foreignWait)
+			}
+		}
+		return false
+	}
+
 	var sentAt time.Time
 	sends := 0
 	for !res.fastnet || res.version == "" {
@@ -325,27 +437,31 @@ func query(ctx context.Context, pc probeConn) (probeResult, error) {
 			}
 			sentAt, sends = now, sends+1
 		}
-		wait := deadline
+		stopAt := earliest(deadline, foreignBy)
+		wait := stopAt
 		if pc.retries() {
 			wait = earliest(wait, sentAt.Add(probeRetry))
 		}
 		p, err := pc.recv(wait)
-		if errors.Is(err, os.ErrDeadlineExceeded) && time.Now().Before(deadline) {
+		if errors.Is(err, os.ErrDeadlineExceeded) && time.Now().Before(stopAt) {
 			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && !foreignBy.IsZero() && ctx.Err() == nil {
+			return res, nil // something foreign answered, and nothing else
+		}
+		if foreign(err) {
+			return res, errForeign
 		}
 		if err != nil {
 			return res, timeout(err)
 		}
-		switch a := string(p); {
-		case a == answerFastnet:
+		if answer(p) {
 			if !res.fastnet && sends == 1 {
 				// Only an answer to the first send times a round trip
 				// for sure.
 				res.rtts = append(res.rtts, time.Since(sentAt))
 			}
 			res.fastnet = true
-		case strings.HasPrefix(a, answerVersion):
-			res.version = strings.TrimPrefix(a, answerVersion)
 		}
 	}
 
@@ -364,9 +480,12 @@ func query(ctx context.Context, pc probeConn) (probeResult, error) {
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					break // lost: try the next
 				}
+				if foreign(err) {
+					return res, nil // reported with the answers
+				}
 				return res, err
 			}
-			if string(p) == answerFastnet {
+			if answer(p) {
 				res.rtts = append(res.rtts, time.Since(start))
 				break
 			}

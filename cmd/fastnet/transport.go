@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/tcpdriver"
@@ -37,4 +41,26 @@ func dial(ctx context.Context, tcp bool, addr string, cfg fastnet.Config) (*conn
 		return tcpdriver.Dial(ctx, addr, tcpdriver.Config{Engine: cfg})
 	}
 	return udpdriver.Dial(ctx, addr, udpdriver.Config{Engine: cfg})
+}
+
+// dialFailure explains why connect could not connect to addr, and suggests
+// the other transport when the failure is what a server of the other kind
+// would cause: a TCP server does not answer over UDP, and a UDP server
+// refuses TCP connections.
+func dialFailure(addr string, tcp bool, timeout time.Duration, err error) string {
+	name := transportName(tcp)
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		hint := "is it a UDP server? try without --tcp"
+		if !tcp {
+			hint = "is it a TCP server? try --tcp"
+		}
+		return fmt.Sprintf("%s: nothing listening over %s (connection refused); %s", addr, name, hint)
+	case errors.Is(err, fastnet.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
+		if tcp {
+			return fmt.Sprintf("%s: timed out: no Fastnet handshake over tcp within %v; is it a Fastnet server? (\"fastnet probe --tcp %s\" tells)", addr, timeout, addr)
+		}
+		return fmt.Sprintf("%s: timed out: no answer over udp within %v; is a server up there, and is it a TCP server? try --tcp", addr, timeout)
+	}
+	return fmt.Sprintf("%s: %s", addr, reason(err))
 }

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"math"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/impair"
+)
+
+func impairCommand() *command {
+	return &command{
+		name:    "impair",
+		summary: "relay UDP to a server through a lossy, slow, jittery, reordering path",
+		usage:   "impair LISTEN --to TARGET [--loss P] [--delay D] [--jitter D] [--dup P] [--reorder P] [--mtu BYTES] [--seed N]",
+		details: `
+Relays UDP datagrams between clients and the server at TARGET, impairing
+them as a bad network path would, so that a program (a Fastnet client and
+server, or any UDP program) can be tried on one. Clients send to LISTEN
+instead of TARGET; each client address gets a socket of the relay's own
+towards TARGET, and what TARGET answers on it goes back to that client from
+LISTEN. Both directions are impaired alike: a datagram longer than --mtu
+bytes is dropped, one in --loss is lost, one in --dup arrives twice, each
+copy is delayed by --delay plus or minus up to --jitter, and one in
+--reorder is held back further, for the datagrams after it to overtake it.
+
+An empty host in LISTEN (":7200") is every address; in TARGET it is
+` + localHost + `. Port 0 in LISTEN picks a free port. The relay serves until SIGINT
+or SIGTERM. Standard output has a line when it starts and one when it ends:
+
+	impairing udp 127.0.0.1:7200 to 127.0.0.1:7000: loss 5%, delay 20ms ± 5ms, duplication 0%, reordering 0%, any size, seed 1
+	relayed 1204 datagrams: 58 lost, 0 too big, 0 duplicated, 0 held back, 0 overflowed, 0 without room; clients active at the end: 1
+
+With the same --seed, the same datagrams arriving in the same order meet
+the same fate. At most 1024 client addresses are served at once (a client's
+socket is closed after 2 minutes without a datagram either way), and at most
+65,536 datagrams wait in each direction. The relay is the one the demo
+command uses (package impair).
+
+	fastnet listen --udp 127.0.0.1:7000 --echo &
+	fastnet impair 127.0.0.1:7200 --to 127.0.0.1:7000 --loss 0.05 --delay 50ms &
+	fastnet connect 127.0.0.1:7200`,
+		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
+			to := fs.String("to", "", "relay to the UDP server at `HOST:PORT` (required)")
+			var cfg impair.Config
+			fs.Float64Var(&cfg.Loss, "loss", 0, "probability that a datagram is lost, each way, 0..1 (`P`)")
+			fs.DurationVar(&cfg.Delay, "delay", 0, "one-way delay, at most 1m (`D`)")
+			fs.DurationVar(&cfg.Jitter, "jitter", 0, "each delay varies by up to this much either way, at most 1m (`D`)")
+			fs.Float64Var(&cfg.Dup, "dup", 0, "probability that a datagram is duplicated, 0..1 (`P`)")
+			fs.Float64Var(&cfg.Reorder, "reorder", 0, "probability that a datagram is held back behind later ones, 0..1 (`P`)")
+			fs.IntVar(&cfg.MTU, "mtu", 0, "drop datagrams longer than `BYTES`, 1..65535 (0: none)")
+			fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the random choices (`N`)")
+			return func(ctx context.Context, args []string, s *stdio) int {
+				bad := func(format string, a ...any) int { return usageError(s, "impair", format, a...) }
+				prob := func(p float64) bool { return !math.IsNaN(p) && p >= 0 && p <= 1 }
+				switch {
+				case len(args) == 0:
+					return bad("missing LISTEN address")
+				case len(args) > 1:
+					return bad("unexpected argument %q", args[1])
+				case *to == "":
+					return bad("missing --to HOST:PORT, the server to relay to")
+				case !prob(cfg.Loss):
+					return bad("--loss %v: want a probability from 0 to 1", cfg.Loss)
+				case !prob(cfg.Dup):
+					return bad("--dup %v: want a probability from 0 to 1", cfg.Dup)
+				case !prob(cfg.Reorder):
+					return bad("--reorder %v: want a probability from 0 to 1", cfg.Reorder)
+				case cfg.Delay < 0 || cfg.Delay > impair.MaxDelay:
+					return bad("--delay %v: want 0 to %v", cfg.Delay, impair.MaxDelay)
+				case cfg.Jitter < 0 || cfg.Jitter > impair.MaxDelay:
+					return bad("--jitter %v: want 0 to %v", cfg.Jitter, impair.MaxDelay)
+				case cfg.MTU < 0 || cfg.MTU > 65535:
+					return bad("--mtu %d: want 1 to 65535, or 0 for none", cfg.MTU)
+				}
+				if err := cfg.Validate(); err != nil {
+					return bad("%v", err)
+				}
+				for _, a := range []string{args[0], *to} {
+					if err := checkAddr(a); err != nil {
+						return bad("%v", err)
+					}
+				}
+				return runImpair(ctx, s, args[0], dialAddr(*to), cfg)
+			}
+		},
+	}
+}
+
+// runImpair is the impair command.
+func runImpair(ctx context.Context, s *stdio, listen, target string, cfg impair.Config) int {
+	setup, cancel := context.WithTimeout(ctx, 10*time.Second) // for the names
+	defer cancel()
+	r, err := impair.Listen(setup, listen, target, cfg)
+	if err != nil {
+		s.errorf("fastnet impair: %v", err)
+		return exitFailure
+	}
+	s.printf("impairing udp %s to %s: %s, seed %d", r.Addr(), r.Target(), describeImpairment(cfg), cfg.Seed)
+	<-ctx.Done()
+	r.Close()
+	st := r.Stats()
+	s.printf("relayed %d datagrams: %d lost, %d too big, %d duplicated, %d held back, %d overflowed, %d without room; clients active at the end: %d",
+		st.Datagrams, st.Lost, st.TooBig, st.Duplicated, st.Reordered, st.Overflow, st.NoRoom, st.Clients)
+	return exitOK
+}
