@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"net"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,6 +32,27 @@ func TestVersion(t *testing.T) {
 				t.Errorf("%q: line %d is %q, want it to begin %q", args, i+1, lines[i], w)
 			}
 		}
+	}
+}
+
+// TestVersionVCS builds the command with its version-control information
+// (the environment may turn it off) and checks the revision line.
+func TestVersionVCS(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "fastnet")
+	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Skipf("no build with version-control information here: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "revision: not recorded") {
+		t.Skip("not built in a checkout")
+	}
+	re := regexp.MustCompile(`(?m)^revision: [0-9a-f]{12} \S+( \(modified\))?$`)
+	if !re.MatchString(string(out)) {
+		t.Errorf("version printed\n%s\nwant a line like %q", out, "revision: 785119ea92db 2026-11-25T20:00:33Z (modified)")
 	}
 }
 

@@ -56,12 +56,12 @@ takes about a second; give it input that lasts that long, or a --drain).`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			var o connectOptions
 			fs.BoolVar(&o.tcp, "tcp", false, "connect over TCP instead of UDP")
-			fs.IntVar(&o.channel, "channel", 0, "channel to send on, 0..32767 (`N`)")
+			fs.IntVar(&o.channel, "channel", 0, "send on channel `N`, 0..32767")
 			unreliable := fs.Bool("unreliable", false, "send unreliably")
 			fs.BoolVar(&o.raw, "raw", false, "send standard input as it is, in chunks, and write the messages received as they are")
-			fs.IntVar(&o.chunk, "chunk", defaultChunk, "with --raw, the bytes of each message sent, 1..1048576 (`N`)")
-			fs.DurationVar(&o.timeout, "timeout", fastnet.DefaultConnectTimeout, "give up the handshake after this long (`D`)")
-			fs.DurationVar(&o.drain, "drain", 250*time.Millisecond, "after the end of input, wait until nothing has arrived for this long (`D`)")
+			fs.IntVar(&o.chunk, "chunk", defaultChunk, "with --raw, send messages of `N` bytes, 1..1048576")
+			fs.DurationVar(&o.timeout, "timeout", fastnet.DefaultConnectTimeout, "give up the handshake after `D`")
+			fs.DurationVar(&o.drain, "drain", 250*time.Millisecond, "after the end of input, wait until nothing has arrived for `D`")
 			fs.BoolVar(&o.stats, "stats", false, "on exit, print the connection's statistics, the payload MTU each way among them, on standard error")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				chunkSet := false

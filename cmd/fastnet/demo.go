@@ -44,7 +44,7 @@ func demoCommand() *command {
 	return &command{
 		name:    "demo",
 		summary: "run a server and clients over a lossy, jittery relay and check every message",
-		usage:   "demo [--clients N] [--duration D] [--loss P] [--delay D] [--jitter D] [--dup P] [--reorder P] [--mtu BYTES] [--seed N]",
+		usage:   "demo [--clients N] [--duration D] [--wait D] [--loss P] [--delay D] [--jitter D] [--dup P] [--reorder P] [--mtu BYTES] [--seed N]",
 		details: `
 Runs a Fastnet server and --clients clients in this process, over real
 loopback UDP through a relay that loses, delays, jitters, duplicates and
@@ -78,16 +78,16 @@ the verdict passes, 1 otherwise, including when the clients stopped waiting
 before everything arrived.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			var o demoOptions
-			fs.IntVar(&o.clients, "clients", 4, "number of clients")
-			fs.DurationVar(&o.duration, "duration", 8*time.Second, "how long the clients send")
-			fs.DurationVar(&o.wait, "wait", 15*time.Second, "after sending, how long a client waits for its last echoes with nothing arriving before it gives up")
-			fs.Float64Var(&o.imp.Loss, "loss", 0.05, "probability that a datagram is lost, each way")
-			fs.DurationVar(&o.imp.Delay, "delay", 20*time.Millisecond, "one-way delay")
-			fs.DurationVar(&o.imp.Jitter, "jitter", 5*time.Millisecond, "each delay varies by up to this much either way")
-			fs.Float64Var(&o.imp.Dup, "dup", 0.01, "probability that a datagram is duplicated")
-			fs.Float64Var(&o.imp.Reorder, "reorder", 0.02, "probability that a datagram is held back behind later ones")
-			fs.IntVar(&o.imp.MTU, "mtu", 1472, "largest datagram the relay forwards, in bytes (0: any)")
-			fs.Uint64Var(&o.imp.Seed, "seed", 1, "seed of the relay's random choices and of the messages")
+			fs.IntVar(&o.clients, "clients", 4, "run `N` clients, 1..100")
+			fs.DurationVar(&o.duration, "duration", 8*time.Second, "the clients send for `D`")
+			fs.DurationVar(&o.wait, "wait", 15*time.Second, "after sending, a client waits for its last echoes until `D` passes with nothing arriving")
+			fs.Float64Var(&o.imp.Loss, "loss", 0.05, "lose a datagram with probability `P`, each way, 0..0.5")
+			fs.DurationVar(&o.imp.Delay, "delay", 20*time.Millisecond, "delay each datagram by `D`, each way, 0..5s")
+			fs.DurationVar(&o.imp.Jitter, "jitter", 5*time.Millisecond, "vary each delay by up to `D` either way, 0..5s")
+			fs.Float64Var(&o.imp.Dup, "dup", 0.01, "duplicate a datagram with probability `P`")
+			fs.Float64Var(&o.imp.Reorder, "reorder", 0.02, "hold a datagram back behind later ones with probability `P`")
+			fs.IntVar(&o.imp.MTU, "mtu", 1472, "drop datagrams longer than `BYTES`, 576..65507 (0: none)")
+			fs.Uint64Var(&o.imp.Seed, "seed", 1, "seed the relay's random choices and the messages with `N`")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				bad := func(format string, a ...any) int { return usageError(s, "demo", format, a...) }
 				prob := func(p float64) bool { return p >= 0 && p < 1 }

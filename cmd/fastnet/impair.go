@@ -44,13 +44,13 @@ command uses (package impair).
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			to := fs.String("to", "", "relay to the UDP server at `HOST:PORT` (required)")
 			var cfg impair.Config
-			fs.Float64Var(&cfg.Loss, "loss", 0, "probability that a datagram is lost, each way, 0..1 (`P`)")
-			fs.DurationVar(&cfg.Delay, "delay", 0, "one-way delay, at most 1m (`D`)")
-			fs.DurationVar(&cfg.Jitter, "jitter", 0, "each delay varies by up to this much either way, at most 1m (`D`)")
-			fs.Float64Var(&cfg.Dup, "dup", 0, "probability that a datagram is duplicated, 0..1 (`P`)")
-			fs.Float64Var(&cfg.Reorder, "reorder", 0, "probability that a datagram is held back behind later ones, 0..1 (`P`)")
+			fs.Float64Var(&cfg.Loss, "loss", 0, "lose a datagram with probability `P`, each way, 0..1")
+			fs.DurationVar(&cfg.Delay, "delay", 0, "delay each datagram by `D`, each way, at most 1m")
+			fs.DurationVar(&cfg.Jitter, "jitter", 0, "vary each delay by up to `D` either way, at most 1m")
+			fs.Float64Var(&cfg.Dup, "dup", 0, "duplicate a datagram with probability `P`, 0..1")
+			fs.Float64Var(&cfg.Reorder, "reorder", 0, "hold a datagram back behind later ones with probability `P`, 0..1")
 			fs.IntVar(&cfg.MTU, "mtu", 0, "drop datagrams longer than `BYTES`, 1..65535 (0: none)")
-			fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the random choices (`N`)")
+			fs.Uint64Var(&cfg.Seed, "seed", 1, "seed the random choices with `N`")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				bad := func(format string, a ...any) int { return usageError(s, "impair", format, a...) }
 				prob := func(p float64) bool { return !math.IsNaN(p) && p >= 0 && p <= 1 }

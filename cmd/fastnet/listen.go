@@ -68,7 +68,7 @@ before their handshake completed ("dropped").`,
 			fs.StringVar(&o.tcp, "tcp", "", "serve on this TCP `HOST:PORT`")
 			fs.BoolVar(&o.echo, "echo", false, "send every message back to its sender")
 			fs.BoolVar(&o.print, "print", false, "print every message received, quoted, one line each")
-			fs.IntVar(&o.maxConns, "max-conns", fastnet.DefaultMaxConnections, "most connections per transport; more clients are refused (`N`)")
+			fs.IntVar(&o.maxConns, "max-conns", fastnet.DefaultMaxConnections, "serve at most `N` connections per transport, refuse more clients, 1..1048576")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				if len(args) > 0 {
 					return usageError(s, "listen", "unexpected argument %q", args[0])

@@ -1,13 +1,18 @@
 // Command fastnet serves, talks to, probes and demonstrates the Fastnet 1.0
-// protocol over UDP and TCP.
+// protocol over UDP and TCP, and relays UDP through an impaired path to try
+// programs on a bad network. docs/cli.md is its reference.
 //
 // Usage:
 //
-//	fastnet listen  [--udp HOST:PORT] [--tcp HOST:PORT] [--echo] [--max-conns N]
-//	fastnet connect HOST:PORT [--tcp] [--channel N] [--unreliable] [--drain D]
+//	fastnet listen  [--udp HOST:PORT] [--tcp HOST:PORT] [--echo] [--print] [--max-conns N]
+//	fastnet connect HOST:PORT [--tcp] [--channel N] [--unreliable] [--raw [--chunk N]]
+//	                [--timeout D] [--drain D] [--stats]
 //	fastnet probe   HOST:PORT [--tcp] [--timeout D]
-//	fastnet demo    [--clients N] [--duration D] [--loss P] [--delay D] [--jitter D]
-//	                [--dup P] [--reorder P] [--mtu BYTES] [--seed N]
+//	fastnet impair  LISTEN --to TARGET [--loss P] [--delay D] [--jitter D] [--dup P]
+//	                [--reorder P] [--mtu BYTES] [--seed N]
+//	fastnet demo    [--clients N] [--duration D] [--wait D] [--loss P] [--delay D]
+//	                [--jitter D] [--dup P] [--reorder P] [--mtu BYTES] [--seed N]
+//	fastnet version
 //	fastnet help    [COMMAND]
 //
 // listen serves until SIGINT or SIGTERM, then closes every connection
@@ -16,40 +21,63 @@
 //
 //	listening udp 127.0.0.1:7000
 //	connected udp 127.0.0.1:51234 id=2271560481
+//	message udp 127.0.0.1:51234 id=2271560481 channel=0 reliable "hello"
 //	disconnected udp 127.0.0.1:51234 id=2271560481 messages=3 reason="closed by peer"
+//	refused udp 127.0.0.1:51240 reason="server full"
+//	refused udp clients=3 reason="server busy"
 //
 // With --echo every message goes back to its sender on the same channel
-// with the same reliability. --max-conns bounds the established
-// connections; further clients are refused with "server full".
+// with the same reliability; with --print each is a "message" line, its
+// bytes quoted as strconv.Quote does, so that any message is one line.
+// --max-conns bounds the connections; listen refuses the clients beyond it
+// itself, through the engine's accept hook, with "server full" and a line
+// naming each. Clients turned away before listen hears of them (a full
+// backlog, validation, TCP handshakes) are counted in a line a second.
 //
-// connect sends each line of standard input, without its newline, as one
-// message on --channel (default 0), reliably unless --unreliable, and
-// prints each message it receives as one line of standard output. At the
-// end of its input it waits until everything it sent was acknowledged, then
-// keeps printing until nothing has arrived for --drain (default 250ms, at
-// most 5 s in all, so that the echoes of an --echo server are shown), and
-// closes gracefully.
+// connect sends standard input as messages on --channel (default 0),
+// reliably unless --unreliable, and writes what it receives on standard
+// output. By default each line is a message: a line ends at LF, a CR just
+// before it is part of the line ending, and a line may be as long as the
+// largest message (1 MiB); each message received is written with a newline
+// after it. With --raw, input is sent in messages of --chunk bytes (default
+// 1024) and messages received are written as they are. An empty host
+// (":7000") is 127.0.0.1. --timeout bounds the handshake (default the
+// engine's, 5s); a UDP handshake that gets no answer, or a refused TCP
+// connection, suggests the other transport. At the end of its input it
+// waits until everything it sent was acknowledged, then keeps writing
+// until nothing has arrived for --drain (default 250ms, at most 5 s in
+// all, so that the echoes of an --echo server are shown), and closes
+// gracefully.
 //
 // probe sends the status queries of channel -1 (D15) from a plain socket,
 // every 200 ms over UDP and once over TCP (framed as D20 says), and prints
 // whether Fastnet answers, its version and the round-trip time of the
-// queries. It gives up after --timeout (default 3s).
+// queries, or that what answered is not Fastnet, with the size and first
+// bytes of its answer. It gives up after --timeout (default 3s).
+//
+// impair relays UDP datagrams from clients on LISTEN to the server at
+// --to and back (package impair), losing, delaying, jittering,
+// duplicating and reordering them, and dropping those above --mtu bytes.
 //
 // demo runs a server and --clients clients in this process, over real
-// loopback UDP through a relay that loses, delays, jitters, duplicates and
-// reorders datagrams and drops those above --mtu bytes. Each client sends
-// numbered reliable messages of varied sizes on channels 1 to 3 and
-// unreliable 64-byte position updates on channel 0; the server checks and
-// echoes them and the client checks the echoes. It shows progress on
-// standard error and ends with a report and a verdict: every reliable
-// message arrived intact and in order, both ways.
+// loopback UDP through the same relay. Each client sends numbered reliable
+// messages of varied sizes on channels 1 to 3 and unreliable 64-byte
+// position updates on channel 0; the server checks and echoes them and the
+// client checks the echoes. It shows progress on standard error and ends
+// with a report and a verdict: every reliable message arrived intact and
+// in order, both ways.
 //
-// Flags may come before or after the address, with one dash or two.
+// version prints the module version, the revision it was built from, the
+// Go version and the protocol version, from runtime/debug.ReadBuildInfo.
+//
+// Flags may come before or after the address, with one dash or two; help
+// and errors spell them with two.
 //
 // Exit status: 0 on success (probe: a Fastnet 1.0 server answered; demo:
 // the verdict passed), 1 on failure (no answer, refused, connection lost,
 // verdict failed), 2 for a usage error (bad flag or address), reported in
-// one line on standard error.
+// one line on standard error, and for probe 3 when something answered that
+// is not a Fastnet 1.0 server.
 package main
 
 import (

@@ -545,7 +545,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"help", "demo", "probe"}, 2, "", "one command at a time"},
 		{[]string{"listen", "--help"}, 0, "\n  --max-conns N\n", ""},
 		{[]string{"connect", "--help"}, 0, "\n  --timeout D\n", ""},
-		{[]string{"probe", "--help"}, 0, "3 something answered that is not a Fastnet 1.0 server", ""},
+		{[]string{"probe", "--help"}, 0, "3 something answered that is not\na Fastnet 1.0 server", ""},
 		{[]string{"help", "impair"}, 0, "Usage: fastnet impair LISTEN --to TARGET", ""},
 		{[]string{"version", "extra"}, 2, "", `unexpected argument "extra"`},
 		{[]string{"connect", "-h"}, 0, "Usage: fastnet connect HOST:PORT", ""},

@@ -42,12 +42,13 @@ func probeCommand() *command {
 		name:    "probe",
 		summary: "ask a server whether it speaks Fastnet, and which version",
 		usage:   "probe HOST:PORT [--tcp] [--timeout D]",
-		status:  "0 a Fastnet 1.0 server answered; 1 no answer, nothing listening or another failure; 2 usage error; 3 something answered that is not a Fastnet 1.0 server.",
+		status:  "0 a Fastnet 1.0 server answered; 1 no answer, nothing\nlistening or another failure; 2 usage error; 3 something answered that is not\na Fastnet 1.0 server.",
 		details: `
-An empty HOST, as in ":7000", is ` + localHost + `. Sends the status queries "query:fastnet" and "query:version" on channel -1
-from a plain socket (UDP unless --tcp; over TCP each packet is framed with its
-length as a u32, D20), every 200ms over UDP until both are answered, then a few
-more "query:fastnet" to measure the round-trip time. Prints what the server
+Sends the status queries "query:fastnet" and "query:version" on channel -1
+from a plain socket to HOST:PORT (UDP unless --tcp; over TCP each packet is
+framed with its length as a u32, D20; an empty HOST, as in ":7000", is
+` + localHost + `), every 200ms over UDP until both are answered, then a few more
+"query:fastnet" to measure the round-trip time. Prints what the server
 answered:
 
 	address: 127.0.0.1:7000 (udp)
@@ -58,14 +59,14 @@ answered:
 Something that answers but is not Fastnet (a DNS server, an HTTP server over
 TCP) is reported as such, with the size and the first bytes of what it sent:
 
-	fastnet: no (an answer that is not Fastnet 1.0: 27 bytes in 1 datagram, starting "\\x00\\x01garbage")
+	fastnet: no (an answer that is not Fastnet 1.0: 9 bytes in 1 datagram, starting "\x00\x01garbage")
 
 Exits 0 only for a Fastnet 1.0 server; 3 when something answered that is not
 one (another version, or not Fastnet at all); 1 when nothing answers within
 --timeout or nothing listens (a hint then suggests the other transport).`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			tcp := fs.Bool("tcp", false, "probe over TCP instead of UDP")
-			timeout := fs.Duration("timeout", 3*time.Second, "give up after this long without both answers")
+			timeout := fs.Duration("timeout", 3*time.Second, "give up after `D` without both answers")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				switch {
 				case len(args) == 0:

@@ -20,17 +20,17 @@ Prints the module's version, the version-control revision the program was
 built from (and whether the checkout had changes not committed), the Go
 version that built it, and the protocol version it speaks:
 
-	fastnet (devel)
-	module:   github.com/fastnet-engine/fastnet (devel)
-	revision: 67b37591f0c4 2025-06-01T10:00:00Z (modified)
+	fastnet v0.0.0-20261125200033-785119ea92db+dirty
+	module:   github.com/fastnet-engine/fastnet v0.0.0-20261125200033-785119ea92db+dirty
+	revision: 785119ea92db 2026-11-25T20:00:33Z (modified)
 	go:       go1.26.8 linux/amd64
 	protocol: Fastnet 1.0
 
-"go build" and "go install" record the revision; "go run" and "go test" do
-not, and neither does a build with -buildvcs=false or outside a checkout:
-the revision line then says so. The version is "(devel)" unless the module
-was installed at a version ("go install ...@v1.2.3") or built at a tagged
-commit.`,
+"go build" and "go install" in a checkout record the revision, and a version
+made from it; "go run" and "go test" do not, and neither does a build with
+-buildvcs=false or outside a checkout: the version is then "(devel)" and the
+revision line says it was not recorded. "go install ...@v1.2.3" records
+v1.2.3.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			return func(ctx context.Context, args []string, s *stdio) int {
 				if len(args) > 0 {
