@@ -53,6 +53,7 @@
 //   - At most Config.MaxClients client addresses have an upstream socket at
 //     once; datagrams from further clients are dropped (Stats.NoRoom)
 //     until one has been idle for Config.Idle and its socket is closed.
+//     Each upstream socket is a file descriptor and a goroutine.
 //   - At most 65,536 datagrams wait in each delay line; further ones are
 //     dropped (Stats.Overflow). With a long delay and a fast sender this
 //     is loss the relay did not choose.
@@ -150,7 +151,7 @@ type Stats struct {
 	Duplicated uint64 // sent twice
 	Reordered  uint64 // copies held back
 	Overflow   uint64 // dropped because a delay line was full
-	NoRoom     uint64 // from a new client while MaxClients had sockets
+	NoRoom     uint64 // from a new client, while MaxClients had sockets or the system gave none
 	Clients    int    // client addresses with an upstream socket now
 }
 
