@@ -6,8 +6,6 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
-
-	"github.com/fastnet-engine/fastnet/internal/rawcall"
 )
 
 // A kernelTimer is a timerfd on CLOCK_MONOTONIC, non-blocking, so that a
@@ -62,13 +60,7 @@ func (k *kernelTimer) set(d time.Duration) {
 	k.rc.Control(func(fd uintptr) {
 		// It fails only for a bad descriptor or value, neither of
 		// which Control and NsecToTimespec let through.
-		// The call cannot block: rawcall.Permit decides whether it
-		// skips the scheduler's bookkeeping.
-		if rawcall.Permit() {
-			syscall.RawSyscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
-		} else {
-			syscall.Syscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
-		}
+		syscall.Syscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
 	})
 }
 
@@ -78,13 +70,9 @@ func (k *kernelTimer) wait() bool {
 	var b [8]byte // the count of expirations
 	err := k.rc.Read(func(fd uintptr) bool {
 		for {
-			// A read of a non-blocking timerfd cannot block (rawcall).
+			// A read of a non-blocking timerfd cannot block.
 			var e syscall.Errno
-			if rawcall.Permit() {
-				_, _, e = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-			} else {
-				_, _, e = syscall.Syscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-			}
+			_, _, e = syscall.Syscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 			if e == syscall.EINTR {
 				continue
 			}

@@ -4,17 +4,14 @@ import (
 	"context"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/drivertest"
-	"github.com/fastnet-engine/fastnet/internal/rawcall"
 	"github.com/fastnet-engine/fastnet/tcpdriver"
 )
 
 // TestConformance runs the drivers' shared suite over loopback TCP, and
-// again with GOMAXPROCS 1, where the socket calls that cannot block skip
-// the scheduler's bookkeeping on Linux (internal/rawcall, N32).
+// again with GOMAXPROCS 1.
 func TestConformance(t *testing.T) {
 	for _, v := range []struct {
 		name string
@@ -26,9 +23,6 @@ func TestConformance(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			if v.oneP {
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-				if !rawcall.Await(5 * time.Second) {
-					t.Fatal("raw calls not permitted with GOMAXPROCS 1")
-				}
 			}
 			drivertest.Run(t, drivertest.Driver{
 				Name: v.name,

@@ -3,8 +3,6 @@
 package tcpdriver
 
 import (
-	"io"
-	"net"
 	"syscall"
 )
 
@@ -13,6 +11,3 @@ import (
 const inlineWrites = false
 
 func tryWrite(rc syscall.RawConn, b []byte) int { return 0 }
-
-// streamReader returns what the frame reader reads nc through: nc itself.
-func streamReader(nc net.Conn) io.Reader { return nc }

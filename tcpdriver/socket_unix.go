@@ -1,10 +1,8 @@
-//go:build unix && !linux
+//go:build unix
 
 package tcpdriver
 
 import (
-	"io"
-	"net"
 	"syscall"
 )
 
@@ -36,7 +34,3 @@ func tryWrite(rc syscall.RawConn, b []byte) int {
 	})
 	return n
 }
-
-// streamReader returns what the frame reader reads nc through: nc itself
-// here (Linux has its own, socket_linux.go).
-func streamReader(nc net.Conn) io.Reader { return nc }

@@ -307,7 +307,7 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 	}
 	c := &tcpConn{
 		nc: nc, remote: remote, server: server, rc: rc, readerDone: make(chan struct{}),
-		fr:    newFrameReader(streamReader(nc), t.maxPacket, bufSize),
+		fr:    newFrameReader(nc, t.maxPacket, bufSize),
 		ready: make(chan struct{}, 1), token: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		idle: t.e.NewIdleTimer(idleDelay),
 	}

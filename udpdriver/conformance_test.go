@@ -4,18 +4,15 @@ import (
 	"context"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/drivertest"
-	"github.com/fastnet-engine/fastnet/internal/rawcall"
 	"github.com/fastnet-engine/fastnet/udpdriver"
 )
 
 // TestConformance runs the drivers' shared suite over loopback UDP, with
 // segmentation offload where the kernel has it (N28) and without, and
-// with GOMAXPROCS 1, where the socket and timer calls that cannot block
-// skip the scheduler's bookkeeping (internal/rawcall, N32).
+// with GOMAXPROCS 1.
 func TestConformance(t *testing.T) {
 	for _, v := range []struct {
 		name      string
@@ -29,9 +26,6 @@ func TestConformance(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			if v.oneP {
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-				if !rawcall.Await(5 * time.Second) {
-					t.Fatal("raw calls not permitted with GOMAXPROCS 1")
-				}
 			}
 			drivertest.Run(t, drivertest.Driver{
 				Name: v.name,

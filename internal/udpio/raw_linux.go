@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
-
-	"github.com/fastnet-engine/fastnet/internal/rawcall"
 )
 
 // rawSocket makes the Conn's single reads and writes with its own recvmsg
@@ -22,9 +20,8 @@ import (
 // headers built once and reused. Against the standard library's
 // ReadMsgUDPAddrPort and WriteMsgUDPAddrPort, and x/net's ReadBatch, it
 // saves the conversions of each call, and it lets a read that expects to
-// wait begin with a cheaper check (rawSocket.read). With GOMAXPROCS 1 the
-// calls are raw (internal/rawcall). A round trip of W1 makes four such
-// calls on each side.
+// wait begin with a cheaper check (rawSocket.read). A round trip of W1
+// makes four such calls on each side.
 type rawSocket struct {
 	rc    syscall.RawConn
 	v6    bool     // the socket is AF_INET6 (IPv4 peers as mapped addresses)
@@ -154,13 +151,8 @@ func (r *rawRead) attempt(fd uintptr) bool {
 		// The pointer is converted in the call expression itself,
 		// which keeps its object alive and in place during the call.
 		var e syscall.Errno
-		if rawcall.Permit() {
-			_, _, e = syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&r.peek[0])), 1,
-				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-		} else {
-			_, _, e = syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&r.peek[0])), 1,
-				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-		}
+		_, _, e = syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&r.peek[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
 		switch e {
 		case syscall.EAGAIN:
 			return false
@@ -179,11 +171,7 @@ func (r *rawRead) attempt(fd uintptr) bool {
 		r.hdr.Flags = 0
 		var n uintptr
 		var e syscall.Errno
-		if rawcall.Permit() {
-			n, _, e = syscall.RawSyscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.hdr)), 0)
-		} else {
-			n, _, e = syscall.Syscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.hdr)), 0)
-		}
+		n, _, e = syscall.Syscall(syscall.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.hdr)), 0)
 		switch e {
 		case 0:
 			r.n, r.flags, r.err = int(n), int(r.hdr.Flags), nil
@@ -326,11 +314,7 @@ func (r *rawMany) attempt(fd uintptr) bool {
 		var e syscall.Errno
 		// The pointer is converted in the call expression itself,
 		// which keeps its object alive and in place during the call.
-		if rawcall.Permit() {
-			n, _, e = syscall.RawSyscall6(syscall.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.k), 0, 0, 0)
-		} else {
-			n, _, e = syscall.Syscall6(syscall.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.k), 0, 0, 0)
-		}
+		n, _, e = syscall.Syscall6(syscall.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.k), 0, 0, 0)
 		switch e {
 		case 0:
 			r.n = int(n)
@@ -365,11 +349,7 @@ func (w *rawWrite) attempt(fd uintptr) bool {
 	}
 	for {
 		var e syscall.Errno
-		if rawcall.Permit() {
-			_, _, e = syscall.RawSyscall(syscall.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&w.hdr)), 0)
-		} else {
-			_, _, e = syscall.Syscall(syscall.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&w.hdr)), 0)
-		}
+		_, _, e = syscall.Syscall(syscall.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&w.hdr)), 0)
 		switch e {
 		case 0:
 			w.err = nil

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/fastnet-engine/fastnet/internal/rawcall"
 )
 
 // TestReadWaited checks ReadWaited on the Conn's own reads: a read that
@@ -211,13 +209,9 @@ func TestRawRefused(t *testing.T) {
 	}
 }
 
-// TestOneP runs the socket tests with GOMAXPROCS 1, where the Conn's own
-// calls are made with syscall.RawSyscall (internal/rawcall).
+// TestOneP runs the socket tests with GOMAXPROCS 1.
 func TestOneP(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	if !rawcall.Await(5 * time.Second) {
-		t.Fatal("raw calls not permitted with GOMAXPROCS 1")
-	}
 	t.Run("BatchLoopback", TestBatchLoopback)
 	t.Run("ReadWaited", TestReadWaited)
 	t.Run("CloseUnblocksRead", TestCloseUnblocksRead)
