@@ -210,6 +210,14 @@ type Config struct {
 	// Default 2; -1 sends each entry once; at most 8.
 	AckRepeats int
 
+	// QualityInterval, if positive, makes the endpoint report an
+	// EventQuality for each established connection every interval, and
+	// is the window Stats.SendRate and ReceiveRate are measured over
+	// (N57, N58). Default 0: no quality events, and rates over windows
+	// of one second. Otherwise at least 1 ms: a shorter interval only
+	// makes the endpoint wake to report figures of a packet or two.
+	QualityInterval time.Duration
+
 	// MTU estimation (D19), on Datagram transports.
 	MTU MTUConfig
 }
@@ -276,6 +284,8 @@ const (
 
 	// maxAckRepeats bounds Config.AckRepeats.
 	maxAckRepeats = 8
+	// minQualityInterval is the shortest Config.QualityInterval.
+	minQualityInterval = time.Millisecond
 
 	// seqSpace is M of D5.
 	seqSpace = 8398608
@@ -442,6 +452,8 @@ func (c Config) resolve() (Config, error) {
 		return bad("MinResendRTT must be positive and at most MaxResendInterval")
 	case c.Linger < 0:
 		return bad("Linger must not be negative")
+	case c.QualityInterval < 0 || c.QualityInterval > 0 && c.QualityInterval < minQualityInterval:
+		return bad("QualityInterval %v: want 0 (off) or at least %v", c.QualityInterval, minQualityInterval)
 	case c.AckRepeats < -1 || c.AckRepeats > maxAckRepeats:
 		return bad("AckRepeats %d: want -1..%d", c.AckRepeats, maxAckRepeats)
 	case c.MTU.ProbeInterval <= 0 || c.MTU.FinalTimeout <= 0 || c.MTU.Period <= 0:

@@ -119,6 +119,16 @@ type conn struct {
 	lingerUntil clock.Time
 
 	stats Stats
+
+	// Tracked messages (N55): how many have no outcome yet, the trackers
+	// of the channels that have some, and idle trackers kept for reuse.
+	tracked       int
+	trackers      map[int16]*tracker
+	spareTrackers []*tracker
+
+	// win counts the traffic of the current window, and keeps the rates
+	// of the last (N57, N58).
+	win window
 }
 
 const (
@@ -155,7 +165,10 @@ type chanState struct {
 	rcvQueued, sndQueued bool
 	// charged: the peer has used the channel, and chanStateMemory is
 	// charged to c.recvBudget for the life of the connection.
-	charged  bool
+	charged bool
+	// tracked: the channel has tracked messages pending, followed by
+	// conn.trackers (N55).
+	tracked  bool
 	g, l     channel.Seq
 	seq, rel channel.Seq
 	snd      *channel.Sender
@@ -314,6 +327,7 @@ func (c *conn) nextDeadline() clock.Time {
 		d = clock.Earliest(d, c.lingerUntil)
 	}
 	d = clock.Earliest(d, c.mtuDeadline())
+	d = clock.Earliest(d, c.qualityDeadline())
 	return d
 }
 
@@ -381,6 +395,7 @@ func (c *conn) handleTimeout(now clock.Time) {
 	if c.state == 0 {
 		return // closed by a protocol violation
 	}
+	c.tick(now) // EventQuality, when due (N57)
 	c.mtuTimeout(now)
 	// Heartbeats and resends are produced by PollTransmit when due.
 }
@@ -418,5 +433,13 @@ func (c *conn) snapshot() Stats {
 	}
 	s.ReceiveBytes = c.recvBudget.Used
 	s.OpenChannels = len(c.chans)
+	if n := s.ReliablePacketsSent + s.PacketsResent; n > 0 {
+		s.Loss = float64(s.PacketsResent) / float64(n)
+	}
+	if now := c.ep.now; now >= c.win.end {
+		_, s.SendRate, s.ReceiveRate = c.windowRates(now)
+	} else {
+		s.SendRate, s.ReceiveRate = c.win.sendRate, c.win.recvRate
+	}
 	return s
 }

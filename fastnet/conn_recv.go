@@ -101,8 +101,8 @@ func (c *conn) deliver(now clock.Time, cs *chanState) {
 			break
 		}
 		c.stats.MessagesDelivered++
-		c.ep.emit(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr,
-			Channel: int(cs.id), Reliable: m.Reliable, Data: m.Data})
+		c.ep.estats.MessagesDelivered++
+		c.ep.emitMessage(c, cs.id, m.Reliable, m.Data)
 	}
 	d := cs.rcv.NewDrops()
 	c.stats.Dropped[DropMalformedMessage] += d.Malformed
@@ -168,6 +168,9 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 		}
 		c.inFlight -= n
 		c.stats.AcksReceived++
+		if cs.tracked {
+			c.trackAcked(cs, a.Seq)
+		}
 		if !cs.inRing && cs.snd.MayAppend() {
 			// Its sequence numbers waited for this ack (N41).
 			cs.inRing = true
@@ -213,6 +216,6 @@ func (c *conn) handleStreamMessage(ch int16, p []byte) {
 	data := make([]byte, len(m.Payload))
 	copy(data, m.Payload)
 	c.stats.MessagesDelivered++
-	c.ep.emit(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr,
-		Channel: int(ch), Reliable: m.Reliable, Data: data})
+	c.ep.estats.MessagesDelivered++
+	c.ep.emitMessage(c, ch, m.Reliable, data)
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/fastnet-engine/fastnet/coalesce"
 )
 
-// send queues one message; the caller has checked the channel, size and
-// state.
-func (c *conn) send(ch int16, msg []byte, reliable bool) error {
+// send queues one message, tracked if id is not 0 (N55); the caller has
+// checked the channel, size and state.
+func (c *conn) send(ch int16, msg []byte, reliable bool, id MessageID) error {
 	cfg := &c.ep.cfg
 	n := coalesce.EncodedLen(len(msg))
 	if c.queued+c.stream.bytes+n > cfg.SendQueueSize {
@@ -18,11 +18,18 @@ func (c *conn) send(ch int16, msg []byte, reliable bool) error {
 		return ErrQueueFull
 	}
 	c.stats.MessagesSent++
+	c.ep.estats.MessagesSent++
 	if cfg.Transport == Stream {
-		c.stream.push(ch, msg, reliable)
+		c.stream.push(ch, msg, reliable, id)
+		if id != 0 {
+			c.tracked++
+		}
 		return nil
 	}
 	cs := c.sendChannel(ch)
+	if id != 0 {
+		c.track(cs, id, n, reliable) // before Queue: it reads what was queued before
+	}
 	c.queued += cs.snd.Queue(msg, reliable)
 	if !cs.inRing && cs.snd.MayAppend() { // else an ack puts it back (N41)
 		cs.inRing = true
@@ -102,7 +109,13 @@ func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 		}
 	}
 	if cfg.Transport == Stream {
-		b, ok := c.stream.pop(buf)
+		b, id, ok := c.stream.pop(buf)
+		if id != 0 {
+			// No acks on a Stream transport (D4): written is all
+			// that is known (N56).
+			c.tracked--
+			c.ep.emit(Event{Kind: EventOutcome, Conn: c.handle, Addr: c.addr, Message: id, Outcome: OutcomeSent})
+		}
 		c.maybeWritable()
 		return b, ok
 	}
@@ -148,7 +161,11 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 		}
 		b, sent := cs.snd.AppendNew(appendPacketHeader(buf, cs.id), now, c.payloadMTU-channel.HeaderLen)
 		c.queued -= sent.Bytes
+		if cs.tracked {
+			c.trackSent(cs, sent)
+		}
 		if sent.Reliable {
+			c.stats.ReliablePacketsSent++
 			c.inFlight += sent.Bytes
 			c.maxMTUInFlight = max(c.maxMTUInFlight, c.payloadMTU)
 			if !cs.inSend {
@@ -275,9 +292,22 @@ func (c *conn) hasRepeats(now clock.Time) bool {
 // pendingAcks returns the number of acks waiting to be sent.
 func (c *conn) pendingAcks() int { return len(c.acks) - c.acksHead }
 
+// countSent counts a datagram sent to the peer, for the connection and
+// the endpoint's totals.
 func (c *conn) countSent(n int) {
 	c.stats.PacketsSent++
 	c.stats.BytesSent += uint64(n)
+	c.ep.estats.PacketsSent++
+	c.ep.estats.BytesSent += uint64(n)
+}
+
+// countReceived counts a datagram received from the peer, for the
+// connection and the endpoint's totals.
+func (c *conn) countReceived(n int) {
+	c.stats.PacketsReceived++
+	c.stats.BytesReceived += uint64(n)
+	c.ep.estats.PacketsReceived++
+	c.ep.estats.BytesReceived += uint64(n)
 }
 
 // releaseBuffers drops the connection's queues when it is removed.

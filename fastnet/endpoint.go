@@ -61,6 +61,12 @@ type Endpoint struct {
 	// at first before it parks those that fall idle, and liveCap how many
 	// it may come to keep (N25); tests lower both.
 	liveReceivers, liveCap int
+
+	// lastMsgID is the ID SendTracked gave last (N55).
+	lastMsgID MessageID
+	// now is the latest time the endpoint was given, which Stats reads
+	// rates at (N58).
+	now clock.Time
 }
 
 // ctlOut is a channel -1 packet waiting to be sent.
@@ -118,14 +124,15 @@ func (e *Endpoint) Connect(now clock.Time, to netip.AddrPort) (Handle, error) {
 	if _, dup := e.byAddr[to]; dup {
 		return 0, ErrAlreadyConnected
 	}
-	c := e.addConn(to)
+	e.at(now)
+	c := e.addConn(now, to)
 	e.pending++
 	c.startHandshake(now)
 	e.touch(c, now)
 	return c.handle, nil
 }
 
-func (e *Endpoint) addConn(addr netip.AddrPort) *conn {
+func (e *Endpoint) addConn(now clock.Time, addr netip.AddrPort) *conn {
 	// Handles wrap after 2^32 connections; one still in use is skipped,
 	// so two live connections never share one.
 	for {
@@ -135,6 +142,7 @@ func (e *Endpoint) addConn(addr netip.AddrPort) *conn {
 		}
 	}
 	c := newConn(e, e.nextHandle, addr)
+	c.startWindow(now)
 	e.conns[c.handle] = c
 	e.byAddr[addr] = c
 	return c
@@ -164,6 +172,9 @@ func (e *Endpoint) removeConn(c *conn) {
 	}
 	c.held, c.heldCharge = nil, 0
 	c.mtuWaiting = false
+	// What is left of its tracked messages is lost, or dropped, now:
+	// before EventDisconnected (N55).
+	c.endTracking()
 	if c.mtuRunning {
 		// Only established connections estimate, and disconnect frees
 		// their place with the time; this keeps the count right.
@@ -212,8 +223,18 @@ func (e *Endpoint) disconnect(now clock.Time, c *conn, err error, tell bool) {
 		}
 		e.queueCtlOnce(c.addr, control{kind: ctlDisconnect, text: reason})
 	}
+	// The final figures, as Stats would have read them just before (N59).
+	st := c.snapshot()
 	e.removeConn(c)
-	e.emit(Event{Kind: EventDisconnected, Conn: c.handle, Addr: c.addr, Err: err})
+	e.estats.ConnectionsEnded++
+	e.emit(Event{Kind: EventDisconnected, Conn: c.handle, Addr: c.addr, Err: err, Stats: &st})
+}
+
+// at notes now as the latest time the endpoint was given.
+func (e *Endpoint) at(now clock.Time) {
+	if now > e.now {
+		e.now = now
+	}
 }
 
 // ctlQueue is a FIFO of channel -1 packets to send, consumed from head.
@@ -297,6 +318,20 @@ func (e *Endpoint) emit(ev Event) {
 	e.events = append(e.events, ev)
 }
 
+// emitMessage reports a message c delivered on channel ch, as emit does.
+// It builds the event in its place in the queue: an Event is large, and
+// one more copy of it per message measurably slows the engine.
+func (e *Endpoint) emitMessage(c *conn, ch int16, reliable bool, data []byte) {
+	if c.unvalidated {
+		c.hold(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr, Channel: int(ch), Reliable: reliable, Data: data})
+		return
+	}
+	e.events = append(e.events, Event{})
+	ev := &e.events[len(e.events)-1]
+	ev.Kind, ev.Conn, ev.Addr = EventMessage, c.handle, c.addr
+	ev.Channel, ev.Reliable, ev.Data = int(ch), reliable, data
+}
+
 // touch follows an input that changed c: its readiness counts at once,
 // its deadline when the timer heap is next read (settle), so that the
 // several inputs and transmits of one round of I/O recompute it once.
@@ -352,6 +387,7 @@ func (e *Endpoint) reschedule(c *conn) {
 // deframed packet) that arrived from addr at now. It does not keep b. Bad
 // input is dropped and counted, never returned as an error (D23).
 func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte) {
+	e.at(now)
 	ch, payload, err := parsePacket(b)
 	if err != nil {
 		e.drop(nil, DropShort)
@@ -369,8 +405,8 @@ func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte)
 		return
 	}
 	if c != nil {
-		c.stats.PacketsReceived++
-		c.stats.BytesReceived += uint64(len(b))
+		c.tick(now)
+		c.countReceived(len(b))
 	}
 	if ch == chControl {
 		e.handleControl(now, from, c, payload)
@@ -429,6 +465,7 @@ func (e *Endpoint) HandleTransportClosed(now clock.Time, addr netip.AddrPort) {
 // HandleTimeout tells the endpoint that time has reached now. Calls before
 // NextDeadline do nothing harmful.
 func (e *Endpoint) HandleTimeout(now clock.Time) {
+	e.at(now)
 	e.settle()
 	for len(e.timers) > 0 && e.timers[0].deadline <= now {
 		c := e.timers[0]
@@ -469,6 +506,7 @@ func (e *Endpoint) NextDeadline() (deadline clock.Time, ok bool) {
 // Config.MaxPacketSize bytes. Call it until it returns false after every
 // Handle* and Send call.
 func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool) {
+	e.at(now)
 	buf = buf[:0]
 	for {
 		m, ok := e.popCtl()
@@ -479,6 +517,10 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 		if c := e.byAddr[m.to]; c != nil {
 			if c.unvalidated && !e.mayTransmit(c, len(b)) {
 				continue
+			}
+			if now >= c.win.end {
+				c.closeWindow(now)
+				e.touch(c, now) // its quality deadline moved
 			}
 			c.countSent(len(b))
 		}
@@ -495,6 +537,7 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 		if c.state == 0 {
 			continue
 		}
+		c.tick(now)
 		b, ok := c.poll(now, buf)
 		if c.state != 0 {
 			// Round robin: it goes to the back while it has more.
@@ -516,8 +559,11 @@ func (e *Endpoint) PollEvent() (ev Event, ok bool) {
 	if e.evHead == len(e.events) {
 		return Event{}, false
 	}
-	ev = e.events[e.evHead]
-	e.events[e.evHead] = Event{} // do not keep the message alive
+	p := &e.events[e.evHead]
+	ev = *p
+	// Do not keep the message, the error or the statistics alive; the
+	// rest is overwritten when the place is used again.
+	p.Data, p.Err, p.Stats = nil, nil, nil
 	e.evHead++
 	if e.evHead == len(e.events) {
 		e.events, e.evHead = e.events[:0], 0
@@ -531,6 +577,11 @@ func (e *Endpoint) PollEvent() (ev Event, ok bool) {
 // after which an EventWritable says when to try again; the endpoint's state
 // is unchanged by a failed Send.
 func (e *Endpoint) Send(now clock.Time, h Handle, channel int, msg []byte, reliable bool) error {
+	return e.send(now, h, channel, msg, reliable, 0)
+}
+
+// send is Send, and SendTracked when id is not 0.
+func (e *Endpoint) send(now clock.Time, h Handle, channel int, msg []byte, reliable bool, id MessageID) error {
 	if channel < 0 || channel > MaxChannel {
 		return ErrBadChannel
 	}
@@ -546,9 +597,10 @@ func (e *Endpoint) Send(now clock.Time, h Handle, channel int, msg []byte, relia
 	case !c.established():
 		return ErrNotConnected
 	}
-	if err := c.send(int16(channel), msg, reliable); err != nil {
+	if err := c.send(int16(channel), msg, reliable, id); err != nil {
 		return err
 	}
+	e.at(now)
 	e.touch(c, now)
 	return nil
 }
@@ -623,7 +675,9 @@ func validReason(s string) string {
 	return cutReason(string([]rune(s)))
 }
 
-// Stats returns the statistics of connection h.
+// Stats returns the statistics of connection h. Once the connection has
+// ended it returns false: the EventDisconnected that reported the end
+// carries its final statistics (Event.Stats, N59).
 func (e *Endpoint) Stats(h Handle) (Stats, bool) {
 	c := e.conns[h]
 	if c == nil {

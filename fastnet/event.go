@@ -29,7 +29,9 @@ const (
 	EventMessage
 	// EventDisconnected: an established connection ended. Err says why:
 	// ErrTimeout, a *PeerClosedError, a *LocalCloseError, a *ProtocolError,
-	// ErrNotAcknowledging or ErrTransportClosed. The handle is dead after it.
+	// ErrNotAcknowledging or ErrTransportClosed. Stats holds the
+	// connection's final statistics (N59). The handle is dead after it:
+	// Endpoint.Stats no longer knows it.
 	EventDisconnected
 	// EventMTUChanged: the payload MTU this endpoint sends with changed
 	// (D19). Sets MTU.
@@ -37,6 +39,14 @@ const (
 	// EventWritable: the send queue, after refusing a Send with ErrQueueFull,
 	// has room again.
 	EventWritable
+	// EventOutcome: what became of a message sent with SendTracked (N55,
+	// N56). Sets Message and Outcome. Every tracked message gets exactly
+	// one, and those of a connection come before its EventDisconnected.
+	EventOutcome
+	// EventQuality: the connection's quality over the last
+	// Config.QualityInterval, reported every interval while it is
+	// established (N57). Sets Quality.
+	EventQuality
 )
 
 var eventKindNames = [...]string{
@@ -47,6 +57,8 @@ var eventKindNames = [...]string{
 	EventDisconnected:  "Disconnected",
 	EventMTUChanged:    "MTUChanged",
 	EventWritable:      "Writable",
+	EventOutcome:       "Outcome",
+	EventQuality:       "Quality",
 }
 
 func (k EventKind) String() string {
@@ -64,11 +76,15 @@ type Event struct {
 	Conn     Handle
 	Addr     netip.AddrPort // the peer
 	ID       uint32         // EventConnected: the Fastnet connection ID
-	Channel  int            // EventMessage
 	Reliable bool           // EventMessage
+	Outcome  Outcome        // EventOutcome
+	Channel  int            // EventMessage
 	Data     []byte         // EventMessage: owned by the receiver
 	Err      error          // EventRefused, EventConnectFailed, EventDisconnected
 	MTU      int            // EventMTUChanged: the new payload MTU
+	Message  MessageID      // EventOutcome: the message, as SendTracked returned it
+	Quality  Quality        // EventQuality
+	Stats    *Stats         // EventDisconnected: the connection's final statistics
 }
 
 // Transmit describes one datagram written by Endpoint.PollTransmit: send the

@@ -151,21 +151,21 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 			e.disconnect(now, old, ErrTimeout, false)
 		}
 	}
-	c := e.addConn(from)
+	c := e.addConn(now, from)
 	c.id = e.newID()
 	e.ids[c.id] = c
 	if datagram {
 		c.unvalidated = true
 		c.validateBy = now.Add(e.cfg.ValidationTimeout)
 		c.recvBudget.Limit = e.cfg.UnvalidatedReceiveMemory
-		c.stats.PacketsReceived++
-		c.stats.BytesReceived += uint64(n)
+		c.countReceived(n)
 		e.unvalidated.push(c)
 		c.hb.startChallenge(e.cfg.Rand, e.cfg.ConnectRetry/2)
 	}
 	e.queueCtlOnce(from, control{kind: ctlConnected, id: c.id})
 	c.establish(now)
 	if !c.unvalidated {
+		e.estats.ConnectionsOpened++
 		e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: from, ID: c.id})
 	}
 	e.touch(c, now)
@@ -207,6 +207,7 @@ func (e *Endpoint) validate(now clock.Time, c *conn) {
 	}
 	c.recvBudget.Limit = e.cfg.ConnReceiveMemory
 	c.startMTU(now)
+	e.estats.ConnectionsOpened++
 	e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id})
 	for i, ev := range c.held {
 		e.emit(ev)
@@ -275,6 +276,7 @@ func (e *Endpoint) clientControl(now clock.Time, c *conn, m control) {
 			c.id = m.id
 			e.pending--
 			c.establish(now)
+			e.estats.ConnectionsOpened++
 			e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id})
 		case ctlAbort:
 			e.failHandshake(c, &RefusedError{Reason: m.text})

@@ -110,8 +110,24 @@ func (e *Endpoint) admitResponder(now clock.Time, c *conn, p []byte) bool {
 }
 
 // EndpointStats counts what an endpoint did that belongs to no one
-// connection.
+// connection, and the totals of its connections.
 type EndpointStats struct {
+	// ConnectionsOpened counts the connections reported by
+	// EventConnected, ConnectionsEnded those since reported by
+	// EventDisconnected: the difference is the connections established
+	// now.
+	ConnectionsOpened, ConnectionsEnded uint64
+	// The totals of the counters of Stats of the same names over every
+	// connection the endpoint has had, live and ended (N59): those
+	// reported by EventConnected and also those that never were (a
+	// client's failed handshakes, a server's unvalidated connections that
+	// ended silently, D25). Datagrams to or from no connection (query
+	// answers, strays) are not in them: Dropped counts the strays.
+	PacketsSent, PacketsReceived uint64
+	BytesSent, BytesReceived     uint64
+	MessagesSent                 uint64
+	MessagesDelivered            uint64
+
 	// MTUResetsRefused counts peers' MTU estimation resets not answered
 	// because MTUConfig.MaxConcurrent/2 peers' estimations were being
 	// answered (N53).

@@ -66,6 +66,7 @@ type Stats struct {
 	BytesSent, BytesReceived     uint64 // their sizes
 	PacketsResent                uint64 // reliable packets sent again (D14)
 	BytesResent                  uint64
+	ReliablePacketsSent          uint64 // reliable data packets sent the first time
 	AcksSent, AcksReceived       uint64 // ack entries (D13), not ack packets; received: those that freed a packet
 	AcksRepeated                 uint64 // ack entries sent again in an ack packet's spare room (N29)
 	MessagesSent                 uint64 // messages accepted by Send
@@ -110,6 +111,19 @@ type Stats struct {
 	// messages held until the connection is validated (N49, N50).
 	ReceiveBytes int
 	OpenChannels int // channels with state on this connection
+
+	// Loss is the share of the reliable data packets sent over the
+	// connection's life that were resends: PacketsResent over
+	// ReliablePacketsSent plus PacketsResent, 0..1 (N58). A resend follows
+	// the loss of the packet or of its ack, or an ack late beyond the
+	// resend interval (D14); 0 on a Stream transport.
+	Loss float64
+	// SendRate and ReceiveRate are the bytes of whole datagrams sent and
+	// received per second over the last window closed: windows of
+	// Config.QualityInterval, or of one second when it is 0, back to back
+	// from the connection's start, as of the latest time the endpoint was
+	// given (N58).
+	SendRate, ReceiveRate float64
 }
 
 // TotalDropped returns the sum of s.Dropped.

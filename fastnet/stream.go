@@ -17,25 +17,27 @@ type streamQueue struct {
 type streamMsg struct {
 	ch  int16
 	enc []byte
+	id  MessageID // SendTracked's, 0 for Send (N55)
 }
 
 func (s *streamQueue) empty() bool { return s.head == len(s.q) }
 
-// push encodes and queues a message.
-func (s *streamQueue) push(ch int16, msg []byte, reliable bool) {
+// push encodes and queues a message, tracked if id is not 0.
+func (s *streamQueue) push(ch int16, msg []byte, reliable bool, id MessageID) {
 	var buf []byte
 	if n := len(s.free); n > 0 {
 		buf, s.free = s.free[n-1][:0], s.free[:n-1]
 	}
 	enc := coalesce.AppendMessage(buf, msg, reliable)
-	s.q = append(s.q, streamMsg{ch: ch, enc: enc})
+	s.q = append(s.q, streamMsg{ch: ch, enc: enc, id: id})
 	s.bytes += len(enc)
 }
 
-// pop writes the next queued message as one packet.
-func (s *streamQueue) pop(buf []byte) ([]byte, bool) {
+// pop writes the next queued message as one packet, and returns its
+// tracking ID.
+func (s *streamQueue) pop(buf []byte) ([]byte, MessageID, bool) {
 	if s.empty() {
-		return buf, false
+		return buf, 0, false
 	}
 	m := s.q[s.head]
 	s.q[s.head] = streamMsg{}
@@ -48,5 +50,5 @@ func (s *streamQueue) pop(buf []byte) ([]byte, bool) {
 	if cap(m.enc) <= 64<<10 && len(s.free) < 64 {
 		s.free = append(s.free, m.enc)
 	}
-	return b, true
+	return b, m.id, true
 }

@@ -139,6 +139,34 @@ func AppendEvent(b []byte, ev fastnet.Event) []byte {
 	case fastnet.EventMTUChanged:
 		b = append(b, " mtu="...)
 		b = strconv.AppendInt(b, int64(ev.MTU), 10)
+	case fastnet.EventOutcome:
+		b = append(b, " msg="...)
+		b = strconv.AppendUint(b, uint64(ev.Message), 10)
+		b = append(b, ' ')
+		b = append(b, ev.Outcome.String()...)
+	case fastnet.EventQuality:
+		q := &ev.Quality
+		b = append(b, " rtt="...)
+		b = append(b, q.RTT.String()...)
+		b = append(b, " rttvar="...)
+		b = append(b, q.RTTVar.String()...)
+		b = append(b, " minrtt="...)
+		b = append(b, q.MinRTT.String()...)
+		b = append(b, " loss="...)
+		b = strconv.AppendFloat(b, q.Loss, 'f', 4, 64)
+		b = append(b, " send="...)
+		b = strconv.AppendFloat(b, q.SendRate, 'f', 0, 64)
+		b = append(b, "B/s recv="...)
+		b = strconv.AppendFloat(b, q.ReceiveRate, 'f', 0, 64)
+		b = append(b, "B/s mtu="...)
+		b = strconv.AppendInt(b, int64(q.MTU), 10)
+	case fastnet.EventDisconnected:
+		if s := ev.Stats; s != nil {
+			b = append(b, " sent="...)
+			b = strconv.AppendUint(b, s.PacketsSent, 10)
+			b = append(b, " received="...)
+			b = strconv.AppendUint(b, s.PacketsReceived, 10)
+		}
 	}
 	if ev.Err != nil {
 		b = append(b, " err="...)
