@@ -36,7 +36,28 @@
 // into the caller's buffer, which must hold Config.MaxPacketSize bytes. The
 // Data of an EventMessage is the receiver's to keep. Send copies the message.
 // Steady-state sending, receiving and acknowledging allocate nothing per
-// packet; each delivered message is one allocation.
+// packet; each delivered message is one allocation, and each connection
+// ended one more (the final Stats of its EventDisconnected).
+//
+// # Events and statistics
+//
+// PollEvent reports, as flat Event values: EventConnected, EventRefused
+// and EventConnectFailed for handshakes; EventMessage for each message
+// delivered; EventWritable when a full send queue has room again;
+// EventMTUChanged; EventOutcome for each message sent with SendTracked
+// (acked or lost if reliable, sent or dropped if not), at no cost to
+// messages sent with Send; EventQuality every Config.QualityInterval for
+// each established connection (RTT, loss, rates, MTU); and
+// EventDisconnected when an established connection ends, after the
+// outcomes of its tracked messages and with its final Stats.
+//
+// Endpoint.Stats reads a live connection's counters and estimates,
+// loss and send and receive rates included; it returns false once the
+// connection has ended, and the EventDisconnected that reported the end
+// holds the final figures. Endpoint.EndpointStats adds the totals over
+// every connection the endpoint has had, and ValidationStats and Dropped
+// what belongs to no connection. docs/protocol.md says how each figure is
+// counted (N55-N59).
 //
 // # Errors
 //
