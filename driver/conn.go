@@ -43,6 +43,9 @@ type Conn struct {
 	// streamReads counts its Receive calls in readStream: the role may
 	// pass from one to the next before the first has left.
 	streamReads int
+	final       *fastnet.Stats  // the statistics it ended with
+	quality     fastnet.Quality // the last quality report
+	sendDrops   uint64          // unreliable messages TrySend dropped
 }
 
 // ID returns the Fastnet connection ID, the same on both sides.
@@ -113,8 +116,8 @@ func (c *Conn) endLocked(err error, local bool) {
 	}
 	close(c.done)
 	c.signalLocked()
-	if en, ok := c.e.tr.(Ender); ok {
-		en.Ended(c.remote)
+	if c.e.ender != nil {
+		c.e.ender.Ended(c.remote)
 	}
 }
 
@@ -150,8 +153,8 @@ func (c *Conn) pauseLocked(paused bool) {
 	if paused {
 		c.pauses++
 	}
-	if p, ok := c.e.tr.(Pauser); ok {
-		p.PauseRead(c.remote, paused)
+	if c.e.pauser != nil {
+		c.e.pauser.PauseRead(c.remote, paused)
 		return
 	}
 	c.e.ep.SetReceivePaused(c.h, paused)
@@ -163,33 +166,80 @@ func (c *Conn) pauseLocked(paused bool) {
 // fastnet.ErrMessageTooLarge, the *CloseError of a connection that has
 // ended, or ctx.Err().
 func (c *Conn) Send(ctx context.Context, channel int, msg []byte, reliable bool) error {
+	_, err := c.send(ctx, channel, msg, reliable, false, true)
+	return err
+}
+
+// TrySend is Send that never blocks: when the send queue has no room it
+// returns fastnet.ErrQueueFull at once. An unreliable message refused so
+// is dropped and counted (Conn.SendsDropped, DriverStats.SendsDropped):
+// the way to send a state update only if there is room for it, a newer
+// one following anyway.
+func (c *Conn) TrySend(channel int, msg []byte, reliable bool) error {
+	_, err := c.send(context.Background(), channel, msg, reliable, false, false)
+	return err
+}
+
+// SendTracked is Send for a message whose outcome the application wants to
+// know: the Receipt's Done is closed once the peer acknowledged a reliable
+// message (fastnet.OutcomeAcked) or the connection ended before it did
+// (OutcomeLost), or once an unreliable one left in a datagram
+// (OutcomeSent) or was dropped before it could (OutcomeDropped). Every
+// message sent with SendTracked gets exactly one outcome (N55); messages
+// sent with Send cost nothing of this.
+func (c *Conn) SendTracked(ctx context.Context, channel int, msg []byte, reliable bool) (*Receipt, error) {
+	return c.send(ctx, channel, msg, reliable, true, true)
+}
+
+func (c *Conn) send(ctx context.Context, channel int, msg []byte, reliable, tracked, block bool) (*Receipt, error) {
 	e := c.e
 	for {
 		e.mu.Lock()
 		if c.err != nil {
 			err := c.err
 			e.mu.Unlock()
-			return err
+			return nil, err
 		}
 		var err error
 		var now clock.Time
-		if bp, ok := e.tr.(Backpressure); ok && bp.Blocked(c.remote) {
+		var id fastnet.MessageID
+		if e.bp != nil && e.bp.Blocked(c.remote) {
 			err = fastnet.ErrQueueFull
 		} else {
 			now = e.clk.Now()
-			err = e.ep.Send(now, c.h, channel, msg, reliable)
+			if tracked {
+				id, err = e.ep.SendTracked(now, c.h, channel, msg, reliable)
+			} else {
+				err = e.ep.Send(now, c.h, channel, msg, reliable)
+			}
 		}
 		if err == nil {
+			var r *Receipt
+			if tracked {
+				r = &Receipt{id: id, reliable: reliable, done: make(chan struct{})}
+				if e.receipts == nil {
+					e.receipts = make(map[fastnet.MessageID]*Receipt)
+				}
+				e.receipts[id] = r
+			}
 			e.sentLocked(now)
 			e.unlock()
-			return nil
+			return r, nil
 		}
 		if !errors.Is(err, fastnet.ErrQueueFull) {
 			e.mu.Unlock()
 			if errors.Is(err, fastnet.ErrClosed) {
-				return &CloseError{Local: true, Err: err}
+				return nil, &CloseError{Local: true, Err: err, Net: e.opts.Network, Addr: c.remote}
 			}
-			return err
+			return nil, err
+		}
+		if !block {
+			if !reliable {
+				c.sendDrops++
+				e.sendsDropped++
+			}
+			e.mu.Unlock()
+			return nil, err
 		}
 		wait := c.waitLocked()
 		e.needInputLocked() // the acks that make room
@@ -197,9 +247,26 @@ func (c *Conn) Send(ctx context.Context, channel int, msg []byte, reliable bool)
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
+}
+
+// SendsDropped returns how many unreliable messages TrySend dropped on
+// this connection because the send queue had no room.
+func (c *Conn) SendsDropped() uint64 {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return c.sendDrops
+}
+
+// Quality returns the connection's last quality report (round-trip time,
+// loss, rates, MTU over the last fastnet.Config.QualityInterval; N57), or
+// the zero Quality if reports are off (the default) or none came yet.
+func (c *Conn) Quality() fastnet.Quality {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return c.quality
 }
 
 // Receive returns the next message, blocking until one arrives, the
@@ -250,13 +317,12 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 		// StreamReader) to read the socket or stream here.
 		wait := c.waitLocked()
 		var token <-chan struct{}
-		sr, _ := e.tr.(StreamReader)
 		switch {
 		case e.token != nil:
 			token = e.token
 			e.receivers++
-		case sr != nil:
-			token = sr.WaitRole(c.remote)
+		case e.sr != nil:
+			token = e.sr.WaitRole(c.remote)
 		}
 		e.mu.Unlock()
 		var err error
@@ -280,9 +346,9 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 				err = c.readFor(ctx, false)
 			}
 		case token != nil:
-			sr.UnwaitRole(c.remote, took)
+			e.sr.UnwaitRole(c.remote, took)
 			if took {
-				err = c.readStream(ctx, sr)
+				err = c.readStream(ctx, e.sr)
 			}
 		}
 		if err != nil {
@@ -291,11 +357,17 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 	}
 }
 
-// Stats returns the connection's statistics; after the connection ended,
-// the zero Stats.
+// Stats returns the connection's statistics; once it has ended, the
+// statistics it ended with.
 func (c *Conn) Stats() fastnet.Stats {
 	c.e.mu.Lock()
 	defer c.e.mu.Unlock()
+	if c.err != nil {
+		if c.final != nil {
+			return *c.final
+		}
+		return fastnet.Stats{}
+	}
 	s, _ := c.e.ep.Stats(c.h)
 	return s
 }

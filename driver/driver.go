@@ -4,6 +4,7 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -77,6 +78,16 @@ type Options struct {
 	// Network names the transport in errors ("udp", "tcp"): see
 	// CloseError.
 	Network string
+	// Events, if not nil, receives the connections' events (connected,
+	// ended with the final statistics, MTU changes and, with
+	// fastnet.Config.QualityInterval set, quality reports). The engine
+	// never waits for it: an event that finds the channel full is
+	// dropped and counted in Stats.EventsDropped, so give it a buffer.
+	Events chan<- Event
+	// Logger, if not nil, logs the same events: connections that start
+	// and end at Info, MTU and quality reports at Debug. It is called
+	// from a goroutine of its own, never with the engine's lock held.
+	Logger *slog.Logger
 	// Backlog bounds a server's established connections waiting for
 	// Accept (N47). While it is reached, a new client is refused with the
 	// reason "server busy" (counted in Stats.BacklogRefused); a
@@ -147,14 +158,20 @@ func (e *CloseError) Unwrap() error { return e.Err }
 
 // Engine runs one endpoint for a driver.
 type Engine struct {
-	mu     sync.Mutex
-	ep     *fastnet.Endpoint
-	clk    *clock.Real
-	tr     Transport
-	cfg    fastnet.Config
-	opts   Options
-	conns  map[fastnet.Handle]*Conn
-	byAddr map[netip.AddrPort]*Conn
+	mu  sync.Mutex
+	ep  *fastnet.Endpoint
+	clk *clock.Real
+	tr  Transport
+	// The transport's abilities (Start): nil where it lacks one.
+	sr       StreamReader
+	bp       Backpressure
+	pauser   Pauser
+	ender    Ender
+	reporter StatsReporter
+	cfg      fastnet.Config
+	opts     Options
+	conns    map[fastnet.Handle]*Conn
+	byAddr   map[netip.AddrPort]*Conn
 
 	scratch []byte
 	out     []datagram.Message // datagrams polled and not yet written
@@ -183,6 +200,13 @@ type Engine struct {
 	closed     bool
 
 	writeErrors atomic.Uint64 // Stats.WriteErrors
+
+	// Guarded by mu: what the application asked to hear (notify.go).
+	eventsDropped uint64                         // Stats.EventsDropped
+	sendsDropped  uint64                         // Stats.SendsDropped
+	logs          []Event                        // events for Options.Logger
+	logKick       chan struct{}                  // logs has events
+	receipts      map[fastnet.MessageID]*Receipt // SendTracked's, until settled
 
 	// Server side.
 	listener *Listener
@@ -260,6 +284,7 @@ func NewEngine(cfg fastnet.Config, opts Options) (*Engine, error) {
 		byAddr:  make(map[netip.AddrPort]*Conn),
 		scratch: make([]byte, cfg.MaxPacketSize),
 		kick:    make(chan struct{}, 1),
+		logKick: make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
 	e.written = sync.NewCond(&e.mu)
@@ -274,6 +299,13 @@ func (e *Engine) Config() fastnet.Config { return e.cfg }
 // are the transport's, registered with Go.
 func (e *Engine) Start(tr Transport) {
 	e.tr = tr
+	// What the transport can do, declared by the interfaces it
+	// implements, is read here once.
+	e.sr, _ = tr.(StreamReader)
+	e.bp, _ = tr.(Backpressure)
+	e.pauser, _ = tr.(Pauser)
+	e.ender, _ = tr.(Ender)
+	e.reporter, _ = tr.(StatsReporter)
 	e.timer = NewAlarm(true)
 	e.idleTimers = NewIdleTimers(true)
 	e.idle = e.idleTimers.NewTimer(max(min(maxIdleDelay, e.cfg.MinResendRTT/2), minIdleDelay))
@@ -281,6 +313,9 @@ func (e *Engine) Start(tr Transport) {
 		e.startReader(rd)
 	}
 	e.Go(e.timerLoop)
+	if e.opts.Logger != nil {
+		e.Go(e.logLoop)
+	}
 }
 
 // NewIdleTimer returns a stopped idle timer of the given delay for the
@@ -572,20 +607,25 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 				// The backlog filled after the accept hook let the
 				// client in: it is refused now (N47).
 				e.ep.Abort(e.clk.Now(), ev.Conn, errServerBusy.Error())
+				return
 			}
+			e.notifyLocked(Event{Kind: EventConnected, Conn: c, Addr: c.remote})
 			return
 		}
 		c.id = ev.ID
 		c.established = true
 		c.signalLocked()
+		e.notifyLocked(Event{Kind: EventConnected, Conn: c, Addr: c.remote})
 	case fastnet.EventRefused, fastnet.EventConnectFailed:
 		if c != nil {
 			c.endLocked(ev.Err, false)
 		}
 	case fastnet.EventDisconnected:
 		if c != nil {
+			c.final = ev.Stats
 			var lc *fastnet.LocalCloseError
 			c.endLocked(ev.Err, errors.As(ev.Err, &lc))
+			e.notifyLocked(Event{Kind: EventEnded, Conn: c, Addr: c.remote, Stats: ev.Stats, Err: c.err})
 		}
 	case fastnet.EventMessage:
 		if c != nil {
@@ -594,6 +634,17 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 	case fastnet.EventWritable:
 		if c != nil {
 			c.signalLocked()
+		}
+	case fastnet.EventOutcome:
+		e.settleLocked(ev.Message, ev.Outcome)
+	case fastnet.EventMTUChanged:
+		if c != nil {
+			e.notifyLocked(Event{Kind: EventMTU, Conn: c, Addr: c.remote, MTU: ev.MTU})
+		}
+	case fastnet.EventQuality:
+		if c != nil {
+			c.quality = ev.Quality
+			e.notifyLocked(Event{Kind: EventQuality, Conn: c, Addr: c.remote, Quality: ev.Quality})
 		}
 	}
 }
@@ -648,7 +699,18 @@ func (e *Engine) Close() error {
 	}
 	e.pending = 0
 	for _, c := range e.conns {
+		if st, ok := e.ep.Stats(c.h); ok {
+			c.final = &st
+		}
 		c.endLocked(&fastnet.LocalCloseError{Reason: "endpoint closed"}, true)
+		e.notifyLocked(Event{Kind: EventEnded, Conn: c, Addr: c.remote, Stats: c.final, Err: c.err})
+	}
+	for id, r := range e.receipts { // their connections ended with the engine
+		o := fastnet.OutcomeDropped
+		if r.reliable {
+			o = fastnet.OutcomeLost
+		}
+		e.settleLocked(id, o)
 	}
 	if e.listener != nil {
 		e.listener.closeLocked()

@@ -184,3 +184,25 @@ func (e *Engine) Endpoint(f func(ep *fastnet.Endpoint)) {
 	defer e.mu.Unlock()
 	f(e.ep)
 }
+
+// Metrics is a snapshot of a listener's figures, for monitoring: the
+// counters only grow, the gauges (Conns, Backlog, ...) are current. It
+// marshals to JSON as it is, so publishing it is one line:
+//
+//	expvar.Publish("fastnet", expvar.Func(func() any { return l.Metrics() }))
+type Metrics struct {
+	Conns      int                     // connections, established or closing
+	Endpoint   fastnet.EndpointStats   // the endpoint's totals and limits
+	Validation fastnet.ValidationStats // address validation (D25)
+	Driver     Stats                   // the driver's own counters
+}
+
+// Metrics returns a snapshot of the listener's figures.
+func (l *Listener) Metrics() Metrics {
+	return Metrics{
+		Conns:      l.NumConns(),
+		Endpoint:   l.EndpointStats(),
+		Validation: l.ValidationStats(),
+		Driver:     l.DriverStats(),
+	}
+}

@@ -372,7 +372,7 @@ func (c *Conn) interruptLocked() {
 	if c.e.reading == c {
 		c.e.interruptReadLocked()
 	} else if c.streamReads > 0 {
-		c.e.tr.(StreamReader).Interrupt(c.remote)
+		c.e.sr.Interrupt(c.remote)
 	}
 }
 

@@ -16,6 +16,11 @@ type Stats struct {
 	// among them. Each is lost, like any datagram, and the driver goes on
 	// (UDP).
 	TooBig uint64
+	// EventsDropped counts events that found Options.Events full.
+	EventsDropped uint64
+	// SendsDropped counts unreliable messages that Conn.TrySend dropped
+	// because the send queue had no room.
+	SendsDropped uint64
 	// BadAddr counts datagrams dropped because their sender's address
 	// was not an IP address and port (a net.PacketConn of the caller's
 	// own, udpdriver.ListenPacket).
@@ -56,15 +61,15 @@ func (e *Engine) CountWriteError() { e.writeErrors.Add(1) }
 // Stats returns the driver's counters of the endpoint.
 func (e *Engine) Stats() Stats {
 	e.mu.Lock()
-	s := Stats{WriteErrors: e.writeErrors.Load()}
+	s := Stats{WriteErrors: e.writeErrors.Load(), EventsDropped: e.eventsDropped, SendsDropped: e.sendsDropped}
 	if l := e.listener; l != nil {
 		s.Backlog = len(l.queue)
 		s.BacklogRefused = l.refused
 		s.BacklogEnded = l.ended
 	}
-	tr := e.tr
+	r := e.reporter
 	e.mu.Unlock()
-	if r, ok := tr.(StatsReporter); ok {
+	if r != nil {
 		r.AddStats(&s)
 	}
 	return s

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -61,6 +62,14 @@ type Config struct {
 	// is dropped from the backlog with the messages it received (N47).
 	// Default (0): 128; negative is refused.
 	Backlog int
+	// Events, if not nil, receives the connections' events: connected,
+	// ended (with the final statistics), MTU changes, and quality reports
+	// when Engine.QualityInterval is set. It is never waited for: an event
+	// that finds it full is dropped and counted (DriverStats.EventsDropped).
+	Events chan<- driver.Event
+	// Logger, if not nil, logs the same events (start and end at Info,
+	// MTU and quality at Debug).
+	Logger *slog.Logger
 	// MaxHandshakes bounds a server's TCP connections accepted whose
 	// Fastnet handshake has not completed (N46). When one more arrives,
 	// the oldest of them is closed to make room (counted in
@@ -136,7 +145,7 @@ func newEngine(cfg Config) (*driver.Engine, error) {
 		return nil, fmt.Errorf("tcpdriver: HandshakeTimeout %v is negative", cfg.HandshakeTimeout)
 	}
 	cfg.Engine.Transport = fastnet.Stream
-	return driver.NewEngine(cfg.Engine, driver.Options{Network: "tcp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog})
+	return driver.NewEngine(cfg.Engine, driver.Options{Network: "tcp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, Events: cfg.Events, Logger: cfg.Logger})
 }
 
 // transport carries one endpoint's packets over its TCP connections, one

@@ -10,7 +10,6 @@ import (
 
 	"github.com/fastnet-engine/fastnet/datagram"
 	"github.com/fastnet-engine/fastnet/driver"
-	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/udpio"
 )
 
@@ -45,24 +44,7 @@ func ListenPacket(ctx context.Context, pc net.PacketConn, cfg Config) (*Listener
 	if pc == nil {
 		return nil, errors.New("udpdriver: ListenPacket: nil net.PacketConn")
 	}
-	cfg.Engine.Role = fastnet.Server
-	var path socketPath
-	uc := ownSocket(pc, cfg)
-	if uc != nil {
-		cfg.Engine.MTU.Path = path.hook(cfg.Engine.MTU.Path)
-	}
-	e, err := newEngine(cfg)
-	if err != nil {
-		return nil, err
-	}
-	l := e.NewListener(pc.LocalAddr())
-	if uc != nil {
-		path.uc = uc
-		start(e, uc)
-	} else {
-		e.Start(&packetTransport{pc: pc, e: e})
-	}
-	return l, nil
+	return listenOn(ownSocket(pc, cfg), pc, cfg)
 }
 
 // DialPacket connects over pc, which it owns from then on, to the Fastnet
@@ -73,40 +55,19 @@ func DialPacket(ctx context.Context, pc net.PacketConn, addr string, cfg Config)
 	if pc == nil {
 		return nil, errors.New("udpdriver: DialPacket: nil net.PacketConn")
 	}
-	cfg.Engine.Role = fastnet.Client
 	raddr, err := resolve(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
-	var path socketPath
-	uc := ownSocket(pc, cfg)
-	if uc != nil {
-		cfg.Engine.MTU.Path = path.hook(cfg.Engine.MTU.Path)
-	}
-	e, err := newEngine(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if uc != nil {
-		path.uc = uc
-		start(e, uc)
-	} else {
-		e.Start(&packetTransport{pc: pc, e: e})
-	}
-	c, err := e.Dial(ctx, raddr)
-	if err != nil {
-		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
-	}
-	return c, nil
+	return dialOn(ctx, ownSocket(pc, cfg), pc, raddr, cfg)
 }
 
 // ownSocket wraps pc for batched I/O if it is a UDP socket, or returns nil.
 func ownSocket(pc net.PacketConn, cfg Config) *udpio.Conn {
-	uc, ok := pc.(*net.UDPConn)
-	if !ok {
-		return nil
+	if uc, ok := pc.(*net.UDPConn); ok {
+		return udpio.New(uc, socketOptions(cfg))
 	}
-	return udpio.New(uc, udpio.Options{NoBatch: cfg.NoBatch, NoOffload: cfg.NoOffload, SocketBuffer: cfg.SocketBuffer})
+	return nil
 }
 
 // packetTransport carries the engine's datagrams over a net.PacketConn

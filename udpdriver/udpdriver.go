@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"syscall"
@@ -74,6 +75,14 @@ type Config struct {
 	// is dropped from the backlog with the messages it received (N47).
 	// Default (0): 128; negative is refused.
 	Backlog int
+	// Events, if not nil, receives the connections' events: connected,
+	// ended (with the final statistics), MTU changes, and quality reports
+	// when Engine.QualityInterval is set. It is never waited for: an event
+	// that finds it full is dropped and counted (DriverStats.EventsDropped).
+	Events chan<- driver.Event
+	// Logger, if not nil, logs the same events (start and end at Info,
+	// MTU and quality at Debug).
+	Logger *slog.Logger
 	// SocketBuffer is the size asked for the socket's buffers (default
 	// 8 MiB, halved until the system accepts); negative keeps the system's.
 	SocketBuffer int
@@ -88,21 +97,11 @@ type Config struct {
 
 // Listen starts a Fastnet server on the UDP address addr ("host:port").
 func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
-	cfg.Engine.Role = fastnet.Server
-	var path socketPath
-	cfg.Engine.MTU.Path = path.hook(cfg.Engine.MTU.Path)
-	e, err := newEngine(cfg)
-	if err != nil {
-		return nil, err
-	}
-	uc, err := udpio.Listen(ctx, "udp", addr, udpio.Options{NoBatch: cfg.NoBatch, NoOffload: cfg.NoOffload, SocketBuffer: cfg.SocketBuffer})
+	uc, err := udpio.Listen(ctx, "udp", addr, socketOptions(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("udpdriver: listen %s: %w", addr, err)
 	}
-	path.uc = uc
-	l := e.NewListener(net.UDPAddrFromAddrPort(uc.LocalAddr()))
-	start(e, uc)
-	return l, nil
+	return listenOn(uc, nil, cfg)
 }
 
 // Dial connects to the Fastnet server at addr ("host:port"; an empty host
@@ -114,14 +113,7 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
 // listens at that port), fastnet.ErrTimeout, fastnet.ErrIncompatible, or
 // ctx.Err().
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
-	cfg.Engine.Role = fastnet.Client
 	raddr, err := resolve(ctx, addr)
-	if err != nil {
-		return nil, err
-	}
-	var path socketPath
-	cfg.Engine.MTU.Path = path.hook(cfg.Engine.MTU.Path)
-	e, err := newEngine(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +121,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	if raddr.Addr().Is6() {
 		network, local = "udp6", "[::]:0"
 	}
-	uc, err := udpio.Listen(ctx, network, local, udpio.Options{NoBatch: cfg.NoBatch, NoOffload: cfg.NoOffload, SocketBuffer: cfg.SocketBuffer})
+	uc, err := udpio.Listen(ctx, network, local, socketOptions(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("udpdriver: dial %s: %w", addr, err)
 	}
@@ -137,20 +129,81 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	// is not there, and fails the dial at once (N65).
 	if err := uc.Connect(raddr); err != nil {
 		uc.Close()
-		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
+		return nil, dialError(raddr, err)
 	}
-	path.uc = uc
-	start(e, uc)
+	return dialOn(ctx, uc, nil, raddr, cfg)
+}
+
+// listenOn starts a server on uc, the socket layer's, or else on pc.
+func listenOn(uc *udpio.Conn, pc net.PacketConn, cfg Config) (*Listener, error) {
+	cfg.Engine.Role = fastnet.Server
+	_, l, err := startOn(uc, pc, cfg)
+	return l, err
+}
+
+// dialOn connects a client on uc, the socket layer's, or else on pc, to
+// raddr.
+func dialOn(ctx context.Context, uc *udpio.Conn, pc net.PacketConn, raddr netip.AddrPort, cfg Config) (*Conn, error) {
+	cfg.Engine.Role = fastnet.Client
+	e, _, err := startOn(uc, pc, cfg)
+	if err != nil {
+		return nil, err
+	}
 	c, err := e.Dial(ctx, raddr)
 	if err != nil {
-		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
+		return nil, dialError(raddr, err)
 	}
 	return c, nil
 }
 
+// startOn makes the engine of cfg, and a server's listener, and starts it
+// on uc, with the system's path MTU (D29), or else on pc. On failure it
+// closes the socket.
+func startOn(uc *udpio.Conn, pc net.PacketConn, cfg Config) (*driver.Engine, *Listener, error) {
+	var path socketPath
+	if uc != nil {
+		cfg.Engine.MTU.Path = path.hook(cfg.Engine.MTU.Path)
+	}
+	e, err := newEngine(cfg)
+	if err != nil {
+		if uc != nil {
+			uc.Close()
+		} else {
+			pc.Close()
+		}
+		return nil, nil, err
+	}
+	var l *Listener
+	if cfg.Engine.Role == fastnet.Server {
+		l = e.NewListener(localAddr(uc, pc)) // before the socket is read
+	}
+	if uc != nil {
+		path.uc = uc
+		e.Start(&transport{uc: uc, e: e})
+	} else {
+		e.Start(&packetTransport{pc: pc, e: e})
+	}
+	return e, l, nil
+}
+
+func socketOptions(cfg Config) udpio.Options {
+	return udpio.Options{NoBatch: cfg.NoBatch, NoOffload: cfg.NoOffload, SocketBuffer: cfg.SocketBuffer}
+}
+
+func localAddr(uc *udpio.Conn, pc net.PacketConn) net.Addr {
+	if uc != nil {
+		return net.UDPAddrFromAddrPort(uc.LocalAddr())
+	}
+	return pc.LocalAddr()
+}
+
+func dialError(raddr netip.AddrPort, err error) error {
+	return &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
+}
+
 func newEngine(cfg Config) (*driver.Engine, error) {
 	cfg.Engine.Transport = fastnet.Datagram
-	return driver.NewEngine(cfg.Engine, driver.Options{Network: "udp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, CombineWrites: true})
+	return driver.NewEngine(cfg.Engine, driver.Options{Network: "udp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, Events: cfg.Events, Logger: cfg.Logger, CombineWrites: true})
 }
 
 // resolve turns "host:port" into one address, IPv4 unmapped.
@@ -223,8 +276,3 @@ func (t *transport) SetReadDeadline(tm time.Time) error { return t.uc.SetReadDea
 
 // ReadWaited makes the transport a driver.WaitReporter.
 func (t *transport) ReadWaited() (waited, known bool) { return t.uc.ReadWaited() }
-
-// start attaches the socket; the engine reads it.
-func start(e *driver.Engine, uc *udpio.Conn) {
-	e.Start(&transport{uc: uc, e: e})
-}
