@@ -212,3 +212,44 @@ func benchChannels(b *testing.B, tick bool) {
 		})
 	}
 }
+
+// benchPairTracked is benchPair with every message sent by SendTracked:
+// the cost of following each message to its outcome (N55).
+func benchPairTracked(b *testing.B, size int, reliable bool) {
+	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}, MaxMessageSize: 1 << 20}
+	p := newPair(b, cfg, cfg)
+	p.keep = false
+	msg := make([]byte, size)
+	outcomes := 0
+	count := func() {
+		for _, ev := range p.cliEvs {
+			if ev.Kind == EventOutcome {
+				outcomes++
+			}
+		}
+		p.cliEvs = p.cliEvs[:0]
+	}
+	for i := 0; i < 64; i++ {
+		p.cli.SendTracked(p.now, p.ch, 1, msg, reliable)
+		p.flush()
+		count()
+	}
+	start, startOutcomes := p.srvMsgs, outcomes
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := p.cli.SendTracked(p.now, p.ch, 1, msg, reliable); err != nil {
+			b.Fatal(err)
+		}
+		p.flush()
+		count()
+	}
+	b.StopTimer()
+	if got := p.srvMsgs - start; got != b.N || outcomes-startOutcomes != b.N {
+		b.Fatalf("delivered %d and %d outcomes of %d messages", got, outcomes-startOutcomes, b.N)
+	}
+}
+
+func BenchmarkEngine64UnreliableTracked(b *testing.B) { benchPairTracked(b, 64, false) }
+func BenchmarkEngine64ReliableTracked(b *testing.B)   { benchPairTracked(b, 64, true) }
