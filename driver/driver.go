@@ -80,12 +80,14 @@ type Options struct {
 	Network string
 	// Events, if not nil, receives the connections' events (connected,
 	// ended with the final statistics, MTU changes and, with
-	// fastnet.Config.QualityInterval set, quality reports). The engine
+	// fastnet.Config.QualityInterval set, quality reports) and a server's
+	// refused clients. The engine
 	// never waits for it: an event that finds the channel full is
 	// dropped and counted in Stats.EventsDropped, so give it a buffer.
 	Events chan<- Event
 	// Logger, if not nil, logs the same events: connections that start
-	// and end at Info, MTU and quality reports at Debug. It is called
+	// and end and refused clients at Info, MTU and quality reports at
+	// Debug. It is called
 	// from a goroutine of its own, never with the engine's lock held.
 	Logger *slog.Logger
 	// Backlog bounds a server's established connections waiting for
@@ -641,6 +643,8 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 		if c != nil {
 			e.notifyLocked(Event{Kind: EventMTU, Conn: c, Addr: c.remote, MTU: ev.MTU})
 		}
+	case fastnet.EventRejected:
+		e.notifyLocked(Event{Kind: EventRefused, Addr: ev.Addr, Err: ev.Err})
 	case fastnet.EventQuality:
 		if c != nil {
 			c.quality = ev.Quality

@@ -134,12 +134,13 @@ func (l *Listener) CloseWithReason(reason string) error {
 		return e.Close()
 	}
 	l.closeLocked()
-	now := e.clk.Now()
 	var waits []<-chan struct{}
-	for h, c := range e.conns {
-		e.ep.Close(now, h, reason)
+	for _, c := range e.conns {
 		waits = append(waits, c.done)
 	}
+	// Every connection closes, those still proving their address too,
+	// which the listener has not heard of (N68).
+	e.ep.CloseAll(e.clk.Now(), reason)
 	e.flushLocked()
 	e.needInputLocked() // the acks of what lingers
 	e.unlock()

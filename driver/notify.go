@@ -26,6 +26,11 @@ const (
 	// EventQuality: the connection's quality over the last
 	// fastnet.Config.QualityInterval (N57). Sets Quality.
 	EventQuality
+	// EventRefused: a server refused a client (full, or refused by
+	// fastnet.Config.Accept, or by the backlog's "server busy"). Addr is
+	// the client's, Err a *fastnet.RefusedError with the reason it was
+	// sent, and Conn is nil (N67).
+	EventRefused
 )
 
 var eventKindNames = [...]string{
@@ -33,6 +38,7 @@ var eventKindNames = [...]string{
 	EventEnded:     "ended",
 	EventMTU:       "mtu",
 	EventQuality:   "quality",
+	EventRefused:   "refused",
 }
 
 func (k EventKind) String() string {
@@ -51,7 +57,7 @@ type Event struct {
 	MTU     int             // EventMTU
 	Quality fastnet.Quality // EventQuality
 	Stats   *fastnet.Stats  // EventEnded: the final statistics
-	Err     error           // EventEnded
+	Err     error           // EventEnded, EventRefused
 }
 
 // notifyLocked hands ev to the application's channel, without blocking,
@@ -65,6 +71,12 @@ func (e *Engine) notifyLocked(ev Event) {
 		}
 	}
 	if e.opts.Logger != nil {
+		if len(e.logs) >= maxLogQueue {
+			// The logger fell behind (a flood of refused clients):
+			// the event is dropped and counted, not queued without end.
+			e.eventsDropped++
+			return
+		}
 		e.logs = append(e.logs, ev)
 		select {
 		case e.logKick <- struct{}{}:
@@ -72,6 +84,9 @@ func (e *Engine) notifyLocked(ev Event) {
 		}
 	}
 }
+
+// maxLogQueue bounds the events waiting for Options.Logger.
+const maxLogQueue = 4096
 
 // logLoop writes the events queued for the logger, outside the engine's
 // lock, until the engine closes.
@@ -117,6 +132,8 @@ func (e *Engine) log(evs []Event) {
 					slog.Uint64("packets_resent", s.PacketsResent), slog.Duration("rtt", s.RTT))
 			}
 			lg.LogAttrs(ctx, slog.LevelInfo, "fastnet: ended", attrs...)
+		case EventRefused:
+			lg.LogAttrs(ctx, slog.LevelInfo, "fastnet: refused", net, addr, slog.String("reason", reasonOf(ev.Err)))
 		case EventMTU:
 			lg.LogAttrs(ctx, slog.LevelDebug, "fastnet: mtu", net, addr, slog.Int("mtu", ev.MTU))
 		case EventQuality:

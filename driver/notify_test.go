@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -340,5 +341,35 @@ func serveEcho(ctx context.Context, l *driver.Listener) {
 				c.Send(ctx, m.Channel, m.Data, m.Reliable)
 			}
 		}()
+	}
+}
+
+// TestEventRefused: a server hears of each client it refuses (N67), with
+// the client's address and the reason it was sent.
+func TestEventRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ev := make(chan driver.Event, 16)
+	var logs lockedBuffer
+	cfg := fastnet.Config{Accept: func(netip.AddrPort) error { return errors.New("go away") }}
+	l, err := udpdriver.Listen(ctx, "127.0.0.1:0", udpdriver.Config{Engine: cfg, Events: ev, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := udpdriver.Dial(ctx, l.Addr().String(), udpdriver.Config{}); !errors.Is(err, fastnet.ErrRefused) {
+		t.Fatalf("Dial: %v, want refused", err)
+	}
+	evs := collect(t, ev, func(evs []driver.Event) bool { return has(evs, driver.EventRefused) != nil })
+	r := has(evs, driver.EventRefused)
+	var re *fastnet.RefusedError
+	if r.Conn != nil || !r.Addr.IsValid() || !errors.As(r.Err, &re) || re.Reason != "go away" {
+		t.Errorf("refused event %+v, want the client's address and reason %q", r, "go away")
+	}
+	if st := l.EndpointStats(); st.ConnectionsRefused == 0 {
+		t.Error("EndpointStats.ConnectionsRefused = 0")
+	}
+	l.Close()
+	if out := logs.String(); !strings.Contains(out, `msg="fastnet: refused" net=udp peer=`+r.Addr.String()+` reason="connection refused: go away"`) {
+		t.Errorf("log lacks the refusal:\n%s", out)
 	}
 }

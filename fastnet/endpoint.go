@@ -2,6 +2,7 @@ package fastnet
 
 import (
 	"net/netip"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/fastnet-engine/fastnet/channel"
@@ -204,8 +205,11 @@ func (e *Endpoint) disconnect(now clock.Time, c *conn, err error, tell bool) {
 		if tell {
 			if room := int(amplification*c.stats.BytesReceived) - int(c.stats.BytesSent) - 2 - len("disconnect"); room >= 0 {
 				var reason string
-				if pe, ok := err.(*ProtocolError); ok {
-					reason = pe.Reason
+				switch err := err.(type) {
+				case *ProtocolError:
+					reason = err.Reason
+				case *LocalCloseError:
+					reason = err.Reason
 				}
 				e.queueCtlOnce(c.addr, control{kind: ctlDisconnect, text: cutTo(reason, room)})
 			}
@@ -628,6 +632,32 @@ func (e *Endpoint) Close(now clock.Time, h Handle, reason string) error {
 	c.closeIfDrained(now)
 	e.touch(c, now)
 	return nil
+}
+
+// CloseAll closes every established connection as Close does, and ends at
+// once the connections still proving their address (D25), of which the
+// application has not heard: each such peer is told why within what may
+// be sent to its address (N68). A server that shuts down calls it, so
+// that a client whose handshake was under way hears of it rather than
+// waiting for its timeout. Connections are taken in the order of their
+// handles, so that the output is the same on every run.
+func (e *Endpoint) CloseAll(now clock.Time, reason string) {
+	hs := make([]Handle, 0, len(e.conns))
+	for h := range e.conns {
+		hs = append(hs, h)
+	}
+	slices.Sort(hs)
+	for _, h := range hs {
+		c := e.conns[h]
+		if c == nil {
+			continue
+		}
+		if c.unvalidated {
+			e.disconnect(now, c, &LocalCloseError{Reason: validReason(reason)}, true)
+			continue
+		}
+		e.Close(now, h, reason)
+	}
 }
 
 // SetReceivePaused stops or resumes the intake of connection h's

@@ -47,6 +47,13 @@ const (
 	// Config.QualityInterval, reported every interval while it is
 	// established (N57). Sets Quality.
 	EventQuality
+	// EventRejected: a server refused a client: it was full at the
+	// client's "connect?" or at its address validation (D25), or
+	// Config.Accept refused it. Addr is the client's address, Err a
+	// *RefusedError with the reason the client was sent, and Conn is 0
+	// (N67). Each "connect?" refused is one, a client's retries and
+	// forged ones included.
+	EventRejected
 )
 
 var eventKindNames = [...]string{
@@ -59,6 +66,7 @@ var eventKindNames = [...]string{
 	EventWritable:      "Writable",
 	EventOutcome:       "Outcome",
 	EventQuality:       "Quality",
+	EventRejected:      "Rejected",
 }
 
 func (k EventKind) String() string {
@@ -80,7 +88,7 @@ type Event struct {
 	Outcome  Outcome        // EventOutcome
 	Channel  int            // EventMessage
 	Data     []byte         // EventMessage: owned by the receiver
-	Err      error          // EventRefused, EventConnectFailed, EventDisconnected
+	Err      error          // EventRefused, EventConnectFailed, EventDisconnected, EventRejected
 	MTU      int            // EventMTUChanged: the new payload MTU
 	Message  MessageID      // EventOutcome: the message, as SendTracked returned it
 	Quality  Quality        // EventQuality

@@ -124,6 +124,14 @@ func (e *Endpoint) serverControl(now clock.Time, from netip.AddrPort, c *conn, m
 	}
 }
 
+// reject refuses the client at addr with reason: an "abort" for it, and
+// EventRejected for the application (N67).
+func (e *Endpoint) reject(addr netip.AddrPort, reason string) {
+	e.queueCtlOnce(addr, control{kind: ctlAbort, text: reason})
+	e.estats.ConnectionsRefused++
+	e.emit(Event{Kind: EventRejected, Addr: addr, Err: &RefusedError{Reason: reason}})
+}
+
 // accept opens an unvalidated connection for a "connect?" of n bytes from
 // addr, or refuses it (D25).
 func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
@@ -134,12 +142,12 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 		room = maxReason // the transport's handshake proved the address
 	}
 	if e.validated() >= e.cfg.MaxConnections {
-		e.queueCtlOnce(from, control{kind: ctlAbort, text: cutTo(errServerFull.Error(), room)})
+		e.reject(from, cutTo(errServerFull.Error(), room))
 		return
 	}
 	if e.cfg.Accept != nil {
 		if err := e.cfg.Accept(from); err != nil {
-			e.queueCtlOnce(from, control{kind: ctlAbort, text: cutTo(validReason(err.Error()), room)})
+			e.reject(from, cutTo(validReason(err.Error()), room))
 			return
 		}
 	}
@@ -200,9 +208,9 @@ func (e *Endpoint) validate(now clock.Time, c *conn) {
 		// Full since its "connect?" (D25): refused now. The client
 		// already counts itself connected; abort ends its connection
 		// as refused (N33).
-		e.queueCtlOnce(c.addr, control{kind: ctlAbort, text: errServerFull.Error()})
 		e.vstats.Refused++
 		e.removeConn(c)
+		e.reject(c.addr, errServerFull.Error())
 		return
 	}
 	c.recvBudget.Limit = e.cfg.ConnReceiveMemory

@@ -181,11 +181,26 @@ func TestServerRefuses(t *testing.T) {
 	tc := newTestEndpoint(t, cfg)
 	tc.recvFrom(banned, chControl, []byte("connect?"))
 	tc.wantControl("hook refusal", control{kind: ctlAbort, text: "you are banned"})
-	tc.wantNoEvent("refused: no event")
+	// N67: the application hears of each refusal.
+	wantRejected := func(what string, addr netip.AddrPort, reason string) {
+		t.Helper()
+		ev := tc.wantEvent(what, EventRejected)
+		var re *RefusedError
+		if ev.Addr != addr || ev.Conn != 0 || !errors.As(ev.Err, &re) || re.Reason != reason {
+			t.Fatalf("%s: event %+v, want %v refused with %q", what, ev, addr, reason)
+		}
+	}
+	wantRejected("hook refusal", banned, "you are banned")
+	tc.wantNoEvent("refused: nothing more")
 	tc.connectServer()
 	tc.skipChannel(chHeartbeat)
-	tc.recvFrom(netip.MustParseAddrPort("10.0.0.3:1"), chControl, []byte("connect?"))
+	late := netip.MustParseAddrPort("10.0.0.3:1")
+	tc.recvFrom(late, chControl, []byte("connect?"))
 	tc.wantControl("limit", control{kind: ctlAbort, text: "server full"})
+	wantRejected("limit", late, "server full")
+	if got := tc.ep.EndpointStats().ConnectionsRefused; got != 2 {
+		t.Errorf("ConnectionsRefused = %d, want 2", got)
+	}
 }
 
 // Spec: "Servers must ignore any packets not involved in an active

@@ -117,6 +117,9 @@ type EndpointStats struct {
 	// EventDisconnected: the difference is the connections established
 	// now.
 	ConnectionsOpened, ConnectionsEnded uint64
+	// ConnectionsRefused counts the clients' "connect?" refused, each
+	// reported by EventRejected (N67).
+	ConnectionsRefused uint64
 	// The totals of the counters of Stats of the same names over every
 	// connection the endpoint has had, live and ended (N59): those
 	// reported by EventConnected and also those that never were (a

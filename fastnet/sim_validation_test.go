@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,6 +176,16 @@ func TestValidationRefusedWhenFullMeanwhile(t *testing.T) {
 	}
 	if got := countKind(n.Events(valServer), fastnet.EventConnected); got != 1 || srv.NumConns() != 1 {
 		t.Fatalf("server: %d Connected, %d connections; want 1, 1", got, srv.NumConns())
+	}
+	// N67: the server's application hears the refusal at validation.
+	var rejected []fastnet.Event
+	for _, ev := range n.Events(valServer) {
+		if ev.Kind == fastnet.EventRejected {
+			rejected = append(rejected, ev)
+		}
+	}
+	if len(rejected) != 1 || rejected[0].Addr != bAddr || !errors.Is(rejected[0].Err, fastnet.ErrRefused) {
+		t.Fatalf("server's rejections: %v, want one of %v", describeAll(rejected), bAddr)
 	}
 	evs := n.Events(bAddr)
 	if len(evs) != 2 || evs[0].Kind != fastnet.EventConnected || evs[1].Kind != fastnet.EventDisconnected || !errors.Is(evs[1].Err, fastnet.ErrRefused) {
@@ -401,5 +412,61 @@ func TestEarlyHeartbeatsStopOnceValidated(t *testing.T) {
 	// the echoes stand for them (N54).
 	if own > 5 {
 		t.Errorf("client originated %d heartbeats in 4 s after validation, want at most 5", own)
+	}
+}
+
+// N68: a server that closes everything while a client is still proving its
+// address tells that client, which hears the reason at once rather than
+// after its timeout; the server's application never hears of it. Its
+// established connections close gracefully as Close does.
+func TestCloseAllTellsUnvalidated(t *testing.T) {
+	n := fastnettest.NewNetwork(5)
+	srv := newValServer(t, n, fastnet.Config{MTU: fastnet.MTUConfig{Disabled: true}})
+	other := netip.MustParseAddrPort("10.0.0.3:50000")
+	est := newClient(t, n, other, fastnet.Config{MTU: fastnet.MTUConfig{Disabled: true}})
+	cli := newClient(t, n, valClient, fastnet.Config{MTU: fastnet.MTUConfig{Disabled: true}})
+	if _, err := est.Connect(n.Now(), valServer); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.RunFor(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// valClient's echoes of the server's challenges never arrive, its own
+	// heartbeats do: its connection stays unvalidated, and what it sends
+	// is the room the server has to answer it (D25).
+	n.Filter = func(from, to netip.AddrPort, b []byte) bool {
+		return !(from == valClient && int16(binary.BigEndian.Uint16(b)) == wireHeartbeat && b[2]&0x80 == 0)
+	}
+	if _, err := cli.Connect(n.Now(), valServer); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.RunFor(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if vs := srv.ValidationStats(); vs.Unvalidated != 1 {
+		t.Fatalf("validation stats %+v, want one pending", vs)
+	}
+	before := len(n.Events(valServer))
+	srv.CloseAll(n.Now(), "maintenance")
+	if err := n.RunFor(500 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []netip.AddrPort{valClient, other} {
+		evs := n.Events(addr)
+		last := evs[len(evs)-1]
+		// The unvalidated one's reason may be cut to what its address
+		// may still be sent (D25, N33).
+		var pc *fastnet.PeerClosedError
+		if last.Kind != fastnet.EventDisconnected || !errors.As(last.Err, &pc) || pc.Reason == "" || !strings.HasPrefix("maintenance", pc.Reason) {
+			t.Errorf("%v's last event %s, want closed by peer: maintenance", addr, fastnettest.DescribeEvent(last))
+		}
+	}
+	for _, ev := range n.Events(valServer)[before:] {
+		if ev.Kind != fastnet.EventDisconnected || ev.Addr != other {
+			t.Errorf("server event %s: the application hears only of its established connection", fastnettest.DescribeEvent(ev))
+		}
+	}
+	if srv.NumConns() != 0 {
+		t.Errorf("%d connections left", srv.NumConns())
 	}
 }

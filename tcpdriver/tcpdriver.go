@@ -63,8 +63,8 @@ type Config struct {
 	// Default (0): 128; negative is refused.
 	Backlog int
 	// Events, if not nil, receives the connections' events: connected,
-	// ended (with the final statistics), MTU changes, and quality reports
-	// when Engine.QualityInterval is set. It is never waited for: an event
+	// ended (with the final statistics), MTU changes, quality reports
+	// when Engine.QualityInterval is set, and a server's refused clients. It is never waited for: an event
 	// that finds it full is dropped and counted (DriverStats.EventsDropped).
 	Events chan<- driver.Event
 	// Logger, if not nil, logs the same events (start and end at Info,

@@ -8,9 +8,9 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
 )
 
@@ -52,16 +52,14 @@ double-quoted Go string (strconv.Quote): printable text as it is, quotes and
 backslashes escaped, other bytes as \n, \r, \t, \x00 and the like, so that
 one message is always one line whatever it holds.
 
-Clients beyond --max-conns connections are refused with "server full", one
-"refused" line each with the client's address. When clients arrive together
-for the last place, one of them may complete its handshake and be closed at
-once with the same reason, and the same line. Clients the driver or the
-engine turn away before listen hears of them are counted instead, in a line
-every second when there were some: those refused because too many
-connections waited to be served ("server busy"), or found over the limit
-when their address was validated ("server full"), and the UDP clients
-dropped before their address was validated or the TCP connections dropped
-before their handshake completed ("dropped").`,
+Clients beyond --max-conns connections are refused with "server full", and
+clients that arrive while too many connections wait to be served with
+"server busy": one "refused" line each, with the client's address and the
+reason it was sent, once a second at most for a client that asks again.
+Refusals that come faster than they can be printed are counted instead, in
+a line every second when there were some, as are the UDP clients dropped
+before their address was validated and the TCP connections dropped before
+their handshake completed ("dropped").`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			var o listenOptions
 			fs.StringVar(&o.udp, "udp", "", "serve on this UDP `HOST:PORT`")
@@ -100,16 +98,16 @@ type listenOptions struct {
 	maxConns    int
 }
 
-// errServerFull is the reason a client beyond --max-conns is given, the
-// engine's own.
-var errServerFull = errors.New("server full")
-
 // served is one listener of listen.
 type served struct {
-	l   *listener
-	tcp bool
-	adm *admission
+	l      *listener
+	tcp    bool
+	events chan driver.Event // the listener's: its refused clients
 }
+
+// eventBacklog is the room of a listener's events channel; refusals
+// beyond it while listen prints are dropped, and counted (turnedAway).
+const eventBacklog = 1024
 
 // listen is the listen command.
 func listen(ctx context.Context, s *stdio, o listenOptions) int {
@@ -126,42 +124,31 @@ func listen(ctx context.Context, s *stdio, o listenOptions) int {
 		if t.addr == "" {
 			continue
 		}
-		adm := newAdmission(o.maxConns)
-		// listen refuses the clients beyond --max-conns itself, in the
-		// accept hook, so that it knows their addresses; the engine's
-		// own limit is one above, never reached first (see admission).
-		cfg := fastnet.Config{MaxConnections: o.maxConns + 1, Accept: adm.hook}
-		l, err := listenOn(ctx, t.tcp, t.addr, cfg)
+		// The engine refuses the clients beyond --max-conns, and the
+		// listener's events name each (N67).
+		events := make(chan driver.Event, eventBacklog)
+		l, err := listenOn(ctx, t.tcp, t.addr, fastnet.Config{MaxConnections: o.maxConns}, events)
 		if err != nil {
 			closeAll()
 			s.errorf("fastnet listen: %v", err)
 			return exitFailure
 		}
-		ls = append(ls, &served{l: l, tcp: t.tcp, adm: adm})
+		ls = append(ls, &served{l: l, tcp: t.tcp, events: events})
 		s.printf("listening %s %s", transportName(t.tcp), l.Addr())
 	}
 
 	var wg, logs sync.WaitGroup
 	for _, x := range ls {
 		name := transportName(x.tcp)
-		logs.Go(func() { x.adm.log(s, name) })
+		logs.Go(func() { logRefused(s, name, x.events) })
 		wg.Go(func() {
 			for {
 				c, err := x.l.Accept(ctx)
 				if err != nil {
 					return // ctx is done or the listener closed
 				}
-				addr := c.RemoteAddr()
-				if !x.adm.admit(addr) {
-					c.Abort(errServerFull.Error())
-					x.adm.refused(addr)
-					continue
-				}
-				s.printf("connected %s %s id=%d", name, addr, c.ID())
-				wg.Go(func() {
-					serve(c, name, o.echo, o.print, s)
-					x.adm.release(addr)
-				})
+				s.printf("connected %s %s id=%d", name, c.RemoteAddr(), c.ID())
+				wg.Go(func() { serve(c, name, o.echo, o.print, s) })
 			}
 		})
 	}
@@ -180,7 +167,7 @@ func listen(ctx context.Context, s *stdio, o listenOptions) int {
 	}
 	wg.Wait()
 	for _, x := range ls {
-		close(x.adm.stop)
+		close(x.events) // the listener is closed: no more can come
 	}
 	logs.Wait()
 	return exitOK
@@ -213,132 +200,41 @@ func serve(c *conn, transport string, echo, print bool, s *stdio) {
 	}
 }
 
-// admission keeps a listener to --max-conns connections and reports the
-// clients it refuses.
-//
-// The engine refuses a client beyond its Config.MaxConnections before it
-// asks the accept hook, and counts none of those refusals, so listen
-// cannot leave the limit to the engine and still name the clients refused.
-// Instead the hook refuses a client while listen serves max connections,
-// and the engine's limit is one above: it counts only connections that
-// completed their handshake (over UDP, validated their address, D25),
-// which listen serves, or is about to. Clients that pass the hook together
-// for the last place can all complete their handshake; the engine refuses
-// those beyond its limit when it validates them, and listen closes the one
-// beyond its own as soon as it is accepted, with the same reason.
-type admission struct {
-	max      int
-	mu       sync.Mutex
-	n        int                    // connections served
-	live     map[netip.AddrPort]int // their addresses
-	refusals chan netip.AddrPort    // to log
-	stop     chan struct{}          // closed when no more can come
-	unlogged atomic.Uint64          // refusals not logged: the channel was full
-}
-
-// refusalBacklog bounds the refusals waiting to be logged; the hook must not
-// block, as it runs inside the engine.
-const refusalBacklog = 1024
-
-func newAdmission(max int) *admission {
-	return &admission{
-		max:      max,
-		live:     map[netip.AddrPort]int{},
-		refusals: make(chan netip.AddrPort, refusalBacklog),
-		stop:     make(chan struct{}),
-	}
-}
-
-// full reports whether a client at addr must be refused. A client on the
-// address of a connection served is a restarted client, whose new
-// connection replaces the old one (D28): it takes the old one's place.
-func (a *admission) fullLocked(addr netip.AddrPort) bool {
-	return a.n >= a.max && a.live[addr] == 0
-}
-
-// hook is the engine's accept hook: it runs inside the engine, under its
-// lock, and must not block.
-func (a *admission) hook(addr netip.AddrPort) error {
-	a.mu.Lock()
-	full := a.fullLocked(addr)
-	a.mu.Unlock()
-	if !full {
-		return nil
-	}
-	a.refused(addr)
-	return errServerFull
-}
-
-// refused logs a client refused as "server full", without blocking.
-func (a *admission) refused(addr netip.AddrPort) {
-	select {
-	case a.refusals <- addr:
-	default:
-		a.unlogged.Add(1)
-	}
-}
-
-// admit counts a connection accepted from addr, unless it is one too many.
-func (a *admission) admit(addr netip.AddrPort) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.fullLocked(addr) {
-		return false
-	}
-	a.n++
-	a.live[addr]++
-	return true
-}
-
-// release uncounts a connection from addr that ended.
-func (a *admission) release(addr netip.AddrPort) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.n--
-	if a.live[addr]--; a.live[addr] <= 0 {
-		delete(a.live, addr)
-	}
-}
-
-// log prints a line for each client refused, until stop is closed and the
-// refusals before it are printed. A client that asks again within a second
-// (its "connect?" repeated while the refusal was on its way) is not logged
+// logRefused prints a line for each client a listener refused, until its
+// events channel is closed. A client that asks again within a second (its
+// "connect?" repeated while the refusal was on its way) is not printed
 // again.
-func (a *admission) log(s *stdio, transport string) {
+func logRefused(s *stdio, transport string, events <-chan driver.Event) {
 	seen := map[netip.AddrPort]time.Time{}
-	for {
-		var addr netip.AddrPort
-		select {
-		case addr = <-a.refusals:
-		case <-a.stop:
-			select {
-			case addr = <-a.refusals:
-			default:
-				return
-			}
-		}
-		now := time.Now()
-		if t, ok := seen[addr]; ok && now.Sub(t) < time.Second {
+	for ev := range events {
+		if ev.Kind != driver.EventRefused {
 			continue
 		}
-		if len(seen) >= refusalBacklog {
+		now := time.Now()
+		if t, ok := seen[ev.Addr]; ok && now.Sub(t) < time.Second {
+			continue
+		}
+		if len(seen) >= eventBacklog {
 			for k, t := range seen {
 				if now.Sub(t) >= time.Second {
 					delete(seen, k)
 				}
 			}
 		}
-		seen[addr] = now
-		s.printf("refused %s %s reason=%q", transport, netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()), errServerFull.Error())
+		seen[ev.Addr] = now
+		reason := ev.Err.Error()
+		var re *fastnet.RefusedError
+		if errors.As(ev.Err, &re) {
+			reason = re.Reason
+		}
+		s.printf("refused %s %s reason=%q", transport, netip.AddrPortFrom(ev.Addr.Addr().Unmap(), ev.Addr.Port()), reason)
 	}
 }
 
 // turnedAway counts the clients a listener turned away without listen
 // hearing of each.
 type turnedAway struct {
-	busy       uint64 // refused: the backlog was full ("server busy")
-	full       uint64 // refused when validated: the engine's limit
-	unlogged   uint64 // refused by listen, too many to log one by one
+	unlogged   uint64 // refused, too many to print one by one
 	expired    uint64 // UDP: address not validated in time
 	evicted    uint64 // UDP: too many clients validating at once
 	forged     uint64 // UDP: a validation that echoed what was never sent
@@ -349,9 +245,7 @@ type turnedAway struct {
 func (x *served) turnedAway() turnedAway {
 	d, v := x.l.DriverStats(), x.l.ValidationStats()
 	return turnedAway{
-		busy:       d.BacklogRefused,
-		full:       v.Refused,
-		unlogged:   x.adm.unlogged.Load(),
+		unlogged:   d.EventsDropped,
 		expired:    v.Expired,
 		evicted:    v.Evicted,
 		forged:     v.Forged,
@@ -367,9 +261,7 @@ func countLines(transport string, prev, cur turnedAway) []string {
 		verb, reason string
 		prev, cur    uint64
 	}{
-		{"refused", "server busy", prev.busy, cur.busy},
-		{"refused", "server full", prev.full, cur.full},
-		{"refused", "server full", prev.unlogged, cur.unlogged},
+		{"refused", "too many to name", prev.unlogged, cur.unlogged},
 		{"dropped", "address not validated in time", prev.expired, cur.expired},
 		{"dropped", "too many clients validating their address", prev.evicted, cur.evicted},
 		{"dropped", "forged address validation", prev.forged, cur.forged},

@@ -29,10 +29,11 @@
 // With --echo every message goes back to its sender on the same channel
 // with the same reliability; with --print each is a "message" line, its
 // bytes quoted as strconv.Quote does, so that any message is one line.
-// --max-conns bounds the connections; listen refuses the clients beyond it
-// itself, through the engine's accept hook, with "server full" and a line
-// naming each. Clients turned away before listen hears of them (a full
-// backlog, validation, TCP handshakes) are counted in a line a second.
+// --max-conns bounds the connections; the clients beyond it are refused
+// with "server full", and those that come while the backlog is full with
+// "server busy", a "refused" line naming each. Clients dropped before their
+// connection is established (validation, TCP handshakes) are counted in a
+// line a second.
 //
 // connect sends standard input as messages on --channel (default 0),
 // reliably unless --unreliable, and writes what it receives on standard

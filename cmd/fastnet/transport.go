@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/tcpdriver"
 	"github.com/fastnet-engine/fastnet/udpdriver"
@@ -28,11 +29,11 @@ func transportName(tcp bool) string {
 }
 
 // listenOn starts a server on addr over TCP or UDP.
-func listenOn(ctx context.Context, tcp bool, addr string, cfg fastnet.Config) (*listener, error) {
+func listenOn(ctx context.Context, tcp bool, addr string, cfg fastnet.Config, events chan<- driver.Event) (*listener, error) {
 	if tcp {
-		return tcpdriver.Listen(ctx, addr, tcpdriver.Config{Engine: cfg})
+		return tcpdriver.Listen(ctx, addr, tcpdriver.Config{Engine: cfg, Events: events})
 	}
-	return udpdriver.Listen(ctx, addr, udpdriver.Config{Engine: cfg})
+	return udpdriver.Listen(ctx, addr, udpdriver.Config{Engine: cfg, Events: events})
 }
 
 // dial connects to the server at addr over TCP or UDP.

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/fastnet-engine/fastnet/driver"
+	"github.com/fastnet-engine/fastnet/fastnet"
 )
 
 func TestParseInterspersed(t *testing.T) {
@@ -417,13 +420,11 @@ func TestVersionLines(t *testing.T) {
 }
 
 func TestCountLines(t *testing.T) {
-	prev := turnedAway{busy: 1, expired: 2}
-	cur := turnedAway{busy: 4, expired: 2, full: 1, unlogged: 5, hsTimedOut: 1}
+	prev := turnedAway{unlogged: 1, expired: 2}
+	cur := turnedAway{unlogged: 6, expired: 2, hsTimedOut: 1}
 	got := countLines("tcp", prev, cur)
 	want := []string{
-		`refused tcp clients=3 reason="server busy"`,
-		`refused tcp clients=1 reason="server full"`,
-		`refused tcp clients=5 reason="server full"`,
+		`refused tcp clients=5 reason="too many to name"`,
 		`dropped tcp clients=1 reason="handshake timed out"`,
 	}
 	if !slices.Equal(got, want) {
@@ -431,42 +432,6 @@ func TestCountLines(t *testing.T) {
 	}
 	if got := countLines("udp", cur, cur); got != nil {
 		t.Errorf("nothing new: %q", got)
-	}
-}
-
-// TestAdmission checks listen's own limit on connections: refused beyond
-// it, a restarted client on a served address let in, a place freed.
-func TestAdmission(t *testing.T) {
-	a := newAdmission(2)
-	c1, c2, c3 := netip.MustParseAddrPort("127.0.0.1:1"), netip.MustParseAddrPort("127.0.0.1:2"), netip.MustParseAddrPort("[::1]:3")
-	if a.hook(c1) != nil || !a.admit(c1) || a.hook(c2) != nil || !a.admit(c2) {
-		t.Fatal("the first two clients were refused")
-	}
-	if err := a.hook(c3); err == nil || err.Error() != "server full" {
-		t.Errorf("a third client: %v, want server full", err)
-	}
-	if a.admit(c3) {
-		t.Error("a third client was admitted")
-	}
-	if a.hook(c1) != nil || !a.admit(c1) {
-		t.Error("a client restarted on a served address was refused")
-	}
-	a.release(c1) // the restarted client's old connection ends
-	a.release(c2)
-	if a.hook(c3) != nil || !a.admit(c3) {
-		t.Error("a client was refused once a place was free")
-	}
-	var out, errb syncBuffer
-	s := &stdio{out: &out, err: &errb}
-	done := make(chan struct{})
-	go func() {
-		a.log(s, "udp")
-		close(done)
-	}()
-	close(a.stop)
-	<-done
-	if want := "refused udp [::1]:3 reason=\"server full\"\n"; out.String() != want {
-		t.Errorf("logged %q, want %q: once, though refused twice", out.String(), want)
 	}
 }
 
@@ -480,5 +445,25 @@ func TestDialAddr(t *testing.T) {
 		if got := dialAddr(in); got != want {
 			t.Errorf("dialAddr(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestLogRefused checks listen's lines for refused clients (N67): one per
+// client, though its "connect?" was refused twice, with the reason it was
+// sent; the listener's other events are not printed.
+func TestLogRefused(t *testing.T) {
+	c1, c2 := netip.MustParseAddrPort("[::1]:3"), netip.MustParseAddrPort("[::ffff:127.0.0.1]:4")
+	events := make(chan driver.Event, 8)
+	full := &fastnet.RefusedError{Reason: "server full"}
+	events <- driver.Event{Kind: driver.EventRefused, Addr: c1, Err: full}
+	events <- driver.Event{Kind: driver.EventConnected, Addr: c2}
+	events <- driver.Event{Kind: driver.EventRefused, Addr: c1, Err: full}
+	events <- driver.Event{Kind: driver.EventRefused, Addr: c2, Err: &fastnet.RefusedError{Reason: "server busy"}}
+	close(events)
+	var out, errb syncBuffer
+	logRefused(&stdio{out: &out, err: &errb}, "udp", events)
+	want := "refused udp [::1]:3 reason=\"server full\"\nrefused udp 127.0.0.1:4 reason=\"server busy\"\n"
+	if out.String() != want {
+		t.Errorf("logged %q, want %q", out.String(), want)
 	}
 }
