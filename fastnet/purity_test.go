@@ -11,8 +11,9 @@ import (
 	"testing"
 )
 
-// The core is sans-IO (DESIGN.md): no sockets, files, locks, logging,
-// goroutines, wall clock or global randomness. This test reads the source of
+// The core is sans-IO (the package documentation, and the README's
+// "Embedding the engine in your own loop"): no sockets, files, locks,
+// logging, goroutines, wall clock or global randomness. This test reads the source of
 // every core package and fails on any of them, so the rule cannot rot.
 func TestCoreIsPure(t *testing.T) {
 	forbiddenImports := map[string]bool{
