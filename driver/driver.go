@@ -647,8 +647,8 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 		e.notifyLocked(Event{Kind: EventRefused, Addr: ev.Addr, Err: ev.Err})
 	case fastnet.EventQuality:
 		if c != nil {
-			c.quality = ev.Quality
-			e.notifyLocked(Event{Kind: EventQuality, Conn: c, Addr: c.remote, Quality: ev.Quality})
+			c.quality = *ev.Quality
+			e.notifyLocked(Event{Kind: EventQuality, Conn: c, Addr: c.remote, Quality: *ev.Quality})
 		}
 	}
 }

@@ -91,7 +91,7 @@ type Event struct {
 	Err      error          // EventRefused, EventConnectFailed, EventDisconnected, EventRejected
 	MTU      int            // EventMTUChanged: the new payload MTU
 	Message  MessageID      // EventOutcome: the message, as SendTracked returned it
-	Quality  Quality        // EventQuality
+	Quality  *Quality       // EventQuality: a value of its own, kept off the Event so that every other event stays small (N57)
 	Stats    *Stats         // EventDisconnected: the connection's final statistics
 }
 

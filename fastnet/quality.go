@@ -95,7 +95,8 @@ func (c *conn) closeWindow(now clock.Time) {
 	w.bytesSent, w.bytesRecv = s.BytesSent, s.BytesReceived
 	w.relSent, w.resent = s.ReliablePacketsSent, s.PacketsResent
 	if c.ep.cfg.QualityInterval > 0 && c.established() && !c.unvalidated {
-		c.ep.emit(Event{Kind: EventQuality, Conn: c.handle, Addr: c.addr, Quality: c.quality()})
+		q := c.quality()
+		c.ep.emit(Event{Kind: EventQuality, Conn: c.handle, Addr: c.addr, Quality: &q})
 	}
 }
 

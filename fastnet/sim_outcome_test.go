@@ -118,7 +118,7 @@ func (o *outcomeSim) onEvent(at clock.Time, node netip.AddrPort, ev fastnet.Even
 		if !ok {
 			o.fail("%s: Quality of a connection Stats does not know", sideName(side))
 		}
-		o.quality[side] = append(o.quality[side], qualitySeen{at, ev.Quality, st})
+		o.quality[side] = append(o.quality[side], qualitySeen{at, *ev.Quality, st})
 	default:
 		if ev.Stats != nil && ev.Kind != fastnet.EventDisconnected {
 			o.fail("%s: %v event with Stats", sideName(side), ev.Kind)

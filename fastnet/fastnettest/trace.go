@@ -145,7 +145,10 @@ func AppendEvent(b []byte, ev fastnet.Event) []byte {
 		b = append(b, ' ')
 		b = append(b, ev.Outcome.String()...)
 	case fastnet.EventQuality:
-		q := &ev.Quality
+		q := ev.Quality
+		if q == nil {
+			q = &fastnet.Quality{}
+		}
 		b = append(b, " rtt="...)
 		b = append(b, q.RTT.String()...)
 		b = append(b, " rttvar="...)
