@@ -17,6 +17,7 @@ import (
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/datagram"
 	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/timer"
 )
 
 // A Transport carries the endpoint's datagrams. WriteBatch is called with
@@ -188,13 +189,13 @@ type Engine struct {
 	answered bool       // a Receive returned a message since lastSend
 	wakes    []*Conn    // connections to signal at unlock
 
-	timer    *Alarm
+	timer    *timer.Alarm
 	deadline clock.Time // when timer fires; 0: not armed
 	// idle hands a read role left free to the background reader; its
 	// delay is maxIdleDelay, or MinResendRTT/2 if shorter (read.go).
-	idle *IdleTimer
+	idle *timer.IdleTimer
 	// idleTimers fires idle and the transport's (NewIdleTimer).
-	idleTimers *IdleTimers
+	idleTimers *timer.IdleTimers
 	kick       chan struct{} // a Send left its transmits to the timer goroutine
 	unsent     bool          // a Send queued data no flush has polled yet
 	done       chan struct{}
@@ -308,8 +309,8 @@ func (e *Engine) Start(tr Transport) {
 	e.pauser, _ = tr.(Pauser)
 	e.ender, _ = tr.(Ender)
 	e.reporter, _ = tr.(StatsReporter)
-	e.timer = NewAlarm(true)
-	e.idleTimers = NewIdleTimers(true)
+	e.timer = timer.NewAlarm(true)
+	e.idleTimers = timer.NewIdleTimers(true)
 	e.idle = e.idleTimers.NewTimer(max(min(maxIdleDelay, e.cfg.MinResendRTT/2), minIdleDelay))
 	if rd, ok := tr.(Reader); ok {
 		e.startReader(rd)
@@ -323,7 +324,7 @@ func (e *Engine) Start(tr Transport) {
 // NewIdleTimer returns a stopped idle timer of the given delay for the
 // transport, one of the engine's set (IdleTimers). Start makes the set;
 // Close stops it once every goroutine of Go has returned.
-func (e *Engine) NewIdleTimer(delay time.Duration) *IdleTimer {
+func (e *Engine) NewIdleTimer(delay time.Duration) *timer.IdleTimer {
 	return e.idleTimers.NewTimer(delay)
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/fastnet-engine/fastnet/datagram"
 	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/timer"
 )
 
 // Conn is one Fastnet connection over TCP: a [driver.Conn], where its
@@ -207,9 +208,9 @@ type tcpConn struct {
 	// The stream's read role (driver.StreamReader): the reader goroutine
 	// holds it, or a goroutine in Receive. fr is the holder's.
 	fr    *frameReader
-	token chan struct{}     // holds the role while it is free
-	wake  chan struct{}     // the reader goroutine looks at its state again
-	idle  *driver.IdleTimer // hands a role left free to the reader goroutine (c.mu)
+	token chan struct{}    // holds the role while it is free
+	wake  chan struct{}    // the reader goroutine looks at its state again
+	idle  *timer.IdleTimer // hands a role left free to the reader goroutine (c.mu)
 
 	rc syscall.RawConn // for writes by the goroutine that sends (nil: none)
 

@@ -1,4 +1,4 @@
-package driver
+package timer
 
 import (
 	"container/heap"
