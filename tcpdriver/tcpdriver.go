@@ -3,7 +3,6 @@ package tcpdriver
 import (
 	"container/list"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/fastnet-engine/fastnet/datagram"
 	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/frame"
 	"github.com/fastnet-engine/fastnet/internal/timer"
 )
 
@@ -207,7 +207,7 @@ type tcpConn struct {
 
 	// The stream's read role (driver.StreamReader): the reader goroutine
 	// holds it, or a goroutine in Receive. fr is the holder's.
-	fr    *frameReader
+	fr    *frame.Reader
 	token chan struct{}    // holds the role while it is free
 	wake  chan struct{}    // the reader goroutine looks at its state again
 	idle  *timer.IdleTimer // hands a role left free to the reader goroutine (c.mu)
@@ -251,7 +251,7 @@ const idleDelay = 5 * time.Millisecond
 
 // handshakeBuffer is the size of a connection's read and write buffers
 // while it is a server's in its handshake (N46): the handshake's packets
-// are a few bytes each, and a longer one is still read whole (frameReader
+// are a few bytes each, and a longer one is still read whole (frame.Reader
 // grows for it).
 const handshakeBuffer = 512
 
@@ -311,13 +311,13 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 			rc, _ = tc.SyscallConn()
 		}
 	}
-	bufSize := 0 // defaultFrameBuffer
+	bufSize := 0 // frame.DefaultBuffer
 	if server {
 		bufSize = handshakeBuffer
 	}
 	c := &tcpConn{
 		nc: nc, remote: remote, server: server, rc: rc, readerDone: make(chan struct{}),
-		fr:    newFrameReader(nc, t.maxPacket, bufSize),
+		fr:    frame.NewReader(nc, t.maxPacket, bufSize),
 		ready: make(chan struct{}, 1), token: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		idle: t.e.NewIdleTimer(idleDelay),
 	}
@@ -422,7 +422,7 @@ func (t *transport) readBackground(c *tcpConn) bool {
 		case handOver:
 			return true
 		}
-		p, err := c.fr.next()
+		p, err := c.fr.Next()
 		if err != nil {
 			c.mu.Lock()
 			late := c.server && !c.established && !c.ending
@@ -438,7 +438,7 @@ func (t *transport) readBackground(c *tcpConn) bool {
 			t.settled(c)
 			// The reader goroutine holds the role: nobody else
 			// reads through c.fr now.
-			c.fr.grow(defaultFrameBuffer)
+			c.fr.Grow(frame.DefaultBuffer)
 			c.mu.Lock()
 			c.established = true
 			if !c.ending { // an ending connection keeps its deadline
@@ -578,7 +578,7 @@ func (t *transport) ReadFor(ctx context.Context, addr netip.AddrPort, done func(
 		}
 		c.reading = true
 		c.mu.Unlock()
-		p, err := c.fr.next()
+		p, err := c.fr.Next()
 		c.mu.Lock()
 		c.reading = false
 		if c.past {
@@ -597,14 +597,14 @@ func (t *transport) ReadFor(ctx context.Context, addr netip.AddrPort, done func(
 		// The packets that came with it cost no system call: they
 		// go to the queue now, and the Receive calls that follow
 		// take them without the role.
-		for i := 1; i < readAhead && c.fr.buffered(); i++ {
+		for i := 1; i < readAhead && c.fr.Buffered(); i++ {
 			c.mu.Lock()
 			paused := c.paused
 			c.mu.Unlock()
 			if paused {
 				break
 			}
-			p, err := c.fr.next()
+			p, err := c.fr.Next()
 			if err != nil {
 				t.failed(c, err)
 				return nil
@@ -687,7 +687,7 @@ func (t *transport) PauseRead(addr netip.AddrPort, paused bool) {
 }
 
 func (t *transport) writeLoop(c *tcpConn) {
-	var fw *frameWriter
+	var fw *frame.Writer
 	var batch []byte
 	for {
 		select {
@@ -737,13 +737,13 @@ func (t *transport) writeLoop(c *tcpConn) {
 // small one while c is a server's connection in its handshake, a full one
 // after (N46). It is called with c.mu held, between batches, when fw has
 // nothing buffered (writeFrames flushes).
-func (t *transport) frameWriter(c *tcpConn, fw *frameWriter) *frameWriter {
-	size := defaultFrameBuffer
+func (t *transport) frameWriter(c *tcpConn, fw *frame.Writer) *frame.Writer {
+	size := frame.DefaultBuffer
 	if c.server && !c.established {
 		size = handshakeBuffer
 	}
-	if fw == nil || fw.size() < size {
-		fw = newFrameWriter(c.nc, t.maxPacket, size)
+	if fw == nil || fw.Size() < size {
+		fw = frame.NewWriter(c.nc, t.maxPacket, size)
 	}
 	return fw
 }
@@ -759,22 +759,20 @@ func writeRaw(nc net.Conn, b []byte) error {
 
 // writeFrames writes the packets of batch, each behind its length, and
 // flushes them.
-func writeFrames(fw *frameWriter, batch []byte) error {
-	for len(batch) >= frameHeaderLen {
-		n := int(binary.BigEndian.Uint32(batch))
-		if err := fw.write(batch[frameHeaderLen : frameHeaderLen+n]); err != nil {
+func writeFrames(fw *frame.Writer, batch []byte) error {
+	for p, rest, ok := frame.Cut(batch); ok; p, rest, ok = frame.Cut(rest) {
+		if err := fw.Write(p); err != nil {
 			return err
 		}
-		batch = batch[frameHeaderLen+n:]
 	}
-	return fw.flush()
+	return fw.Flush()
 }
 
 // finish ends c from this side: it writes what is still queued, half-closes
 // the connection and waits for the reader to see the peer close, all within
 // closeWait, then closes the socket. A connection whose handshake never
 // completed has nothing worth draining and is closed at once.
-func (t *transport) finish(c *tcpConn, fw *frameWriter) {
+func (t *transport) finish(c *tcpConn, fw *frame.Writer) {
 	deadline := time.Now().Add(t.closeWait)
 	c.mu.Lock()
 	c.ending = true
@@ -829,8 +827,7 @@ func (t *transport) WriteBatch(msgs []datagram.Message) {
 		}
 		c.mu.Lock()
 		if !c.writeNowLocked(m.Buf) {
-			c.pending = binary.BigEndian.AppendUint32(c.pending, uint32(len(m.Buf)))
-			c.pending = append(c.pending, m.Buf...)
+			c.pending = frame.Append(c.pending, m.Buf)
 		}
 		kick := len(c.pending) > 0 || c.partial != nil
 		c.mu.Unlock()
@@ -865,8 +862,7 @@ func (c *tcpConn) writeNowLocked(p []byte) bool {
 	if burst || c.ending || c.writing || len(c.pending) > 0 || c.partial != nil {
 		return false
 	}
-	b := binary.BigEndian.AppendUint32(c.wbuf[:0], uint32(len(p)))
-	b = append(b, p...)
+	b := frame.Append(c.wbuf[:0], p)
 	c.wbuf = b[:0]
 	if n := tryWrite(c.rc, b); n < len(b) {
 		c.partial = append([]byte(nil), b[n:]...)
@@ -927,3 +923,7 @@ func (t *transport) Close() error {
 	}
 	return err
 }
+
+// ErrFrameTooLarge reports a packet longer than the maximum packet size,
+// announced by the peer (which closes the connection, D20).
+var ErrFrameTooLarge = frame.ErrTooLarge

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/frame"
 )
 
 // The status queries of channel -1 and their answers (D15).
@@ -243,7 +243,7 @@ func dialProbe(ctx context.Context, tcp bool, addr string) (probeConn, error) {
 		if err != nil {
 			return nil, unwrapOp(err)
 		}
-		return &tcpProbe{Conn: c, r: bufio.NewReader(c)}, nil
+		return newTCPProbe(c), nil
 	}
 	c, err := d.DialContext(ctx, "udp", addr)
 	if err != nil {
@@ -312,17 +312,23 @@ func (u *udpProbe) recv(deadline time.Time) ([]byte, error) {
 
 func (u *udpProbe) retries() bool { return true }
 
-// tcpProbe frames packets with their length as a u32 (D20).
+// tcpProbe frames packets with their length as a u32 (D20), as the TCP
+// driver does (internal/frame).
 type tcpProbe struct {
 	net.Conn
-	r   *bufio.Reader
-	buf []byte
+	fr   *frame.Reader
+	seen *recorder
+}
+
+func newTCPProbe(c net.Conn) *tcpProbe {
+	rec := &recorder{r: c}
+	return &tcpProbe{Conn: c, fr: frame.NewReader(rec, maxAnswer, 0), seen: rec}
 }
 
 func (t *tcpProbe) send(payloads ...string) error {
 	var b []byte
 	for _, p := range payloads {
-		b = binary.BigEndian.AppendUint32(b, uint32(2+len(p)))
+		b = frame.AppendHeader(b, 2+len(p))
 		b = appendPacket(b, p)
 	}
 	_, err := t.Write(b)
@@ -331,34 +337,42 @@ func (t *tcpProbe) send(payloads ...string) error {
 
 func (t *tcpProbe) recv(deadline time.Time) ([]byte, error) {
 	t.SetReadDeadline(deadline)
-	var hdr [4]byte
-	if k, err := io.ReadFull(t.r, hdr[:]); err != nil {
-		return nil, t.readErr(err, hdr[:k])
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n > maxAnswer || n < 2 {
+	p, err := t.fr.Next()
+	switch {
+	case errors.Is(err, frame.ErrTooLarge) || err == nil && len(p) < 2:
 		// Not Fastnet's framing (D20): show what came.
-		b := append([]byte(nil), hdr[:]...)
-		more, _ := t.r.Peek(min(t.r.Buffered(), sampleBytes))
-		return nil, &foreignBytes{b: append(b, more...), n: 4 + t.r.Buffered()}
+		return nil, t.seen.foreign()
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		// Closed in the middle of a frame, or of its length.
+		return nil, t.seen.foreign()
+	case errors.Is(err, io.EOF):
+		return nil, errors.New("the server closed the connection")
+	case err != nil:
+		return nil, unwrapOp(err)
 	}
-	t.buf = slices.Grow(t.buf[:0], int(n))[:n]
-	if k, err := io.ReadFull(t.r, t.buf); err != nil {
-		return nil, t.readErr(err, append(hdr[:], t.buf[:k]...))
-	}
-	return t.buf, nil
+	return p, nil
 }
 
-// readErr explains a failed read, after got of a frame was read.
-func (t *tcpProbe) readErr(err error, got []byte) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		if len(got) > 0 {
-			// Closed in the middle of a frame, or of its length.
-			return &foreignBytes{b: got, n: len(got)}
-		}
-		return errors.New("the server closed the connection")
+// recorder counts the bytes read through it and keeps the first
+// sampleBytes, to show an answer that is not Fastnet's.
+type recorder struct {
+	r     io.Reader
+	first []byte
+	n     int
+}
+
+func (r *recorder) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.n += n
+	if room := sampleBytes - len(r.first); room > 0 {
+		r.first = append(r.first, b[:min(n, room)]...)
 	}
-	return unwrapOp(err)
+	return n, err
+}
+
+// foreign describes what was read as an answer that is not Fastnet's.
+func (r *recorder) foreign() *foreignBytes {
+	return &foreignBytes{b: r.first, n: r.n}
 }
 
 func (t *tcpProbe) retries() bool { return false }

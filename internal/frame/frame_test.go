@@ -1,4 +1,4 @@
-package tcpdriver
+package frame
 
 import (
 	"bytes"
@@ -43,13 +43,13 @@ func TestFrameGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			fw := newFrameWriter(&out, 1<<20, 0)
+			fw := NewWriter(&out, 1<<20, 0)
 			for _, p := range tt.packets {
-				if err := fw.write(p); err != nil {
+				if err := fw.Write(p); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := fw.flush(); err != nil {
+			if err := fw.Flush(); err != nil {
 				t.Fatal(err)
 			}
 			if got := hex.EncodeToString(out.Bytes()); got != tt.hex {
@@ -57,9 +57,9 @@ func TestFrameGolden(t *testing.T) {
 			}
 
 			wire, _ := hex.DecodeString(tt.hex)
-			fr := newFrameReader(bytes.NewReader(wire), 1<<20, 0)
+			fr := NewReader(bytes.NewReader(wire), 1<<20, 0)
 			for i, want := range tt.packets {
-				got, err := fr.next()
+				got, err := fr.Next()
 				if err != nil {
 					t.Fatalf("packet %d: %v", i, err)
 				}
@@ -67,7 +67,7 @@ func TestFrameGolden(t *testing.T) {
 					t.Errorf("packet %d: decoded %x, want %x", i, got, want)
 				}
 			}
-			if _, err := fr.next(); err != io.EOF {
+			if _, err := fr.Next(); err != io.EOF {
 				t.Errorf("after the last packet: %v, want io.EOF", err)
 			}
 		})
@@ -81,13 +81,13 @@ func TestFrameRoundTrip(t *testing.T) {
 	const maxPacket = 1000
 	lengths := []int{0, 1, 2, 63, 64, 65, 127, 128, 129, 500, 999, 1000, 3, 1000, 0, 64}
 	var wire bytes.Buffer
-	fw := newFrameWriter(&wire, maxPacket, bufSize)
+	fw := NewWriter(&wire, maxPacket, bufSize)
 	for _, n := range lengths {
-		if err := fw.write(pattern(n)); err != nil {
+		if err := fw.Write(pattern(n)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := fw.flush(); err != nil {
+	if err := fw.Flush(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -102,9 +102,9 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 	for _, rd := range readers {
 		t.Run(rd.name, func(t *testing.T) {
-			fr := newFrameReader(rd.wrap(bytes.NewReader(wire.Bytes())), maxPacket, bufSize)
+			fr := NewReader(rd.wrap(bytes.NewReader(wire.Bytes())), maxPacket, bufSize)
 			for i, n := range lengths {
-				got, err := fr.next()
+				got, err := fr.Next()
 				if err != nil {
 					t.Fatalf("packet %d (%d bytes): %v", i, n, err)
 				}
@@ -112,7 +112,7 @@ func TestFrameRoundTrip(t *testing.T) {
 					t.Fatalf("packet %d: got %d bytes %x, want %d bytes", i, len(got), got, n)
 				}
 			}
-			if _, err := fr.next(); err != io.EOF {
+			if _, err := fr.Next(); err != io.EOF {
 				t.Errorf("at the end: %v, want io.EOF", err)
 			}
 		})
@@ -131,20 +131,20 @@ func TestFrameReaderErrors(t *testing.T) {
 		{"header cut", []byte{0, 0}, 0, io.ErrUnexpectedEOF},
 		{"body cut", []byte{0, 0, 0, 5, 1, 2}, 0, io.ErrUnexpectedEOF},
 		{"second header cut", append(frame([]byte("ok")), 0), 1, io.ErrUnexpectedEOF},
-		{"length max+1", []byte{0, 0, 0, maxPacket + 1}, 0, ErrFrameTooLarge},
-		{"length 2^32-1", []byte{0xff, 0xff, 0xff, 0xff}, 0, ErrFrameTooLarge},
+		{"length max+1", []byte{0, 0, 0, maxPacket + 1}, 0, ErrTooLarge},
+		{"length 2^32-1", []byte{0xff, 0xff, 0xff, 0xff}, 0, ErrTooLarge},
 		{"length max is fine", frame(pattern(maxPacket)), 1, io.EOF},
-		{"too long after a good one", append(frame([]byte("ok")), 0, 1, 0, 0), 1, ErrFrameTooLarge},
+		{"too long after a good one", append(frame([]byte("ok")), 0, 1, 0, 0), 1, ErrTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fr := newFrameReader(bytes.NewReader(tt.stream), maxPacket, 16)
+			fr := NewReader(bytes.NewReader(tt.stream), maxPacket, 16)
 			for i := range tt.good {
-				if _, err := fr.next(); err != nil {
+				if _, err := fr.Next(); err != nil {
 					t.Fatalf("packet %d: %v", i, err)
 				}
 			}
-			if _, err := fr.next(); !errors.Is(err, tt.want) {
+			if _, err := fr.Next(); !errors.Is(err, tt.want) {
 				t.Errorf("next = %v, want %v", err, tt.want)
 			}
 		})
@@ -159,8 +159,8 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 func TestFrameReaderPassesStreamErrors(t *testing.T) {
 	boom := errors.New("connection reset")
 	for _, stream := range [][]byte{nil, {0, 0}, {0, 0, 0, 3, 1}, {0, 0, 0, 200, 1}} {
-		fr := newFrameReader(io.MultiReader(bytes.NewReader(stream), errReader{boom}), 1000, 16)
-		if _, err := fr.next(); !errors.Is(err, boom) {
+		fr := NewReader(io.MultiReader(bytes.NewReader(stream), errReader{boom}), 1000, 16)
+		if _, err := fr.Next(); !errors.Is(err, boom) {
 			t.Errorf("stream %x then an error: next = %v, want %v", stream, err, boom)
 		}
 	}
@@ -172,11 +172,11 @@ func TestFrameReaderPassesStreamErrors(t *testing.T) {
 func TestFrameReaderRefusesBeforeAllocating(t *testing.T) {
 	huge := []byte{0x7f, 0xff, 0xff, 0xff, 1, 2, 3}
 	src := bytes.NewReader(nil)
-	fr := newFrameReader(src, 1<<20, 16)
+	fr := NewReader(src, 1<<20, 16)
 	allocs := testing.AllocsPerRun(100, func() {
 		src.Reset(huge)
 		fr.br.Reset(src)
-		if _, err := fr.next(); err != ErrFrameTooLarge {
+		if _, err := fr.Next(); err != ErrTooLarge {
 			t.Fatalf("next = %v", err)
 		}
 	})
@@ -190,8 +190,8 @@ func TestFrameReaderRefusesBeforeAllocating(t *testing.T) {
 	// A peer announces 16 MiB (within the maximum) and sends 100 bytes.
 	const claimed = 16 << 20
 	stream := append(binary.BigEndian.AppendUint32(nil, claimed), pattern(100)...)
-	fr = newFrameReader(bytes.NewReader(stream), claimed, 4096)
-	if _, err := fr.next(); err != io.ErrUnexpectedEOF {
+	fr = NewReader(bytes.NewReader(stream), claimed, 4096)
+	if _, err := fr.Next(); err != io.ErrUnexpectedEOF {
 		t.Fatalf("next = %v, want io.ErrUnexpectedEOF", err)
 	}
 	if c := cap(fr.long); c > 2*4096 {
@@ -206,8 +206,8 @@ func TestFrameReaderMemoryTracksInput(t *testing.T) {
 	const bufSize = 4096
 	for _, sent := range []int{5000, 20000, 100000, 1 << 20} {
 		stream := append(binary.BigEndian.AppendUint32(nil, 8<<20), pattern(sent)...)
-		fr := newFrameReader(bytes.NewReader(stream), 8<<20, bufSize)
-		if _, err := fr.next(); err != io.ErrUnexpectedEOF {
+		fr := NewReader(bytes.NewReader(stream), 8<<20, bufSize)
+		if _, err := fr.Next(); err != io.ErrUnexpectedEOF {
 			t.Fatalf("next = %v", err)
 		}
 		if c := cap(fr.long); c > 2*sent+bufSize {
@@ -219,49 +219,49 @@ func TestFrameReaderMemoryTracksInput(t *testing.T) {
 func TestFrameWriter(t *testing.T) {
 	t.Run("too large", func(t *testing.T) {
 		var out bytes.Buffer
-		fw := newFrameWriter(&out, 10, 0)
-		if err := fw.write(make([]byte, 11)); err != ErrFrameTooLarge {
+		fw := NewWriter(&out, 10, 0)
+		if err := fw.Write(make([]byte, 11)); err != ErrTooLarge {
 			t.Errorf("write of 11 bytes with a maximum of 10: %v", err)
 		}
-		if err := fw.write(make([]byte, 10)); err != nil {
+		if err := fw.Write(make([]byte, 10)); err != nil {
 			t.Errorf("write of 10 bytes: %v", err)
 		}
-		fw.flush()
+		fw.Flush()
 		if out.Len() != 4+10 {
 			t.Errorf("stream holds %d bytes, want only the 14 of the packet that fits", out.Len())
 		}
 	})
 	t.Run("buffers until flush", func(t *testing.T) {
 		var w countingWriter
-		fw := newFrameWriter(&w, 1000, 4096)
+		fw := NewWriter(&w, 1000, 4096)
 		for range 50 {
-			if err := fw.write(pattern(64)); err != nil {
+			if err := fw.Write(pattern(64)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if w.writes != 0 {
 			t.Errorf("%d writes to the stream before flush", w.writes)
 		}
-		if got := fw.buffered(); got != 50*68 {
+		if got := fw.Buffered(); got != 50*68 {
 			t.Errorf("buffered() = %d, want %d", got, 50*68)
 		}
-		if err := fw.flush(); err != nil {
+		if err := fw.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		if w.writes != 1 || w.n != 50*68 || fw.buffered() != 0 {
-			t.Errorf("flush: %d writes of %d bytes, %d left", w.writes, w.n, fw.buffered())
+		if w.writes != 1 || w.n != 50*68 || fw.Buffered() != 0 {
+			t.Errorf("flush: %d writes of %d bytes, %d left", w.writes, w.n, fw.Buffered())
 		}
 	})
 	t.Run("stream error sticks", func(t *testing.T) {
 		boom := errors.New("broken pipe")
-		fw := newFrameWriter(failWriter{boom}, 100000, 16)
-		if err := fw.write(pattern(1000)); !errors.Is(err, boom) {
+		fw := NewWriter(failWriter{boom}, 100000, 16)
+		if err := fw.Write(pattern(1000)); !errors.Is(err, boom) {
 			t.Errorf("write = %v, want %v", err, boom)
 		}
-		if err := fw.write(pattern(1)); !errors.Is(err, boom) {
+		if err := fw.Write(pattern(1)); !errors.Is(err, boom) {
 			t.Errorf("write after a failure = %v", err)
 		}
-		if err := fw.flush(); !errors.Is(err, boom) {
+		if err := fw.Flush(); !errors.Is(err, boom) {
 			t.Errorf("flush after a failure = %v", err)
 		}
 	})
@@ -299,29 +299,29 @@ func TestFrameTCP(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		fw := newFrameWriter(c, maxPacket, 0)
+		fw := NewWriter(c, maxPacket, 0)
 		for i := range count {
-			if err := fw.write(pattern(length(i))); err != nil {
+			if err := fw.Write(pattern(length(i))); err != nil {
 				errc <- err
 				return
 			}
 			if i%7 == 0 {
-				if err := fw.flush(); err != nil {
+				if err := fw.Flush(); err != nil {
 					errc <- err
 					return
 				}
 			}
 		}
-		errc <- fw.flush()
+		errc <- fw.Flush()
 	}()
 	c, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fr := newFrameReader(c, maxPacket, 0)
+	fr := NewReader(c, maxPacket, 0)
 	for i := range count {
-		p, err := fr.next()
+		p, err := fr.Next()
 		if err != nil {
 			t.Fatalf("packet %d: %v", i, err)
 		}
@@ -332,7 +332,7 @@ func TestFrameTCP(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fr.next(); err != io.EOF {
+	if _, err := fr.Next(); err != io.EOF {
 		t.Errorf("after the writer closed: %v, want io.EOF", err)
 	}
 }
@@ -342,25 +342,25 @@ func TestFrameTCP(t *testing.T) {
 func TestFrameAllocs(t *testing.T) {
 	for _, n := range []int{64, 1024, 100000} {
 		var wire bytes.Buffer
-		fw := newFrameWriter(&wire, 1<<20, 4096)
+		fw := NewWriter(&wire, 1<<20, 4096)
 		for range 3 {
-			fw.write(pattern(n))
+			fw.Write(pattern(n))
 		}
-		fw.flush()
+		fw.Flush()
 		src := bytes.NewReader(nil)
-		fr := newFrameReader(src, 1<<20, 4096)
-		fw = newFrameWriter(io.Discard, 1<<20, 4096)
+		fr := NewReader(src, 1<<20, 4096)
+		fw = NewWriter(io.Discard, 1<<20, 4096)
 		p := pattern(n)
 		allocs := testing.AllocsPerRun(100, func() {
 			src.Reset(wire.Bytes())
 			fr.br.Reset(src)
 			for range 3 {
-				if _, err := fr.next(); err != nil {
+				if _, err := fr.Next(); err != nil {
 					t.Fatal(err)
 				}
 			}
-			fw.write(p)
-			fw.flush()
+			fw.Write(p)
+			fw.Flush()
 		})
 		if allocs != 0 {
 			t.Errorf("%d-byte packets: %v allocations per 3 reads and 1 write", n, allocs)
@@ -381,11 +381,11 @@ func FuzzFrameReader(f *testing.F) {
 	f.Add(frame(pattern(41)), uint16(40))
 	f.Fuzz(func(t *testing.T, stream []byte, maxPacket uint16) {
 		const bufSize = 32
-		fr := newFrameReader(bytes.NewReader(stream), int(maxPacket), bufSize)
+		fr := NewReader(bytes.NewReader(stream), int(maxPacket), bufSize)
 		var again bytes.Buffer
-		fw := newFrameWriter(&again, int(maxPacket), bufSize)
+		fw := NewWriter(&again, int(maxPacket), bufSize)
 		for {
-			p, err := fr.next()
+			p, err := fr.Next()
 			if err != nil {
 				switch err {
 				case io.EOF:
@@ -396,10 +396,10 @@ func FuzzFrameReader(f *testing.F) {
 					if again.Len() == len(stream) {
 						t.Fatal("io.ErrUnexpectedEOF at a packet boundary")
 					}
-				case ErrFrameTooLarge:
+				case ErrTooLarge:
 					rest := stream[again.Len():]
 					if len(rest) < 4 || binary.BigEndian.Uint32(rest) <= uint32(maxPacket) {
-						t.Fatalf("ErrFrameTooLarge for %x", rest)
+						t.Fatalf("ErrTooLarge for %x", rest)
 					}
 				default:
 					t.Fatalf("unexpected error %v", err)
@@ -409,10 +409,10 @@ func FuzzFrameReader(f *testing.F) {
 			if len(p) > int(maxPacket) {
 				t.Fatalf("packet of %d bytes above the maximum %d", len(p), maxPacket)
 			}
-			if err := fw.write(p); err != nil {
+			if err := fw.Write(p); err != nil {
 				t.Fatal(err)
 			}
-			if err := fw.flush(); err != nil {
+			if err := fw.Flush(); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.HasPrefix(stream, again.Bytes()) {
@@ -428,16 +428,16 @@ func FuzzFrameReader(f *testing.F) {
 func BenchmarkFrameWrite(b *testing.B) {
 	for _, n := range []int{64, 1024} {
 		b.Run(byteSize(n), func(b *testing.B) {
-			fw := newFrameWriter(io.Discard, 1<<20, 0)
+			fw := NewWriter(io.Discard, 1<<20, 0)
 			p := pattern(n)
 			b.ReportAllocs()
 			b.SetBytes(int64(n))
 			for b.Loop() {
-				if err := fw.write(p); err != nil {
+				if err := fw.Write(p); err != nil {
 					b.Fatal(err)
 				}
 			}
-			fw.flush()
+			fw.Flush()
 		})
 	}
 }
@@ -446,14 +446,14 @@ func BenchmarkFrameRead(b *testing.B) {
 	for _, n := range []int{64, 1024} {
 		b.Run(byteSize(n), func(b *testing.B) {
 			var wire bytes.Buffer
-			fw := newFrameWriter(&wire, 1<<20, 0)
+			fw := NewWriter(&wire, 1<<20, 0)
 			const perPass = 1000
 			for range perPass {
-				fw.write(pattern(n))
+				fw.Write(pattern(n))
 			}
-			fw.flush()
+			fw.Flush()
 			src := bytes.NewReader(wire.Bytes())
-			fr := newFrameReader(src, 1<<20, 0)
+			fr := NewReader(src, 1<<20, 0)
 			b.ReportAllocs()
 			b.SetBytes(int64(n))
 			i := 0
@@ -463,7 +463,7 @@ func BenchmarkFrameRead(b *testing.B) {
 					fr.br.Reset(src)
 					i = 0
 				}
-				if _, err := fr.next(); err != nil {
+				if _, err := fr.Next(); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -505,15 +505,15 @@ func (r *timeoutReader) Read(p []byte) (int, error) {
 // the next call goes on, inside a short or a long packet alike.
 func TestFrameReaderResumesAfterDeadline(t *testing.T) {
 	const bufSize = 64
-	sizes := []int{0, 1, 17, bufSize - frameHeaderLen, bufSize - 1, bufSize, 3*bufSize + 5, 1000}
+	sizes := []int{0, 1, 17, bufSize - HeaderLen, bufSize - 1, bufSize, 3*bufSize + 5, 1000}
 	for _, piece := range []int{1, 3, 50} {
 		var wire []byte
 		for _, n := range sizes {
 			wire = append(wire, frame(pattern(n))...)
 		}
-		fr := newFrameReader(&timeoutReader{data: wire, piece: piece}, 4096, bufSize)
+		fr := NewReader(&timeoutReader{data: wire, piece: piece}, 4096, bufSize)
 		for i := 0; i < len(sizes); {
-			p, err := fr.next()
+			p, err := fr.Next()
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				continue
 			}
@@ -526,7 +526,7 @@ func TestFrameReaderResumesAfterDeadline(t *testing.T) {
 			i++
 		}
 		for {
-			_, err := fr.next()
+			_, err := fr.Next()
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				continue
 			}
@@ -551,21 +551,50 @@ func TestFrameReaderGrow(t *testing.T) {
 	// Grow after each number of packets, so that the small buffer holds
 	// a whole packet, part of one, or nothing when it grows.
 	for at := range len(lengths) {
-		fr := newFrameReader(bytes.NewReader(wire), maxPacket, small)
+		fr := NewReader(bytes.NewReader(wire), maxPacket, small)
 		for i, n := range lengths {
 			if i == at {
-				fr.grow(large)
+				fr.Grow(large)
 				if fr.br.Size() != large {
 					t.Fatalf("after grow(%d): buffer of %d bytes", large, fr.br.Size())
 				}
 			}
-			got, err := fr.next()
+			got, err := fr.Next()
 			if err != nil || !bytes.Equal(got, pattern(n)) {
 				t.Fatalf("grown before packet %d: packet %d: %x, %v; want %d bytes", at, i, got, err, n)
 			}
 		}
-		if _, err := fr.next(); err != io.EOF {
+		if _, err := fr.Next(); err != io.EOF {
 			t.Errorf("grown before packet %d: at the end: %v, want io.EOF", at, err)
+		}
+	}
+}
+
+// TestCut checks Cut against Append: every packet comes back whole and in
+// order, and a partial one is left.
+func TestCut(t *testing.T) {
+	var b []byte
+	packets := [][]byte{{}, pattern(1), pattern(300), pattern(2)}
+	for _, p := range packets {
+		b = Append(b, p)
+	}
+	partial := Append(nil, pattern(9))[:7]
+	b = append(b, partial...)
+	rest := b
+	for i, want := range packets {
+		var p []byte
+		var ok bool
+		p, rest, ok = Cut(rest)
+		if !ok || !bytes.Equal(p, want) {
+			t.Fatalf("packet %d: %x, %v; want %x", i, p, ok, want)
+		}
+	}
+	if p, r, ok := Cut(rest); ok || p != nil || !bytes.Equal(r, partial) {
+		t.Fatalf("partial packet: %x, rest %x, %v", p, r, ok)
+	}
+	for _, short := range [][]byte{nil, {0, 0}, {0, 0, 0, 5, 1}} {
+		if _, _, ok := Cut(short); ok {
+			t.Errorf("Cut(%x) found a packet", short)
 		}
 	}
 }

@@ -1,0 +1,240 @@
+// Package frame is Fastnet's framing of packets on a byte stream (D20):
+// each packet preceded by its length, a 4-byte big-endian unsigned
+// integer. The TCP driver reads and writes its streams through a Reader
+// and a Writer, and anything else that speaks Fastnet over a stream (the
+// command-line tool's probe) frames with Append and reads with a Reader,
+// so that the framing is written once.
+package frame
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+)
+
+// ErrTooLarge reports a packet longer than the maximum packet size:
+// announced by the peer, which closes the connection (D20), or handed to
+// the writer.
+var ErrTooLarge = errors.New("fastnet: packet longer than the maximum packet size")
+
+// HeaderLen is the length of the prefix in front of every packet (D20).
+const HeaderLen = 4
+
+// AppendHeader appends the prefix of a packet of n bytes to b.
+func AppendHeader(b []byte, n int) []byte {
+	return binary.BigEndian.AppendUint32(b, uint32(n))
+}
+
+// Append appends packet p, framed, to b.
+func Append(b, p []byte) []byte {
+	return append(AppendHeader(b, len(p)), p...)
+}
+
+// Cut cuts the first framed packet from b, which holds packets framed by
+// Append, and returns it and the rest; ok is false if b does not begin
+// with a whole one.
+func Cut(b []byte) (p, rest []byte, ok bool) {
+	if len(b) < HeaderLen {
+		return nil, b, false
+	}
+	n := binary.BigEndian.Uint32(b)
+	if uint64(n) > uint64(len(b)-HeaderLen) {
+		return nil, b, false
+	}
+	end := HeaderLen + int(n)
+	return b[HeaderLen:end], b[end:], true
+}
+
+// DefaultBuffer is the size of the buffers between the framing and the
+// TCP connection: many small packets are read and written per system call.
+const DefaultBuffer = 64 << 10
+
+// Reader reads packets framed as D20 says from a byte stream, one at a
+// time, into memory it reuses.
+type Reader struct {
+	br        *bufio.Reader
+	src       io.Reader // what br reads
+	maxPacket int
+	// long holds packets that do not fit in br's buffer. It grows with the
+	// bytes that actually arrive and is kept (at most maxPacket bytes) for the
+	// next long packet.
+	long []byte
+	// longLen is the length of the long packet being read, whose header is
+	// consumed; 0 when none is.
+	longLen int
+}
+
+// NewReader returns a reader of the packets on r, refusing any longer
+// than maxPacket bytes. bufSize is the size of its read buffer (at least 16;
+// DefaultBuffer if 0).
+func NewReader(r io.Reader, maxPacket, bufSize int) *Reader {
+	if bufSize == 0 {
+		bufSize = DefaultBuffer
+	}
+	return &Reader{br: bufio.NewReaderSize(r, bufSize), src: r, maxPacket: maxPacket}
+}
+
+// Grow gives the reader a read buffer of size bytes if its own is smaller
+// (a server's connection reads its handshake through a small one, N46).
+// What the old buffer holds is read first, then the stream.
+func (fr *Reader) Grow(size int) {
+	if fr.br.Size() >= size {
+		return
+	}
+	src := fr.src
+	if n := fr.br.Buffered(); n > 0 {
+		held, _ := fr.br.Peek(n)
+		src = &prefixReader{prefix: bytes.Clone(held), r: fr.src}
+	}
+	fr.br = bufio.NewReaderSize(src, size)
+}
+
+// prefixReader reads prefix, then r.
+type prefixReader struct {
+	prefix []byte
+	r      io.Reader
+}
+
+func (p *prefixReader) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.r.Read(b)
+}
+
+// Next returns the next packet. The packet aliases the reader's memory and
+// is valid only until the next call.
+//
+// At the end of the stream between two packets Next returns io.EOF, within
+// a packet io.ErrUnexpectedEOF. A length above the maximum yields
+// ErrTooLarge before anything is allocated or read past the length.
+// A read deadline that passes (os.ErrDeadlineExceeded) loses nothing: the
+// next call goes on where this one stopped. After any other error the
+// stream is out of step and Next must not be called again.
+func (fr *Reader) Next() ([]byte, error) {
+	if fr.longLen > 0 {
+		return fr.readLong()
+	}
+	hdr, err := fr.br.Peek(HeaderLen)
+	if err != nil {
+		if err == io.EOF && len(hdr) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr)
+	if uint64(n) > uint64(fr.maxPacket) {
+		return nil, ErrTooLarge
+	}
+	if HeaderLen+int(n) <= fr.br.Size() {
+		// The packet fits in the read buffer: hand it out in place. Until
+		// all of it has arrived nothing is consumed.
+		p, err := fr.br.Peek(HeaderLen + int(n))
+		if err != nil {
+			return nil, noEOF(err)
+		}
+		fr.br.Discard(HeaderLen + int(n))
+		return p[HeaderLen:], nil
+	}
+	fr.br.Discard(HeaderLen)
+	fr.longLen = int(n)
+	fr.long = fr.long[:0]
+	return fr.readLong()
+}
+
+// Buffered reports whether the next packet is already in the read buffer
+// whole, so that Next returns it without reading the stream.
+func (fr *Reader) Buffered() bool {
+	if fr.longLen > 0 || fr.br.Buffered() < HeaderLen {
+		return false
+	}
+	hdr, _ := fr.br.Peek(HeaderLen)
+	n := int(binary.BigEndian.Uint32(hdr))
+	return n <= fr.maxPacket && HeaderLen+n <= fr.br.Buffered()
+}
+
+// readLong reads the packet of fr.longLen bytes, more than the read buffer
+// holds, into fr.long. The buffer grows at most by the length already
+// received (and by at least one read buffer), so a peer that announces a
+// long packet and sends little of it gets little memory. What arrived
+// stays in fr.long when a read fails.
+func (fr *Reader) readLong() ([]byte, error) {
+	n := fr.longLen
+	b := fr.long
+	for len(b) < n {
+		if len(b) == cap(b) {
+			grown := make([]byte, len(b), len(b)+min(n-len(b), max(len(b), fr.br.Size())))
+			copy(grown, b)
+			b = grown
+		}
+		m, err := fr.br.Read(b[len(b):min(n, cap(b))])
+		b = b[:len(b)+m]
+		if err != nil {
+			fr.long = b
+			return nil, noEOF(err)
+		}
+	}
+	fr.long = b[:0]
+	fr.longLen = 0
+	return b, nil
+}
+
+// noEOF turns io.EOF, which inside a packet means a truncated stream, into
+// io.ErrUnexpectedEOF.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// Writer frames packets as D20 says and writes them to a byte stream
+// through a buffer. The driver calls Flush when the endpoint has nothing
+// more to send, so that a burst of packets costs one write.
+type Writer struct {
+	bw        *bufio.Writer
+	maxPacket int
+	hdr       [HeaderLen]byte
+}
+
+// NewWriter returns a writer of packets of at most maxPacket bytes to w.
+// bufSize is the size of its buffer (DefaultBuffer if 0).
+func NewWriter(w io.Writer, maxPacket, bufSize int) *Writer {
+	if bufSize == 0 {
+		bufSize = DefaultBuffer
+	}
+	return &Writer{bw: bufio.NewWriterSize(w, bufSize), maxPacket: maxPacket}
+}
+
+// Write adds packet p, preceded by its length, to the buffer; the buffer
+// goes to the stream when it fills or at Flush. It returns ErrTooLarge
+// without writing anything if p is longer than the maximum. Write does not
+// keep p. After a write error, the stream is broken: every later call
+// returns the same error.
+func (fw *Writer) Write(p []byte) error {
+	if len(p) > fw.maxPacket {
+		return ErrTooLarge
+	}
+	if _, err := fw.bw.Write(AppendHeader(fw.hdr[:0], len(p))); err != nil {
+		return err
+	}
+	_, err := fw.bw.Write(p)
+	return err
+}
+
+// Flush writes the buffered packets to the stream.
+func (fw *Writer) Flush() error {
+	return fw.bw.Flush()
+}
+
+// Size returns the size of the writer's buffer.
+func (fw *Writer) Size() int { return fw.bw.Size() }
+
+// Buffered returns the number of bytes waiting for Flush.
+func (fw *Writer) Buffered() int {
+	return fw.bw.Buffered()
+}
