@@ -32,8 +32,8 @@ func serve(ctx context.Context, l *driver.Listener) {
 	}
 }
 
-// A server and a client over UDP: the client sends a reliable message on
-// channel 7 and an unreliable one on channel 1, and reads both answers.
+// A server that answers every message in capitals on the channel it came
+// on, and a client over UDP that sends it one.
 func Example_udp() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -50,13 +50,15 @@ func Example_udp() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	c.Send(ctx, 7, []byte("reliable"), true)
+	if err := c.Send(ctx, 7, []byte("hello, fastnet"), true); err != nil {
+		log.Fatal(err)
+	}
 	m, err := c.Receive(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("channel %d, reliable %v: %s\n", m.Channel, m.Reliable, m.Data)
-	// Output: channel 7, reliable true: RELIABLE
+	// Output: channel 7, reliable true: HELLO, FASTNET
 }
 
 // The same over TCP: only the package that opens the socket changes.
