@@ -159,7 +159,10 @@ func (e *CloseError) Is(target error) bool { return target == fastnet.ErrClosed 
 // Unwrap returns the reason.
 func (e *CloseError) Unwrap() error { return e.Err }
 
-// Engine runs one endpoint for a driver.
+// Engine runs one fastnet.Endpoint for a driver: it is where a transport
+// (the UDP and TCP drivers', or one of your own implementing Transport)
+// plugs into the blocking API. Applications use the Conn and Listener it
+// makes, not the Engine.
 type Engine struct {
 	mu  sync.Mutex
 	ep  *fastnet.Endpoint
