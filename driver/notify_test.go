@@ -14,6 +14,7 @@ import (
 
 	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/impair"
 	"github.com/fastnet-engine/fastnet/udpdriver"
 )
 
@@ -371,5 +372,89 @@ func TestEventRefused(t *testing.T) {
 	l.Close()
 	if out := logs.String(); !strings.Contains(out, `msg="fastnet: refused" net=udp peer=`+r.Addr.String()+` reason="connection refused: go away"`) {
 		t.Errorf("log lacks the refusal:\n%s", out)
+	}
+}
+
+// TestSendTrackedLossy: over real sockets through a relay that loses,
+// duplicates and reorders, every tracked message settles exactly once, and
+// every reliable one settles acked and is delivered (N55, N66).
+func TestSendTrackedLossy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := udpdriver.Listen(ctx, "127.0.0.1:0", udpdriver.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r, err := impair.Listen(ctx, "127.0.0.1:0", l.Addr().String(), impair.Config{
+		Loss: 0.1, Dup: 0.05, Reorder: 0.05, Delay: 2 * time.Millisecond, Jitter: time.Millisecond, Seed: 7,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := make(chan int, 1)
+	go func() {
+		s, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		n := 0
+		for {
+			m, err := s.Receive(ctx)
+			if err != nil {
+				got <- n
+				return
+			}
+			if m.Reliable {
+				n++
+			}
+		}
+	}()
+	c, err := udpdriver.Dial(ctx, r.Addr().String(), udpdriver.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	var rs []*driver.Receipt
+	for i := range n {
+		// Messages of one packet and of several, both modes.
+		msg := bytes.Repeat([]byte{byte(i)}, 1+(i%7)*900)
+		rec, err := c.SendTracked(ctx, i%5, msg, i%3 != 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, rec)
+	}
+	reliable := 0
+	for i, rec := range rs {
+		o, err := rec.Wait(ctx)
+		if err != nil {
+			t.Fatalf("message %d: no outcome: %v", i, err)
+		}
+		switch {
+		case i%3 != 0 && o != fastnet.OutcomeAcked:
+			t.Errorf("reliable message %d: %v, want acked", i, o)
+		case i%3 == 0 && o != fastnet.OutcomeSent:
+			t.Errorf("unreliable message %d: %v, want sent", i, o)
+		}
+		if i%3 != 0 {
+			reliable++
+		}
+		// Exactly once: a settled receipt never changes.
+		if again := rec.Outcome(); again != o {
+			t.Errorf("message %d: outcome %v, then %v", i, o, again)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case d := <-got:
+		if d != reliable {
+			t.Errorf("server got %d reliable messages, want %d", d, reliable)
+		}
+	case <-ctx.Done():
+		t.Fatal("the server did not see the end")
 	}
 }
