@@ -415,7 +415,7 @@ func TestSendTrackedLossy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 300
+	const n = 150
 	var rs []*driver.Receipt
 	for i := range n {
 		// Messages of one packet and of several, both modes.
