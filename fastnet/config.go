@@ -218,6 +218,12 @@ type Config struct {
 	// makes the endpoint wake to report figures of a packet or two.
 	QualityInterval time.Duration
 
+	// NoBundles turns bundles (D24) off: the endpoint neither asks its
+	// peers "query:ext:bundle" nor answers it, so it never sends nor
+	// accepts a channel -6 bundle, as a strict 1.0 peer (N69). Default
+	// false: bundles are negotiated on every Datagram connection.
+	NoBundles bool
+
 	// MTU estimation (D19), on Datagram transports.
 	MTU MTUConfig
 }

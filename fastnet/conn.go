@@ -55,6 +55,13 @@ type conn struct {
 	// Heartbeats and RTT (D16, D17).
 	hb heartbeat
 
+	// Bundles (D24): bundleTo once the peer answered
+	// "query:ext:bundle=yes" (this side may send it bundles),
+	// bundleFrom once this side answered it so (it may send us
+	// bundles), and bundleAsks the queries sent so far (N69).
+	bundleTo, bundleFrom bool
+	bundleAsks           uint8
+
 	// Channels.
 	chans     map[int16]*chanState
 	last      *chanState   // one-entry lookup cache

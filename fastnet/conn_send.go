@@ -97,6 +97,7 @@ func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 	}
 	if now >= c.hb.nextSend {
 		v := c.hb.originate(now, heartbeatInterval(cfg.Timeout))
+		c.askBundles() // with each of the first few heartbeats (D24, N69)
 		return appendHeartbeat(appendPacketHeader(buf, chHeartbeat), v), true
 	}
 	if c.pendingAcks() > 0 {

@@ -75,5 +75,6 @@
 // decisions D1-D23, which the comments of this module cite by number:
 // channel -1 carries queries, the handshake and the disconnect extension
 // (D15, D18), -2 heartbeats (D16, D17), -3 and -4 MTU estimation (D19), -5
-// acks (D13), and 0..32767 the application's messages (D4-D12, D14).
+// acks (D13), -6 bundles of packets once negotiated (D24, unless
+// Config.NoBundles), and 0..32767 the application's messages (D4-D12, D14).
 package fastnet

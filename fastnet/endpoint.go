@@ -397,11 +397,7 @@ func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte)
 		e.drop(nil, DropShort)
 		return
 	}
-	c := e.lastConn
-	if c == nil || c.addr != from {
-		c = e.byAddr[from]
-		e.lastConn = c
-	}
+	c := e.connAt(from)
 	if len(b) > e.maxIncoming() {
 		// No transport carries it (D20, D21): a driver's bug or a
 		// forgery, and handled it would be charged to no limit.
@@ -412,6 +408,17 @@ func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte)
 		c.tick(now)
 		c.countReceived(len(b))
 	}
+	if ch == chBundle {
+		e.handleBundle(now, from, c, payload)
+		return
+	}
+	e.handlePacket(now, from, c, ch, payload)
+}
+
+// handlePacket handles one packet on channel ch from addr, whose
+// connection, if any, is c: a datagram's, or one of a bundle's (D24),
+// which is handled exactly as if it had arrived alone.
+func (e *Endpoint) handlePacket(now clock.Time, from netip.AddrPort, c *conn, ch int16, payload []byte) {
 	if ch == chControl {
 		e.handleControl(now, from, c, payload)
 		return

@@ -14,6 +14,7 @@ const (
 	chMTUServer int16 = -3 // the server's MTU estimation (D19)
 	chMTUClient int16 = -4 // the client's MTU estimation (D19)
 	chAck       int16 = -5 // acknowledgements (D13)
+	chBundle    int16 = -6 // bundles of packets, once negotiated (D24)
 	// MaxChannel is the highest message channel.
 	MaxChannel = 32767
 )
@@ -58,6 +59,8 @@ const (
 	ctlConnected                           // "connected" + u32 id
 	ctlAbort                               // "abort" + UTF-8 reason
 	ctlDisconnect                          // "disconnect" + UTF-8 reason (D18)
+	ctlQueryBundle                         // "query:ext:bundle" (D24)
+	ctlBundleYes                           // "query:ext:bundle=yes" (D24)
 )
 
 // The channel -1 literals, exactly as they travel (ASCII, no terminator).
@@ -70,6 +73,8 @@ const (
 	litConnected    = "connected"
 	litAbort        = "abort"
 	litDisconnect   = "disconnect"
+	litQueryBundle  = "query:ext:bundle"
+	litBundleYes    = "query:ext:bundle=yes"
 
 	// Version is the protocol version this package speaks.
 	Version = "1.0"
@@ -98,6 +103,10 @@ func parseControl(p []byte) (control, error) {
 		return control{kind: ctlQueryVersion}, nil
 	case litConnect:
 		return control{kind: ctlConnect}, nil
+	case litQueryBundle:
+		return control{kind: ctlQueryBundle}, nil
+	case litBundleYes:
+		return control{kind: ctlBundleYes}, nil
 	}
 	switch {
 	case len(p) == len(litConnected)+4 && string(p[:len(litConnected)]) == litConnected:
@@ -148,6 +157,10 @@ func appendControl(b []byte, c control) []byte {
 		return append(append(b, litAbort...), cutReason(c.text)...)
 	case ctlDisconnect:
 		return append(append(b, litDisconnect...), cutReason(c.text)...)
+	case ctlQueryBundle:
+		return append(b, litQueryBundle...)
+	case ctlBundleYes:
+		return append(b, litBundleYes...)
 	}
 	panic("fastnet: internal: unknown control kind")
 }

@@ -67,6 +67,8 @@ func TestControlGolden(t *testing.T) {
 		{"abort empty", control{kind: ctlAbort}, "abort", ""},
 		{"disconnect", control{kind: ctlDisconnect, text: "bye ☺"}, "disconnectbye ☺", ""},
 		{"disconnect empty", control{kind: ctlDisconnect}, "disconnect", ""},
+		{"query bundle", control{kind: ctlQueryBundle}, "", "71756572793a6578743a62756e646c65"},
+		{"bundle yes", control{kind: ctlBundleYes}, "", "71756572793a6578743a62756e646c653d796573"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,7 +91,7 @@ func TestControlGolden(t *testing.T) {
 }
 
 func TestControlRejects(t *testing.T) {
-	for _, p := range []string{"", "query", "query:fastnet ", "connect", "connected", "connected\x00\x00\x00", "connected\x00\x00\x00\x00\x00", "CONNECT?", "hello"} {
+	for _, p := range []string{"", "query", "query:fastnet ", "connect", "connected", "connected\x00\x00\x00", "connected\x00\x00\x00\x00\x00", "CONNECT?", "hello", "query:ext:bundl", "query:ext:bundle=", "query:ext:bundle=no", "query:ext:bundle=yes\x00"} {
 		if c, err := parseControl([]byte(p)); err == nil {
 			t.Errorf("parseControl(%q) = %+v, want an error", p, c)
 		}

@@ -8,21 +8,24 @@ type DropReason uint8
 
 // Reasons for dropping a packet.
 const (
-	DropShort            DropReason = iota // shorter than its format allows
-	DropUnknownChannel                     // a channel id no format is defined for
-	DropBadHeader                          // a malformed channel data header or sequence number (D5)
-	DropBadControl                         // a malformed packet on channels -1..-5
-	DropNotConnected                       // from an address with no connection (server) or before connecting (client)
-	DropStale                              // unreliable, at or before the ignore number (D8)
-	DropDuplicate                          // a reliable packet already received (acked again, D8)
-	DropWindow                             // beyond the receive window (D9)
-	DropMemory                             // no receive memory left (D22)
-	DropMalformedMessage                   // an unreliable message with a bad length or checksum (D11)
-	DropExpired                            // an incomplete unreliable message dropped after the MCI (D11)
-	DropTooLarge                           // a datagram longer than any transport carries (D20, D21)
-	DropOrphaned                           // an unreliable message whose first packet was lost (D11)
-	DropSkipped                            // queued unreliable packets the receive window moved past (D9)
-	DropPaused                             // a message channel packet while the application's queue is full (not acked, D22)
+	DropShort              DropReason = iota // shorter than its format allows
+	DropUnknownChannel                       // a channel id no format is defined for
+	DropBadHeader                            // a malformed channel data header or sequence number (D5)
+	DropBadControl                           // a malformed packet on channels -1..-5
+	DropNotConnected                         // from an address with no connection (server) or before connecting (client)
+	DropStale                                // unreliable, at or before the ignore number (D8)
+	DropDuplicate                            // a reliable packet already received (acked again, D8)
+	DropWindow                               // beyond the receive window (D9)
+	DropMemory                               // no receive memory left (D22)
+	DropMalformedMessage                     // an unreliable message with a bad length or checksum (D11)
+	DropExpired                              // an incomplete unreliable message dropped after the MCI (D11)
+	DropTooLarge                             // a datagram longer than any transport carries (D20, D21)
+	DropOrphaned                             // an unreliable message whose first packet was lost (D11)
+	DropSkipped                              // queued unreliable packets the receive window moved past (D9)
+	DropPaused                               // a message channel packet while the application's queue is full (not acked, D22)
+	DropBundleUnnegotiated                   // a channel -6 bundle from a peer never answered "query:ext:bundle=yes", or over a Stream transport (D24, N72)
+	DropBundleMalformed                      // the rest of a bundle from a length that does not add up, or an empty bundle (D24, N72)
+	DropBundleNested                         // the rest of a bundle from an inner packet on channel -6 (D24, N72)
 	numDropReasons
 )
 
@@ -42,6 +45,10 @@ var dropReasonNames = [...]string{
 	DropOrphaned:         "orphaned",
 	DropSkipped:          "skipped",
 	DropPaused:           "paused",
+
+	DropBundleUnnegotiated: "bundle-unnegotiated",
+	DropBundleMalformed:    "bundle-malformed",
+	DropBundleNested:       "bundle-nested",
 }
 
 func (r DropReason) String() string {
@@ -71,6 +78,11 @@ type Stats struct {
 	AcksRepeated                 uint64 // ack entries sent again in an ack packet's spare room (N29)
 	MessagesSent                 uint64 // messages accepted by Send
 	MessagesDelivered            uint64 // messages delivered to the application
+	// BundlesSent counts the channel -6 datagrams sent, BundledPackets
+	// the packets they carried, and BundlesReceived the bundles taken
+	// from the peer (D24, N69-N74); all stay 0 unless both sides
+	// negotiated bundles.
+	BundlesSent, BundledPackets, BundlesReceived uint64
 	// Dropped counts incoming packets dropped, indexed by DropReason.
 	Dropped [NumDropReasons]uint64
 

@@ -1,0 +1,148 @@
+package fastnet
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/fastnet-engine/fastnet/clock"
+)
+
+// Bundles (channel -6, D24). Once connected, each side asks its peer the
+// channel -1 query "query:ext:bundle"; a peer that supports bundles
+// answers "query:ext:bundle=yes", and from then on the side that got the
+// answer may pack packets for that peer into one datagram:
+//
+//	 0               1               2               3
+//	+-------+-------+-------+-------+-------+-------+---------------
+//	| channel -6    | length (u16)  | packet (channel id, payload)...
+//	+-------+-------+-------+-------+-------+-------+---------------
+//	                | length (u16)  | packet ... (one or more)
+//
+// never nested, never longer than the sender's payload MTU + 2. Each
+// inner packet is handled exactly as if it had arrived alone. A strict
+// 1.0 peer never answers, so it never gets a bundle; a bundle from a peer
+// this side never answered "=yes" is dropped. Over a Stream transport
+// bundles are not used (N69-N74).
+
+// bundleAsks is how many times a connection asks "query:ext:bundle": with
+// each of its first bundleAsks heartbeats originated while the peer has not
+// answered, then never again (N69).
+const bundleAsks = 6
+
+// bundleLenSize is the size of the length before each inner packet.
+const bundleLenSize = 2
+
+// bundlesOn reports whether the endpoint negotiates bundles at all: on a
+// Datagram transport, unless Config.NoBundles (N69).
+func (e *Endpoint) bundlesOn() bool {
+	return e.cfg.Transport == Datagram && !e.cfg.NoBundles
+}
+
+// askBundles queues "query:ext:bundle" for c's peer while c may still
+// ask: established and (a server's) validated, not yet answered, and
+// fewer than bundleAsks times so far. It is called when c originates a
+// heartbeat, and when a server's connection is validated (N69).
+func (c *conn) askBundles() {
+	e := c.ep
+	if c.bundleTo || c.bundleAsks >= bundleAsks || c.unvalidated || !c.established() || !e.bundlesOn() {
+		return
+	}
+	c.bundleAsks++
+	e.queueCtl(c.addr, control{kind: ctlQueryBundle})
+}
+
+// bundleControl handles the channel -1 literals of D24 from addr, whose
+// connection, if any, is c. Like every query, "query:ext:bundle" is
+// answered for anyone (D15), statelessly: the answer, 22 bytes, is less
+// than 3 times the 18 of the query (D25); to a connection still proving
+// its address it goes within that connection's budget (PollTransmit).
+// An endpoint that does not negotiate bundles treats both literals as a
+// strict 1.0 peer does: unknown, dropped (N69).
+func (e *Endpoint) bundleControl(from netip.AddrPort, c *conn, m control) {
+	if !e.bundlesOn() {
+		e.drop(c, DropBadControl)
+		return
+	}
+	switch m.kind {
+	case ctlQueryBundle:
+		e.queueCtl(from, control{kind: ctlBundleYes})
+		if c != nil {
+			c.bundleFrom = true
+		}
+	case ctlBundleYes:
+		if c == nil || !c.established() {
+			e.drop(c, DropNotConnected)
+			return
+		}
+		c.bundleTo = true
+	}
+}
+
+// handleBundle handles the payload p of a channel -6 datagram from addr,
+// whose connection, if any, is c (N72). Each inner packet goes to
+// handlePacket as a datagram of its own would, connection lookup
+// included; the datagram itself was counted once, as received, by
+// HandleDatagram.
+func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p []byte) {
+	if c == nil || !c.bundleFrom || !e.bundlesOn() {
+		e.drop(c, DropBundleUnnegotiated)
+		return
+	}
+	c.stats.BundlesReceived++
+	if len(p) == 0 {
+		e.drop(c, DropBundleMalformed) // one or more packets (D24)
+		return
+	}
+	for len(p) > 0 {
+		inner, rest, ok := cutBundle(p)
+		if !ok {
+			// The lengths do not add up: what came before stands,
+			// the rest is dropped (D24).
+			e.drop(e.connAt(from), DropBundleMalformed)
+			return
+		}
+		p = rest
+		cur := e.connAt(from)
+		ch, payload, err := parsePacket(inner)
+		if err != nil {
+			e.drop(cur, DropShort)
+			continue
+		}
+		if ch == chBundle {
+			e.drop(cur, DropBundleNested) // and the rest with it (D24)
+			return
+		}
+		e.handlePacket(now, from, cur, ch, payload)
+	}
+}
+
+// cutBundle takes the first inner packet off p, a bundle's payload or
+// what is left of it: its 16-bit length, then that many bytes. ok is
+// false when p is too short for the length or for what it says.
+func cutBundle(p []byte) (inner, rest []byte, ok bool) {
+	if len(p) < bundleLenSize {
+		return nil, p, false
+	}
+	n := int(binary.BigEndian.Uint16(p))
+	if n > len(p)-bundleLenSize {
+		return nil, p, false
+	}
+	return p[bundleLenSize : bundleLenSize+n], p[bundleLenSize+n:], true
+}
+
+// appendBundled appends pkt, a whole packet, channel id included, to a
+// bundle's payload b: its 16-bit length, then the packet.
+func appendBundled(b, pkt []byte) []byte {
+	return append(binary.BigEndian.AppendUint16(b, uint16(len(pkt))), pkt...)
+}
+
+// connAt returns the connection with address from, nil if none, through
+// the one-entry cache of the latest datagram's connection.
+func (e *Endpoint) connAt(from netip.AddrPort) *conn {
+	c := e.lastConn
+	if c == nil || c.addr != from {
+		c = e.byAddr[from]
+		e.lastConn = c
+	}
+	return c
+}

@@ -1,0 +1,252 @@
+package fastnet
+
+import (
+	"bytes"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// Golden vectors of the bundle format (D24): channel -6, then each inner
+// packet as a big-endian u16 length and the packet, channel id included.
+// Encoded from the inner packets, and cut back into them; the malformed
+// ones only decode, to the inner packets before the bad length.
+func TestBundleGolden(t *testing.T) {
+	tests := []struct {
+		name      string
+		hex       string
+		packets   []string // the inner packets, in hex
+		malformed bool     // the bundle ends in a length that does not add up
+	}{
+		{"one heartbeat", "fffa0004fffe0001", []string{"fffe0001"}, false},
+		{"heartbeat and query", "fffa0004fffe00010012ffff71756572793a6578743a62756e646c65",
+			[]string{"fffe0001", "ffff71756572793a6578743a62756e646c65"}, false},
+		{"ack of channel 1 sequence 5, echo", "fffa0007fffb00010000050004fffeffff",
+			[]string{"fffb0001000005", "fffeffff"}, false},
+		{"empty inner packet", "fffa0000", []string{""}, false},
+		{"inner bundle (nested, refused when handled)", "fffa0004fffe00010006fffa0002fffe",
+			[]string{"fffe0001", "fffa0002fffe"}, false},
+		{"length past the end", "fffa0004fffe00010009fffb00", []string{"fffe0001"}, true},
+		{"one stray byte", "fffa0004fffe000100", []string{"fffe0001"}, true},
+		{"first length past the end", "fffa0100fffe0001", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := unhex(t, tt.hex)
+			if !tt.malformed && len(tt.packets) > 0 {
+				got := appendPacketHeader(nil, chBundle)
+				for _, p := range tt.packets {
+					got = appendBundled(got, unhex(t, p))
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("encode (-want +got):\n%s", diff)
+				}
+			}
+			ch, p, err := parsePacket(want)
+			if err != nil || ch != chBundle {
+				t.Fatalf("parsePacket: channel %d, %v", ch, err)
+			}
+			var got []string
+			malformed := false
+			for len(p) > 0 {
+				inner, rest, ok := cutBundle(p)
+				if !ok {
+					malformed = true
+					break
+				}
+				got = append(got, hex.EncodeToString(inner))
+				p = rest
+			}
+			if diff := cmp.Diff(tt.packets, got); diff != "" || malformed != tt.malformed {
+				t.Errorf("decode (-want +got):\n%s malformed %v, want %v", diff, malformed, tt.malformed)
+			}
+		})
+	}
+}
+
+// bundleServer returns a validated server connection whose scripted client
+// asked "query:ext:bundle" and got "=yes", so that the server takes its
+// bundles (D24).
+func bundleServer(t *testing.T) (*testEndpoint, Handle) {
+	t.Helper()
+	tc := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}})
+	h, _ := tc.connectServer()
+	tc.recvControl(control{kind: ctlQueryBundle})
+	if !tc.tookControl(ctlBundleYes) {
+		t.Fatal(`server did not answer "query:ext:bundle=yes"`)
+	}
+	tc.sent = nil
+	return tc, h
+}
+
+// tookControl consumes the first channel -1 packet of kind k sent, and
+// reports whether there was one.
+func (tc *testEndpoint) tookControl(k controlKind) bool {
+	for i, p := range tc.sent {
+		if m, err := parseControl(p.payload); p.ch == chControl && err == nil && m.kind == k {
+			tc.sent = append(tc.sent[:i:i], tc.sent[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// echoes returns the heartbeat values the endpoint sent, in order.
+func (tc *testEndpoint) echoes() []int16 {
+	var vs []int16
+	for _, p := range tc.sent {
+		if v, err := parseHeartbeat(p.payload); p.ch == chHeartbeat && err == nil && v < 0 {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+// Each inner packet of a bundle is handled as if it had arrived alone; a
+// bad length, a nested bundle or an empty one drops what is left, counted
+// (D24, N72).
+func TestBundleReceive(t *testing.T) {
+	hb := func(v int16) []byte { return appendHeartbeat(appendPacketHeader(nil, chHeartbeat), v) }
+	cat := func(ps ...[]byte) []byte { return bytes.Join(ps, nil) }
+	entry := func(p []byte) []byte { return appendBundled(nil, p) }
+	tests := []struct {
+		name    string
+		payload []byte
+		echoes  []int16
+		reason  DropReason
+		drops   uint64
+	}{
+		{"two heartbeats", cat(entry(hb(-7)), entry(hb(-8))), []int16{-7, -8}, DropBundleMalformed, 0},
+		{"bad length keeps the prefix", cat(entry(hb(-7)), []byte{0, 9, 1, 2, 3}), []int16{-7}, DropBundleMalformed, 1},
+		{"stray byte keeps the prefix", cat(entry(hb(-7)), []byte{0}), []int16{-7}, DropBundleMalformed, 1},
+		{"empty bundle", nil, nil, DropBundleMalformed, 1},
+		{"nested ends the bundle", cat(entry(hb(-7)), entry(cat(appendPacketHeader(nil, chBundle), entry(hb(-9)))), entry(hb(-8))),
+			[]int16{-7}, DropBundleNested, 1},
+		{"short inner packet, as alone", cat(entry(nil), entry(hb(-7))), []int16{-7}, DropShort, 1},
+		{"bad heartbeat, as alone", cat(entry([]byte{0xff, 0xfe, 0}), entry(hb(-7))), []int16{-7}, DropBadControl, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tc, h := bundleServer(t)
+			before, _ := tc.ep.Stats(h)
+			tc.recv(chBundle, tt.payload)
+			if diff := cmp.Diff(tt.echoes, tc.echoes()); diff != "" {
+				t.Errorf("echoes (-want +got):\n%s", diff)
+			}
+			st, _ := tc.ep.Stats(h)
+			if got := st.Dropped[tt.reason] - before.Dropped[tt.reason]; got != tt.drops {
+				t.Errorf("Dropped[%v] = %d, want %d", tt.reason, got, tt.drops)
+			}
+			if st.BundlesReceived != before.BundlesReceived+1 || st.PacketsReceived != before.PacketsReceived+1 {
+				t.Errorf("BundlesReceived %d, PacketsReceived %d: want one more each", st.BundlesReceived-before.BundlesReceived, st.PacketsReceived-before.PacketsReceived)
+			}
+		})
+	}
+}
+
+// A bundle from a peer never answered "=yes" is dropped whole, counted
+// (D24); so is one over a Stream transport, and one from an address
+// without a connection.
+func TestBundleUnnegotiated(t *testing.T) {
+	payload := appendBundled(nil, appendHeartbeat(appendPacketHeader(nil, chHeartbeat), -7))
+
+	tc := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}})
+	h, _ := tc.connectServer()
+	tc.sent = nil
+	tc.recv(chBundle, payload)
+	if got := tc.echoes(); len(got) != 0 {
+		t.Errorf("echoed %v of an unnegotiated bundle", got)
+	}
+	if st, _ := tc.ep.Stats(h); st.Dropped[DropBundleUnnegotiated] != 1 || st.BundlesReceived != 0 {
+		t.Errorf("Dropped[bundle-unnegotiated] = %d, BundlesReceived %d; want 1, 0", st.Dropped[DropBundleUnnegotiated], st.BundlesReceived)
+	}
+	tc.recvFrom(serverAddr, chBundle, payload) // no connection there
+	if got := tc.ep.Dropped()[DropBundleUnnegotiated]; got != 1 {
+		t.Errorf("stray Dropped[bundle-unnegotiated] = %d, want 1", got)
+	}
+
+	for _, cfg := range []Config{{Role: Server, NoBundles: true}, {Role: Server, Transport: Stream}} {
+		tc := newTestEndpoint(t, cfg)
+		tc.recvControl(control{kind: ctlQueryBundle})
+		tc.recvControl(control{kind: ctlBundleYes})
+		tc.recv(chBundle, payload)
+		if len(tc.sent) != 0 {
+			t.Errorf("transport %v, NoBundles %v: sent %q", cfg.Transport, cfg.NoBundles, tc.sent[0].payload)
+		}
+		if d := tc.ep.Dropped(); d[DropBadControl] != 2 || d[DropBundleUnnegotiated] != 1 {
+			t.Errorf("transport %v, NoBundles %v: dropped %v bad-control, %v bundle-unnegotiated; want 2, 1",
+				cfg.Transport, cfg.NoBundles, d[DropBadControl], d[DropBundleUnnegotiated])
+		}
+	}
+}
+
+// countQueries consumes the "query:ext:bundle" packets sent and counts
+// them.
+func (tc *testEndpoint) countQueries() int {
+	n := 0
+	for tc.tookControl(ctlQueryBundle) {
+		n++
+	}
+	return n
+}
+
+// A connection asks with its first bundleAsks heartbeats, then gives up;
+// an answer ends the asking (N69).
+func TestBundleQueryRetries(t *testing.T) {
+	tc := newTestEndpoint(t, Config{Role: Client, MTU: MTUConfig{Disabled: true}})
+	tc.bundleQueries = true
+	h := tc.connectClient(7)
+	tc.advance(15 * time.Second)
+	if n := tc.countQueries(); n != bundleAsks {
+		t.Errorf("a peer that never answers was asked %d times, want %d", n, bundleAsks)
+	}
+	if to, _ := BundlesNegotiated(tc.ep, h); to {
+		t.Error("bundles negotiated with a peer that never answered")
+	}
+
+	tc = newTestEndpoint(t, Config{Role: Client, MTU: MTUConfig{Disabled: true}})
+	tc.bundleQueries = true
+	h = tc.connectClient(7)
+	tc.recvControl(control{kind: ctlBundleYes})
+	tc.advance(15 * time.Second)
+	if n := tc.countQueries(); n != 1 {
+		t.Errorf("a peer that answered at once was asked %d times, want 1", n)
+	}
+	if to, from := BundlesNegotiated(tc.ep, h); !to || from {
+		t.Errorf("negotiated to %v, from %v; want true, false", to, from)
+	}
+
+	// A server asks only once the client's address is validated (D25,
+	// N73).
+	tc = newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}})
+	tc.bundleQueries = true
+	tc.recvControl(control{kind: ctlConnect})
+	tc.advance(300 * time.Millisecond)
+	if n := tc.countQueries(); n != 0 {
+		t.Errorf("server asked %d times before validation", n)
+	}
+	tc.echoChallenge()
+	if n := tc.countQueries(); n != 1 {
+		t.Errorf("server asked %d times at validation, want 1", n)
+	}
+}
+
+// A server answers the query of a connection still proving its address
+// within D25's budget: the answer is shorter than the query's 3 times.
+func TestBundleAnswerUnvalidated(t *testing.T) {
+	tc := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}})
+	tc.recvControl(control{kind: ctlConnect})
+	tc.sent = nil
+	tc.recvControl(control{kind: ctlQueryBundle})
+	if !tc.tookControl(ctlBundleYes) {
+		t.Fatal("unvalidated connection's query not answered")
+	}
+	if n := len(appendControl(appendPacketHeader(nil, chControl), control{kind: ctlBundleYes})); n >= 3*(2+len(litQueryBundle)) {
+		t.Errorf("answer of %d bytes, not under 3 times the query", n)
+	}
+	if w := tc.ep.ValidationStats().WithheldPackets; w != 0 {
+		t.Errorf("%d packets withheld", w)
+	}
+}
