@@ -150,7 +150,7 @@ type System interface {
 
 // systems returns every system the command knows, in table order.
 func systems() []System {
-	return []System{
+	return append([]System{
 		rawUDP{batch: 1},
 		rawUDP{batch: 64},
 		rawAcked{},
@@ -158,7 +158,8 @@ func systems() []System {
 		udpioSystem{batch: 64, acked: true},
 		fastnetSystem{tcp: false},
 		fastnetSystem{tcp: true},
-	}
+		rawTCP{},
+	}, peerSystems()...)
 }
 
 func findSystem(name string) System {
@@ -232,6 +233,10 @@ func measure(ctx context.Context, exe string, sys System, w Workload, o Options,
 	spec, err := json.Marshal(childSpec{System: sys.Name(), Workload: w, Options: o})
 	if err != nil {
 		return nil, err
+	}
+	if p, ok := sys.(interface{ serverExe() string }); ok {
+		// A peer library serves from a binary of its own.
+		exe = p.serverExe()
 	}
 	cmd := exec.CommandContext(ctx, exe, serverCommand, string(spec))
 	cmd.Stderr = stderr
@@ -312,7 +317,9 @@ func measure(ctx context.Context, exe string, sys System, w Workload, o Options,
 		m[k] = v
 	}
 	if cpu0 >= 0 && cpu1 >= 0 {
-		m[ClientCPU] = float64(cpu1-cpu0) / float64(time.Millisecond)
+		// A client in a process of its own (a peer library's) reports
+		// its CPU time; this process's is added.
+		m[ClientCPU] = cm[ClientCPU] + float64(cpu1-cpu0)/float64(time.Millisecond)
 	}
 	if ps := cmd.ProcessState; ps != nil {
 		m[ServerCPU] = float64(ps.UserTime()+ps.SystemTime()) / float64(time.Millisecond)
@@ -385,6 +392,17 @@ type config struct {
 	progress  io.Writer
 }
 
+// system returns the selected system of that name (a peer system carries
+// its built binary).
+func (cfg *config) system(name string) System {
+	for _, s := range cfg.systems {
+		if s.Name() == name {
+			return s
+		}
+	}
+	return findSystem(name)
+}
+
 // benchmark runs every supported pair of system and workload cfg.runs
 // times, interleaving the runs so that a slow spell of the machine spreads
 // over all rows.
@@ -402,7 +420,7 @@ func benchmark(ctx context.Context, cfg config) ([]*result, error) {
 	}
 	for run := 1; run <= cfg.runs; run++ {
 		for _, r := range results {
-			sys := findSystem(r.system)
+			sys := cfg.system(r.system)
 			limit := cfg.timeout
 			if r.w.Name == "W5" {
 				// A server answers a bounded number of its clients' MTU
@@ -445,10 +463,10 @@ func brief(w Workload, m Metrics) string {
 
 // printTable writes the results as one Markdown table.
 func printTable(out io.Writer, results []*result, runs int) {
-	fmt.Fprintf(out, "| system | workload | median [min-max] of %d runs | CPU ms client / server | vs baseline |\n", runs)
-	fmt.Fprintln(out, "| --- | --- | --- | --- | --- |")
+	fmt.Fprintf(out, "| system | workload | median [min-max] of %d runs | CPU ms client / server | vs baseline | vs best peer |\n", runs)
+	fmt.Fprintln(out, "| --- | --- | --- | --- | --- | --- |")
 	for _, r := range results {
-		fmt.Fprintf(out, "| %s | %s %s | %s | %s | %s |\n", r.system, r.w.Name, r.w.Title, cell(r), cpuCell(r), ratioCell(r, results))
+		fmt.Fprintf(out, "| %s | %s %s | %s | %s | %s | %s |\n", r.system, r.w.Name, r.w.Title, cell(r), cpuCell(r), ratioCell(r, results), bestPeerCell(r, results))
 	}
 }
 
@@ -490,6 +508,12 @@ const (
 	layerBaseline   = "udpio-batch64"
 )
 
+// The TCP driver is compared with raw TCP too, on the same workload.
+const (
+	tcpSystem   = "fastnet-tcp"
+	tcpBaseline = "raw-tcp"
+)
+
 // latencyBaselines are the systems W1 is compared with.
 var latencyBaselines = []string{latencyBaseline, "raw-udp-acked", "udpio-acked"}
 
@@ -517,7 +541,11 @@ func ratioCell(r *result, results []*result) string {
 	}
 	if r.w.Name == "W1" {
 		var parts []string
-		for _, base := range latencyBaselines {
+		bases := latencyBaselines
+		if r.system == tcpSystem {
+			bases = append(slices.Clone(bases), tcpBaseline)
+		}
+		for _, base := range bases {
 			if base == r.system {
 				continue
 			}
@@ -542,6 +570,11 @@ func ratioCell(r *result, results []*result) string {
 	for _, base := range []string{rateBaseline, layerBaseline} {
 		if x, ok := ratio(find(base, workload), Rate, Rate); ok {
 			parts = append(parts, fmt.Sprintf("%.2fx %s %s", x, base, workload))
+		}
+	}
+	if r.system == tcpSystem {
+		if x, ok := ratio(find(tcpBaseline, r.w.Name), Rate, Rate); ok {
+			parts = append(parts, fmt.Sprintf("%.2fx %s %s", x, tcpBaseline, r.w.Name))
 		}
 	}
 	if len(parts) == 0 {

@@ -33,6 +33,8 @@
 //	-w5-window D     how long W5 measures the idle server (default 15s,
 //	                 3s with -quick)
 //	-w5-dials N      W5's handshakes under way at once (default 256)
+//	-peers DIR       the peer modules (default: bench/peers, found from the
+//	                 working directory)
 //
 // Flags may also be written with two dashes (--quick). A system is a value
 // implementing [System]: its server role runs in a child process (the same
@@ -47,15 +49,38 @@
 // internal/udpio, with segmentation offload where the kernel has it) and
 // udpio-acked (raw-udp-acked through that layer), and the engine itself:
 // fastnet-udp (W1-W5, through udpdriver) and fastnet-tcp (W1-W3, through
-// tcpdriver). W5's clients are the engine's endpoints, each with a socket of
+// tcpdriver), and raw-tcp, the TCP driver's baseline (W1-W3: 4-byte length
+// and message over one net.TCPConn, written through a buffer flushed after
+// each W1 message and at the end of W2 and W3). W5's clients are the engine's endpoints, each with a socket of
 // its own, in this process (see swarm); it is reported in a section of its
 // own below the table. The last column of the table compares each median with
 // baselines of the same run: W1 latency with raw-udp-plain's and the two
 // acked floors, every rate with raw-udp-batch64's and udpio-batch64's
-// received rate for datagrams of the same size (W4, or W4K for W3).
+// received rate for datagrams of the same size (W4, or W4K for W3), and
+// fastnet-tcp's with raw-tcp's on the same workload.
+//
+// The peer libraries, measured by the same harness on the same workloads:
+// enet (ENet 1.3 through cgo, W1-W4), quic-go (W1-W3 on one bidirectional
+// stream, W4 as QUIC datagrams) and kcp-go (fast mode, W1-W3). Each lives
+// in a Go module of its own under bench/peers (kcp, quic, enet), so that
+// neither this module nor the engine's requires them; bench/peers/peerkit,
+// a module of the standard library only, holds what they share: the child
+// protocol for both roles and the workloads written once over a message
+// connection. Before the runs the command builds each selected peer's
+// binary with the go command into a temporary directory (the Go build
+// cache keeps it quick after the first time); a peer whose build fails
+// (ENet needs libenet-dev and a C compiler) is left out with a line above
+// the table saying why. A peer's server is its binary started with the
+// hidden server argument, as this binary is for the other systems, and
+// its client the same binary started with a hidden client argument, whose
+// CPU time the table shows as the client's. The last column, vs best peer,
+// compares each median with the best of the peers and raw-tcp on the same
+// workload: the lowest W1 p50 (p50 and p99 against that system's), the
+// highest rate otherwise.
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -99,6 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	w5Conns := fs.Int("w5-conns", 0, "W5's connections (0: 10000, 500 with -quick)")
 	w5Window := fs.Duration("w5-window", 0, "how long W5 measures the idle server (0: 15s, 3s with -quick)")
 	w5Dials := fs.Int("w5-dials", 0, "W5's handshakes under way at once (0: 256)")
+	peersDir := fs.String("peers", "", "directory of the peer modules (default: bench/peers, found from the working directory)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -147,7 +173,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 1
 	}
+	var skipped bytes.Buffer
+	if needsPeers(cfg.systems) {
+		dir, err := findPeersDir(*peersDir)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		tmp, err := os.MkdirTemp("", "fastnet-bench-peers-")
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		defer os.RemoveAll(tmp)
+		buildPeers(ctx, &cfg, dir, tmp, io.MultiWriter(&skipped, stderr), stderr)
+	}
 	results, err := benchmark(ctx, cfg)
+	if skipped.Len() > 0 {
+		fmt.Fprintf(stdout, "%s\n", skipped.Bytes())
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 1
@@ -216,6 +260,16 @@ func (cfg *config) setW5(conns int, window time.Duration, dials int) error {
 		}
 	}
 	return nil
+}
+
+// needsPeers reports whether a peer library is among systems.
+func needsPeers(systems []System) bool {
+	for _, s := range systems {
+		if _, ok := s.(*peerSystem); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // startCPUProfile starts writing a CPU profile to file; the function it
