@@ -37,7 +37,7 @@ func (peer) Supports(w peerkit.Workload) bool {
 	return w.Name == "W1" || w.Name == "W2" || w.Name == "W3"
 }
 
-func (peer) Listen(ctx context.Context) (string, func(context.Context) (peerkit.Conn, error), io.Closer, error) {
+func (peer) Listen(ctx context.Context, w peerkit.Workload) (string, func(context.Context) (peerkit.Conn, error), io.Closer, error) {
 	l, err := kcp.ListenWithOptions("127.0.0.1:0", nil, 0, 0)
 	if err != nil {
 		return "", nil, nil, err
@@ -54,7 +54,7 @@ func (peer) Listen(ctx context.Context) (string, func(context.Context) (peerkit.
 	return l.Addr().String(), accept, l, nil
 }
 
-func (peer) Dial(ctx context.Context, addr string) (peerkit.Conn, error) {
+func (peer) Dial(ctx context.Context, addr string, w peerkit.Workload) (peerkit.Conn, error) {
 	s, err := kcp.DialWithOptions(addr, nil, 0, 0)
 	if err != nil {
 		return nil, err

@@ -96,7 +96,8 @@ type Conn interface {
 	Flush() error
 	// Receive blocks until a message arrives and returns it (valid until
 	// the next Receive) and whether it came reliably; after Interrupt it
-	// returns ErrInterrupted.
+	// returns ErrInterrupted, and io.EOF once the other side has closed
+	// the connection, where the library says so.
 	Receive() (b []byte, reliable bool, err error)
 	// Interrupt makes a blocked Receive, and every later one, return
 	// ErrInterrupted. It may be called from any goroutine.
@@ -110,11 +111,11 @@ type Peer interface {
 	// Supports reports whether the library runs the workload (W4 needs
 	// unreliable messages).
 	Supports(w Workload) bool
-	// Listen starts a server on 127.0.0.1 and returns its address and a
-	// function that accepts one connection.
-	Listen(ctx context.Context) (addr string, accept func(context.Context) (Conn, error), closer io.Closer, err error)
-	// Dial connects to a server.
-	Dial(ctx context.Context, addr string) (Conn, error)
+	// Listen starts a server on 127.0.0.1 for workload w and returns its
+	// address and a function that accepts one connection.
+	Listen(ctx context.Context, w Workload) (addr string, accept func(context.Context) (Conn, error), closer io.Closer, err error)
+	// Dial connects to a server for workload w.
+	Dial(ctx context.Context, addr string, w Workload) (Conn, error)
 }
 
 // Main is a peer binary's main function: it plays the role its arguments
@@ -192,7 +193,7 @@ var doneMessage = []byte("done")
 // accepts one connection and plays the server's part until ctx is done
 // (the client has finished) or, for W4, its count is complete.
 func Server(ctx context.Context, p Peer, w Workload, ready func(addr string)) (Metrics, error) {
-	addr, accept, closer, err := p.Listen(ctx)
+	addr, accept, closer, err := p.Listen(ctx, w)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
@@ -215,7 +216,8 @@ func Server(ctx context.Context, p Peer, w Workload, ready func(addr string)) (M
 		echoed := 0
 		for {
 			b, _, err := c.Receive()
-			if errors.Is(err, ErrInterrupted) {
+			if errors.Is(err, ErrInterrupted) || errors.Is(err, io.EOF) {
+				// The client is done (and may have closed first).
 				return Metrics{"echoed": float64(echoed)}, nil
 			}
 			if err != nil {
@@ -301,7 +303,8 @@ func count(ctx context.Context, w Workload, c Conn) (Metrics, error) {
 	for {
 		b, reliable, err := c.Receive()
 		now := time.Now()
-		if errors.Is(err, ErrInterrupted) {
+		if errors.Is(err, ErrInterrupted) || errors.Is(err, io.EOF) {
+			// Silence, or the client closed after its last message.
 			break
 		}
 		if err != nil {
@@ -321,7 +324,7 @@ func count(ctx context.Context, w Workload, c Conn) (Metrics, error) {
 
 // Client runs the client's part of w against addr.
 func Client(ctx context.Context, p Peer, w Workload, addr string) (Metrics, error) {
-	c, err := p.Dial(ctx, addr)
+	c, err := p.Dial(ctx, addr, w)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
@@ -416,6 +419,9 @@ type StreamConn struct {
 	OnInterrupt func()
 	// OnClose closes the stream and what carries it.
 	OnClose func() error
+	// ClosedBy reports whether a read error means the other side closed
+	// the connection, which Receive then reports as io.EOF.
+	ClosedBy func(error) bool
 }
 
 // NewStreamConn frames messages over rw.
@@ -462,8 +468,11 @@ func (s *StreamConn) Receive() ([]byte, bool, error) {
 }
 
 func (s *StreamConn) readErr(err error) error {
-	if s.interrupted.Load() {
+	switch {
+	case s.interrupted.Load():
 		return ErrInterrupted
+	case errors.Is(err, io.ErrUnexpectedEOF) || s.ClosedBy != nil && s.ClosedBy(err):
+		return io.EOF
 	}
 	return err
 }
