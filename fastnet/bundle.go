@@ -146,3 +146,66 @@ func (e *Endpoint) connAt(from netip.AddrPort) *conn {
 	}
 	return c
 }
+
+// minPacket is the shortest packet conn.poll writes: an MTU reply of one
+// byte (D19).
+const minPacket = 3
+
+// bundle returns the datagram to send to c's peer, which takes bundles,
+// starting with first, a packet c.poll just wrote at the start of the
+// caller's buffer: first alone if nothing else is ready or fits, or a
+// channel -6 bundle of first and the packets c has ready after it, in
+// conn.poll's order, within c's payload MTU + 2 (D24). A packet polled
+// that does not fit, or must travel alone, waits in e.scratch for the
+// next datagram (N70, N71).
+func (c *conn) bundle(now clock.Time, first []byte) []byte {
+	e := c.ep
+	if c.alone(first) || len(first)+2*bundleLenSize+2+minPacket > c.payloadMTU+2 || !c.wantsTransmit(now) {
+		return first
+	}
+	if e.scratch == nil {
+		e.scratch = make([]byte, 0, e.cfg.MaxPacketSize)
+	}
+	b := first
+	n := 1
+	for {
+		p, ok := c.poll(now, e.scratch[:0])
+		if !ok {
+			break
+		}
+		size := len(b) + bundleLenSize + len(p)
+		if n == 1 {
+			size += 2 + bundleLenSize // the -6 channel id and first's length
+		}
+		if c.alone(p) || size > c.payloadMTU+2 {
+			e.pendingConn, e.pendingN = c, len(p)
+			break
+		}
+		if n == 1 {
+			// Wrap first: it moves 4 bytes on, behind the bundle's
+			// channel id and its length.
+			b = b[:2+bundleLenSize+len(first)]
+			copy(b[2+bundleLenSize:], first)
+			binary.BigEndian.PutUint16(b[2:], uint16(len(first)))
+			appendPacketHeader(b[:0], chBundle)
+		}
+		b = appendBundled(b, p)
+		n++
+		if c.state == 0 || !c.wantsTransmit(now) {
+			break
+		}
+	}
+	if n > 1 {
+		c.stats.BundlesSent++
+		c.stats.BundledPackets += uint64(n)
+	}
+	return b
+}
+
+// alone reports whether packet p, polled for c's peer, must travel in a
+// datagram of its own: the packets of this side's MTU estimation, whose
+// probes measure the path by their size (D19, N70).
+func (c *conn) alone(p []byte) bool {
+	own, _ := c.mtuChannels()
+	return int16(binary.BigEndian.Uint16(p)) == own
+}

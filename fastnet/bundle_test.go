@@ -3,6 +3,7 @@ package fastnet
 import (
 	"bytes"
 	"encoding/hex"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -248,5 +249,128 @@ func TestBundleAnswerUnvalidated(t *testing.T) {
 	}
 	if w := tc.ep.ValidationStats().WithheldPackets; w != 0 {
 		t.Errorf("%d packets withheld", w)
+	}
+}
+
+// roundTrips runs n request/reply round trips of small reliable messages
+// over a lossless pair whose application answers as soon as it reads a
+// message, before its endpoint's next transmit, and returns the datagrams
+// they took.
+func roundTrips(t *testing.T, cfg Config, n int) int {
+	t.Helper()
+	p := newPair(t, cfg, cfg)
+	p.advance(3 * time.Second) // negotiated (N69)
+	msg := []byte("ping")
+	xfer := func(from, to *Endpoint, addr netip.AddrPort) int {
+		d := 0
+		for {
+			tr, ok := from.PollTransmit(p.now, p.buf)
+			if !ok {
+				return d
+			}
+			d++
+			to.HandleDatagram(p.now, addr, p.buf[:tr.N])
+		}
+	}
+	read := func(ep *Endpoint) int {
+		m := 0
+		for ev, ok := ep.PollEvent(); ok; ev, ok = ep.PollEvent() {
+			if ev.Kind == EventMessage {
+				m++
+			}
+		}
+		return m
+	}
+	total := 0
+	if err := p.cli.Send(p.now, p.ch, 1, msg, true); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		total += xfer(p.cli, p.srv, clientAddr)
+		if read(p.srv) != 1 {
+			t.Fatal("request not delivered")
+		}
+		p.srv.Send(p.now, p.sh, 1, msg, true)
+		total += xfer(p.srv, p.cli, serverAddr)
+		if read(p.cli) != 1 {
+			t.Fatal("reply not delivered")
+		}
+		p.cli.Send(p.now, p.ch, 1, msg, true)
+	}
+	return total
+}
+
+// With bundles, a reply carries the ack of the request it answers and a
+// request the ack of the reply before: 2 datagrams a round trip instead of
+// 4, when the application answers before the endpoint transmits (N74).
+func TestBundleRoundTrip(t *testing.T) {
+	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}}
+	with := roundTrips(t, cfg, 20)
+	cfg.NoBundles = true
+	without := roundTrips(t, cfg, 20)
+	// Without, the first request has no ack to carry: 4 a round trip
+	// but the first.
+	if with != 2*20 || without != 4*20-1 {
+		t.Errorf("20 round trips took %d datagrams with bundles, %d without; want 40, 79", with, without)
+	}
+}
+
+// A bundle never exceeds the payload MTU + 2, carries no packet of its
+// sender's MTU estimation, and a packet that did not fit goes in the next
+// datagram: every message arrives (N70, N71).
+func TestBundleLimits(t *testing.T) {
+	for _, mtuOn := range []bool{false, true} {
+		cfg := Config{InitialPayloadMTU: 100, MTU: MTUConfig{Disabled: !mtuOn}}
+		p := newPair(t, cfg, cfg)
+		p.keep = false
+		bundles := 0
+		p.drop = func(from Role, b []byte) bool {
+			ch, payload, _ := parsePacket(b)
+			if ch != chBundle {
+				return false
+			}
+			bundles++
+			ep := p.cli
+			own := chMTUClient
+			if from == Server {
+				ep, own = p.srv, chMTUServer
+			}
+			h := p.ch
+			if from == Server {
+				h = p.sh
+			}
+			if st, _ := ep.Stats(h); len(b) > st.PayloadMTU+2 {
+				t.Errorf("%v sent a bundle of %d bytes at payload MTU %d", from, len(b), st.PayloadMTU)
+			}
+			for len(payload) > 0 {
+				inner, rest, ok := cutBundle(payload)
+				if !ok {
+					t.Fatalf("%v sent a malformed bundle %x", from, b)
+				}
+				if ich, _, _ := parsePacket(inner); ich == own || ich == chBundle {
+					t.Errorf("%v bundled a packet of channel %d", from, ich)
+				}
+				payload = rest
+			}
+			return false
+		}
+		p.advance(2 * time.Second)
+		sent := 0
+		for i := range 400 {
+			for j := range 5 {
+				if p.cli.Send(p.now, p.ch, j, make([]byte, (i*7+j*13)%90), j%2 == 0) == nil {
+					sent++
+				}
+				if p.srv.Send(p.now, p.sh, j, make([]byte, (i*11+j)%40), true) == nil {
+					sent++
+				}
+			}
+			p.flush()
+			p.advance(5 * time.Millisecond)
+		}
+		p.advance(5 * time.Second)
+		if bundles == 0 || p.srvMsgs+p.cliMsgs != sent {
+			t.Errorf("MTU estimation %v: %d bundles, %d of %d messages delivered", mtuOn, bundles, p.srvMsgs+p.cliMsgs, sent)
+		}
 	}
 }

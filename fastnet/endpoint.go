@@ -65,6 +65,12 @@ type Endpoint struct {
 
 	// lastMsgID is the ID SendTracked gave last (N55).
 	lastMsgID MessageID
+	// scratch is where PollTransmit polls the packets after a bundle's
+	// first (D24); a packet that did not fit stays there, pendingN bytes
+	// of pendingConn's, and starts the next datagram (N71).
+	scratch     []byte
+	pendingConn *conn
+	pendingN    int
 	// now is the latest time the endpoint was given, which Stats reads
 	// rates at (N58).
 	now clock.Time
@@ -519,6 +525,18 @@ func (e *Endpoint) NextDeadline() (deadline clock.Time, ok bool) {
 func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool) {
 	e.at(now)
 	buf = buf[:0]
+	if c := e.pendingConn; c != nil {
+		// A packet polled for a bundle it did not fit (N71).
+		e.pendingConn = nil
+		if c.state != 0 {
+			b := c.bundle(now, append(buf, e.scratch[:e.pendingN]...))
+			e.touch(c, now)
+			if !c.unvalidated || e.mayTransmit(c, len(b)) {
+				c.countSent(len(b))
+				return Transmit{To: c.addr, N: len(b)}, true
+			}
+		}
+	}
 	// Channel -1 packets first; the test spares the common case, nothing
 	// queued, the calls and the copies of an empty ctlOut.
 	for e.once.head < len(e.once.q) || e.ctl.head < len(e.ctl.q) {
@@ -552,6 +570,9 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 		}
 		c.tick(now)
 		b, ok := c.poll(now, buf)
+		if ok && c.bundleTo {
+			b = c.bundle(now, b)
+		}
 		if c.state != 0 {
 			// Round robin: it goes to the back while it has more.
 			e.touch(c, now)

@@ -98,7 +98,9 @@ func (s *sim) messagesOn(side, ch int) []received {
 // packet, which carries the new R, while an unreliable packet carries the
 // current R.
 func TestScenarioSequenceNumbers(t *testing.T) {
-	s := newSim(t, simSetup{Cli: fixedMTU(32), Srv: fixedMTU(32)})
+	cfg := fixedMTU(32)
+	cfg.NoBundles = true // the filter reads one packet per datagram
+	s := newSim(t, simSetup{Cli: cfg, Srv: cfg})
 	s.connect(time.Second)
 	type key struct {
 		from netip.AddrPort
@@ -533,6 +535,7 @@ func TestScenarioAcksBatched(t *testing.T) {
 func TestScenarioResendSchedule(t *testing.T) {
 	link := fastnettest.Link{Delay: 50 * time.Millisecond}
 	cfg := fixedMTU(100)
+	cfg.NoBundles = true // the filter reads one packet per datagram
 	cfg.Timeout = 60 * time.Second
 	s := newSim(t, simSetup{Cli: cfg, Srv: cfg, Up: link, Down: link})
 	s.connect(time.Second)

@@ -424,7 +424,8 @@ func TestCloseAllTellsUnvalidated(t *testing.T) {
 	srv := newValServer(t, n, fastnet.Config{MTU: fastnet.MTUConfig{Disabled: true}})
 	other := netip.MustParseAddrPort("10.0.0.3:50000")
 	est := newClient(t, n, other, fastnet.Config{MTU: fastnet.MTUConfig{Disabled: true}})
-	cli := newClient(t, n, valClient, fastnet.Config{MTU: fastnet.MTUConfig{Disabled: true}})
+	// Without bundles: the filter below reads one packet per datagram.
+	cli := newClient(t, n, valClient, fastnet.Config{MTU: fastnet.MTUConfig{Disabled: true}, NoBundles: true})
 	if _, err := est.Connect(n.Now(), valServer); err != nil {
 		t.Fatal(err)
 	}
