@@ -2,8 +2,10 @@
 // (Debian's libenet-dev) through cgo, one host a side with one peer and
 // one channel, no bandwidth limits, the library's throttling at its
 // defaults. Reliable messages are packets with ENET_PACKET_FLAG_RELIABLE
-// (W1-W3); W4's are packets with no flag, ENet's unreliable, sequenced
-// packets. Each side drives its host from one goroutine with
+// (W1-W3); W4's are ENET_PACKET_FLAG_UNSEQUENCED packets: with no flag
+// (unreliable, sequenced) ENet sends every 65,536th packet reliably, to
+// restart the sequence numbers, which would not be an unreliable message.
+// Each side drives its host from one goroutine with
 // enet_host_service: a receive waits in it, a burst of sends calls it
 // without waiting every 64 packets, so that acknowledgements are taken in
 // and the window moves, and a flush is enet_host_flush.
@@ -42,7 +44,7 @@ static ENetPeer *fb_connect(ENetHost *h, const char *ip, unsigned short port) {
 }
 
 static int fb_send(ENetPeer *p, const void *b, size_t n, int reliable) {
-	ENetPacket *pk = enet_packet_create(b, n, reliable ? ENET_PACKET_FLAG_RELIABLE : 0);
+	ENetPacket *pk = enet_packet_create(b, n, reliable ? ENET_PACKET_FLAG_RELIABLE : ENET_PACKET_FLAG_UNSEQUENCED);
 	if (pk == NULL)
 		return -1;
 	if (enet_peer_send(p, 0, pk) != 0) {
