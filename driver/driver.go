@@ -367,7 +367,12 @@ func (e *Engine) timerLoop() {
 			e.mu.Lock()
 			e.idle.Fired()
 			if !e.closed {
-				e.checkReadLocked(e.clk.Now())
+				now := e.clk.Now()
+				if e.unsent {
+					// What a Receive left unpolled (N75).
+					e.flushAtLocked(now)
+				}
+				e.checkReadLocked(now)
 			}
 			e.unlock() // writes what a Receive left (e.pending)
 		}
@@ -399,12 +404,28 @@ func (e *Engine) InputBatch(msgs []datagram.Message) {
 // handleBatchLocked hands the endpoint every datagram of msgs, then
 // flushes.
 func (e *Engine) handleBatchLocked(msgs []datagram.Message, now clock.Time) {
+	e.feedLocked(msgs, now)
+	e.flushAtLocked(now)
+}
+
+// feedLocked hands the endpoint every datagram of msgs.
+func (e *Engine) feedLocked(msgs []datagram.Message, now clock.Time) {
 	for i := range msgs {
 		for d := range msgs[i].Datagrams() {
 			e.ep.HandleDatagram(now, msgs[i].Addr, d)
 		}
 	}
-	e.flushAtLocked(now)
+}
+
+// dispatchAllLocked hands the endpoint's events to the connections.
+func (e *Engine) dispatchAllLocked() {
+	for {
+		ev, ok := e.ep.PollEvent()
+		if !ok {
+			return
+		}
+		e.dispatchLocked(ev)
+	}
 }
 
 // TransportClosed reports that the transport connection to addr is gone.

@@ -324,6 +324,11 @@ func (c *Conn) readFor(ctx context.Context, watched bool) error {
 			e.mu.Unlock()
 			break
 		}
+		if e.unsent && !e.closed {
+			// What a returning Receive left unpolled for a reply
+			// that did not come (N75): out before the read blocks.
+			e.flushLocked()
+		}
 		e.reading = c
 		e.unlock() // writes what waits, before the read blocks
 		n, rerr := e.read()
@@ -433,7 +438,23 @@ func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 	// goroutine may have fed the endpoint a later time meanwhile, and
 	// the endpoint's time must not go backwards.
 	now := e.clk.Now()
-	e.handleBatchLocked(msgs, now)
+	e.feedLocked(msgs, now)
+	e.dispatchAllLocked()
+	if c.head < len(c.queue) && c.err == nil && e.opts.CombineWrites && e.ep.Bundling(c.h) {
+		// The Receive returns a message from a peer that takes
+		// bundles: what the endpoint has to send (the acks of that
+		// message, first of all) stays unpolled, so that the reply the
+		// application is about to send is polled with it and leaves
+		// in the same datagram. The idle timer that releaseRoleLocked
+		// arms polls it if no Send comes first (N75).
+		e.unsent = true
+		e.releaseRoleLocked(now)
+		e.wakeLocked()
+		e.mu.Unlock()
+		e.token <- struct{}{}
+		return true
+	}
+	e.flushAtLocked(now)
 	if c.head == len(c.queue) && c.err == nil {
 		e.unlock()
 		return false

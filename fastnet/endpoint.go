@@ -757,6 +757,15 @@ func (e *Endpoint) ReceiveMemory() int { return e.recvBudget.Used + e.recvBudget
 // indexed by DropReason.
 func (e *Endpoint) Dropped() [NumDropReasons]uint64 { return e.stray }
 
+// Bundling reports whether the endpoint packs h's packets into bundles:
+// the peer answered "query:ext:bundle=yes" (D24). A driver that has both
+// the acks of what a peer sent and the reply to it to send may then poll
+// them together, so that one datagram carries both (N75).
+func (e *Endpoint) Bundling(h Handle) bool {
+	c := e.conns[h]
+	return c != nil && c.bundleTo
+}
+
 // ConnID returns the Fastnet connection ID of h, known once connected.
 func (e *Endpoint) ConnID(h Handle) (id uint32, ok bool) {
 	c := e.conns[h]

@@ -1,0 +1,74 @@
+package driver_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/udpdriver"
+)
+
+// TestEchoRoundTripBundled: between two endpoints that negotiated bundles
+// (D24), a reply leaves in one datagram with the ack of what it answers
+// (N75), so that a request and its echo cost two datagrams, not four; with
+// bundles off on one side, four.
+func TestEchoRoundTripBundled(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		noBundles bool
+		most      float64 // datagrams a round trip, both ways
+	}{
+		{"bundles", false, 2.5},
+		{"strict peer", true, 4.5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			l, err := udpdriver.Listen(ctx, "127.0.0.1:0", udpdriver.Config{Engine: fastnet.Config{NoBundles: tt.noBundles}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go serveEcho(ctx, l)
+			c, err := udpdriver.Dial(ctx, l.Addr().String(), udpdriver.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// Until both sides have negotiated (a few heartbeats).
+			deadline := time.Now().Add(5 * time.Second)
+			for !tt.noBundles && c.Stats().BundlesReceived == 0 && time.Now().Before(deadline) {
+				c.Send(ctx, 1, []byte("warm-up"), true)
+				if _, err := c.Receive(ctx); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			// The MTU estimation's traffic is over after a few hundred ms.
+			time.Sleep(time.Second)
+			before := c.Stats()
+			const n = 200
+			for range n {
+				if err := c.Send(ctx, 1, []byte("ping"), true); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.Receive(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			after := c.Stats()
+			sent := after.PacketsSent - before.PacketsSent
+			recv := after.PacketsReceived - before.PacketsReceived
+			per := float64(sent+recv) / n
+			t.Logf("%d datagrams sent, %d received: %.2f a round trip; bundles sent %d, received %d",
+				sent, recv, per, after.BundlesSent-before.BundlesSent, after.BundlesReceived-before.BundlesReceived)
+			if per > tt.most {
+				t.Errorf("%.2f datagrams a round trip, want at most %.1f", per, tt.most)
+			}
+			if tt.noBundles && after.BundlesSent+after.BundlesReceived > 0 {
+				t.Errorf("bundles with a strict peer: %d sent, %d received", after.BundlesSent, after.BundlesReceived)
+			}
+		})
+	}
+}
