@@ -133,18 +133,10 @@ func connect(ctx context.Context, s *stdio, o connectOptions) int {
 	s.errorf("connected to %s over %s, id %d", c.RemoteAddr(), transportName(o.tcp), c.ID())
 	tcp, channel, reliable, drain := o.tcp, o.channel, o.reliable, o.drain
 
-	// With --stats, the statistics are printed at exit. Close and Abort
-	// end the connection, and with it its statistics: each takes them
-	// first (snap), and a connection lost leaves the last ones polled.
-	var rec *statsRecorder
+	// With --stats, the statistics are printed at exit: those the
+	// connection ended with, which it keeps (N66).
 	if o.stats {
-		rec = recordStats(c)
-		defer rec.print(s, tcp)
-	}
-	snap := func() {
-		if rec != nil {
-			rec.capture()
-		}
+		defer printStats(s, c, tcp)
 	}
 
 	// The receiver prints every message until the connection ends.
@@ -172,7 +164,6 @@ func connect(ctx context.Context, s *stdio, o connectOptions) int {
 				mu.Lock()
 				printErr = err
 				mu.Unlock()
-				snap()
 				c.Abort("output closed")
 				return
 			}
@@ -212,7 +203,6 @@ func connect(ctx context.Context, s *stdio, o connectOptions) int {
 		return exitFailure
 	}
 	interrupted := func() int {
-		snap()
 		c.Close()
 		<-received
 		s.errorf("fastnet connect: interrupted")
@@ -233,7 +223,6 @@ send:
 				if errors.Is(err, fastnet.ErrClosed) {
 					return lost()
 				}
-				snap()
 				c.Abort("")
 				s.errorf("fastnet connect: %v", err)
 				return exitFailure
@@ -246,7 +235,6 @@ send:
 	}
 	if err := <-inputErr; err != nil {
 		// What was sent before is delivered: a graceful close.
-		snap()
 		c.Close()
 		<-received
 		var tl *lineTooLongError
@@ -290,7 +278,6 @@ send:
 		}
 		break
 	}
-	snap()
 	c.Close()
 	<-received
 	mu.Lock()

@@ -129,10 +129,10 @@ type demoClient struct {
 	bytes  atomic.Int64 // reliable bytes sent
 	pos    atomic.Int64 // position updates sent
 
-	mu    sync.Mutex
-	err   error         // why it failed, if it did
-	stats fastnet.Stats // the latest, while connected
-	lat   []time.Duration
+	mu   sync.Mutex
+	err  error // why it failed, if it did
+	live *conn // c, for the other goroutines, once connected
+	lat  []time.Duration
 	// gaveUp says the client stopped waiting for its last echoes with
 	// missing of them outstanding, idle after no progress for that long,
 	// waited in all.
@@ -151,8 +151,6 @@ type demoServer struct {
 type demoServerConn struct {
 	c     *conn
 	check *checker
-	mu    sync.Mutex
-	stats fastnet.Stats // the latest, while connected
 }
 
 // demoGrace is how long, beyond sending and draining, the demo may take to
@@ -250,7 +248,6 @@ func pct(p float64) string { return strings.TrimSuffix(fmt.Sprintf("%.1f", 100*p
 // serve checks and echoes the messages of one connection until it ends.
 func (sc *demoServerConn) serve() {
 	ctx := context.Background()
-	n := 0
 	for {
 		m, err := sc.c.Receive(ctx)
 		if err != nil {
@@ -258,26 +255,12 @@ func (sc *demoServerConn) serve() {
 		}
 		sc.check.add(m.Channel, m.Reliable, m.Data)
 		sc.c.Send(ctx, m.Channel, m.Data, m.Reliable) // fails only once the connection ended
-		if n++; n%64 == 0 {
-			sc.snapshot()
-		}
 	}
 }
 
-// snapshot keeps the connection's statistics while it is open.
-func (sc *demoServerConn) snapshot() {
-	if st := sc.c.Stats(); st.PacketsSent > 0 {
-		sc.mu.Lock()
-		sc.stats = st
-		sc.mu.Unlock()
-	}
-}
-
-func (sc *demoServerConn) lastStats() fastnet.Stats {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return sc.stats
-}
+// lastStats returns the connection's statistics, those it ended with once
+// it has ended.
+func (sc *demoServerConn) lastStats() fastnet.Stats { return sc.c.Stats() }
 
 // run is the life of one client: connect, send for d, wait for the echoes
 // of everything sent while they make progress (see demoMaxWaits), close.
@@ -302,6 +285,9 @@ func (cl *demoClient) life(ctx context.Context, addr string, d, wait time.Durati
 		return fmt.Errorf("connect: %s", reason(err))
 	}
 	cl.c = c
+	cl.mu.Lock()
+	cl.live = c
+	cl.mu.Unlock()
 	received := make(chan struct{})
 	go func() {
 		defer close(received)
@@ -332,7 +318,6 @@ func (cl *demoClient) life(ctx context.Context, addr string, d, wait time.Durati
 	if failed == nil && ctx.Err() == nil {
 		failed = cl.drain(ctx, c, wait)
 	}
-	cl.snapshot()
 	c.Close()
 	<-received
 	if failed != nil {
@@ -430,26 +415,19 @@ func (cl *demoClient) send(ctx context.Context, d time.Duration) error {
 			return nil // interrupted: stop sending, finish as usual
 		case <-tick.C:
 		}
-		cl.snapshot()
 	}
 }
 
-// snapshot keeps the client's statistics while it is connected.
-func (cl *demoClient) snapshot() {
-	if cl.c == nil {
-		return
-	}
-	if st := cl.c.Stats(); st.PacketsSent > 0 {
-		cl.mu.Lock()
-		cl.stats = st
-		cl.mu.Unlock()
-	}
-}
-
+// lastStats returns the client's statistics, those its connection ended
+// with once it has ended, or none before it connected.
 func (cl *demoClient) lastStats() fastnet.Stats {
 	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	return cl.stats
+	c := cl.live
+	cl.mu.Unlock()
+	if c == nil {
+		return fastnet.Stats{}
+	}
+	return c.Stats()
 }
 
 // totals adds up what the clients and the server saw.
@@ -596,11 +574,6 @@ func showProgress(s *stdio, start time.Time, finished <-chan struct{}, clients [
 			return
 		case <-tick.C:
 		}
-		srv.mu.Lock()
-		for _, sc := range srv.conns {
-			sc.snapshot()
-		}
-		srv.mu.Unlock()
 		t := collect(clients, srv)
 		line := fmt.Sprintf("%5.1fs  reliable %d sent, %d echoed  unreliable %d sent, %d echoed  rtt %v  mtu %d  resends %d",
 			time.Since(start).Seconds(), t.relSent, t.relEcho, t.posSent, t.posEcho, round(t.rtt), t.mtuUpMin, t.resentClients+t.resentServer)
