@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -102,7 +101,7 @@ func (t *packetTransport) ReadBatch(msgs []datagram.Message) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		ap, ok := addrPort(from)
+		ap, ok := udpio.AddrPort(from)
 		if !ok {
 			t.badAddr.Add(1)
 			continue
@@ -116,24 +115,3 @@ func (t *packetTransport) SetReadDeadline(tm time.Time) error { return t.pc.SetR
 
 // AddStats makes the transport a driver.StatsReporter.
 func (t *packetTransport) AddStats(s *driver.Stats) { s.BadAddr += t.badAddr.Load() }
-
-// addrPort reads a peer's address from a, IPv4 unmapped.
-func addrPort(a net.Addr) (netip.AddrPort, bool) {
-	var ap netip.AddrPort
-	switch a := a.(type) {
-	case *net.UDPAddr:
-		ap = a.AddrPort()
-	case nil:
-		return ap, false
-	default:
-		p, err := netip.ParseAddrPort(a.String())
-		if err != nil {
-			return ap, false
-		}
-		ap = p
-	}
-	if !ap.IsValid() {
-		return ap, false
-	}
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), true
-}

@@ -355,7 +355,7 @@ func (c *Conn) readBatch(msgs []Message) (int, error) {
 	n = max(n, 0) // x/net passes on the -1 of a failed recvmmsg
 	for i := 0; i < n; i++ {
 		msgs[i].N = ms[i].N
-		msgs[i].Addr = addrPort(ms[i].Addr)
+		msgs[i].Addr, _ = AddrPort(ms[i].Addr)
 		msgs[i].Seg = 0
 		if c.gro && ms[i].NN > 0 {
 			msgs[i].Seg = groSegment(ms[i].OOB[:ms[i].NN])
@@ -636,20 +636,29 @@ func (c *Conn) packWrite(msgs []Message, gso bool) int {
 	return k
 }
 
-// addrPort converts the address x/net reports for a received datagram.
-func addrPort(a net.Addr) netip.AddrPort {
-	ua, ok := a.(*net.UDPAddr)
-	if !ok {
-		return netip.AddrPort{}
+// AddrPort returns the IP address and port of a, IPv4 unmapped: a
+// *net.UDPAddr's (what x/net reports for a received datagram), or that of
+// any other address whose String is "host:port" with an IP host (a
+// net.PacketConn of a caller's own). ok is false for anything else.
+func AddrPort(a net.Addr) (ap netip.AddrPort, ok bool) {
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			return netip.AddrPort{}, false
+		}
+		if a.Zone != "" {
+			ip = ip.WithZone(a.Zone)
+		}
+		return netip.AddrPortFrom(ip.Unmap(), uint16(a.Port)), true
+	case nil:
+		return netip.AddrPort{}, false
 	}
-	ip, ok := netip.AddrFromSlice(ua.IP)
-	if !ok {
-		return netip.AddrPort{}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.AddrPort{}, false
 	}
-	if ua.Zone != "" {
-		ip = ip.WithZone(ua.Zone)
-	}
-	return netip.AddrPortFrom(ip.Unmap(), uint16(ua.Port))
+	return unmap(ap), true
 }
 
 // unmap turns ::ffff:1.2.3.4 into 1.2.3.4; other addresses are unchanged.

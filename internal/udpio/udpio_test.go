@@ -534,3 +534,35 @@ func BenchmarkEchoFloor(b *testing.B) {
 		}
 	}
 }
+
+type textAddr string
+
+func (a textAddr) Network() string { return "text" }
+func (a textAddr) String() string  { return string(a) }
+
+// TestAddrPort: the peer of a received datagram, from the addresses x/net
+// and a caller's own net.PacketConn report.
+func TestAddrPort(t *testing.T) {
+	tests := []struct {
+		a    net.Addr
+		want string // "" for not an address
+	}{
+		{&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7000}, "127.0.0.1:7000"},
+		{&net.UDPAddr{IP: net.ParseIP("::1"), Port: 7}, "[::1]:7"},
+		{&net.UDPAddr{IP: net.ParseIP("fe80::1"), Port: 7, Zone: "eth0"}, "[fe80::1%eth0]:7"},
+		{&net.UDPAddr{Port: 7}, ""},
+		{textAddr("[::ffff:10.0.0.1]:9"), "10.0.0.1:9"},
+		{textAddr("somewhere"), ""},
+		{nil, ""},
+	}
+	for _, tt := range tests {
+		ap, ok := AddrPort(tt.a)
+		got := ""
+		if ok {
+			got = ap.String()
+		}
+		if got != tt.want {
+			t.Errorf("AddrPort(%v) = %q (ok %v), want %q", tt.a, got, ok, tt.want)
+		}
+	}
+}
