@@ -69,7 +69,7 @@ func BenchmarkResend(b *testing.B) {
 	for b.Loop() {
 		now = now.Add(ms)
 		s.NextResend(ms, 0)
-		buf, _ = s.AppendResend(buf[:0], now, ms, 0)
+		buf, _, _ = s.AppendResend(buf[:0], now, ms, 0)
 	}
 }
 

@@ -345,7 +345,7 @@ func TestReceiverMatchesModel(t *testing.T) {
 				nw.pkts = append(nw.pkts, parsePacket(t, b))
 			},
 			"resend": func(t *rapid.T) {
-				b, ok := s.AppendResend(nil, now, ms, 0)
+				b, _, ok := s.AppendResend(nil, now, ms, 0)
 				if !ok {
 					t.Skip()
 				}
@@ -512,7 +512,7 @@ func TestReceiverProperties(t *testing.T) {
 				}
 			},
 			"resend": func(t *rapid.T) {
-				b, ok := s.AppendResend(nil, now, ms, 0)
+				b, _, ok := s.AppendResend(nil, now, ms, 0)
 				if !ok {
 					t.Skip()
 				}
@@ -568,7 +568,7 @@ func TestReceiverProperties(t *testing.T) {
 					p, b, r.Bytes(), r.queued, r.bufs, len(r.q.slots), r.readyBytes, budget.Used, budget.Limit, cfg.MaxBytes, r.g, r.l, r.grant, r.unrelN, r.maxChunk)
 			}
 			for {
-				b, ok := s.AppendResend(nil, now, ms, time.Second)
+				b, _, ok := s.AppendResend(nil, now, ms, time.Second)
 				if !ok {
 					break
 				}

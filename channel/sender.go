@@ -52,6 +52,7 @@ type message struct {
 	off      int    // bytes already sent for the first time
 	refs     int    // in-flight packets whose chunks alias buf
 	reliable bool
+	at       clock.Time // when it was queued (QueueAt), 0 if not known
 }
 
 // record is one in-flight reliable packet.
@@ -139,6 +140,12 @@ func ResendInterval(n int, rtt, maxInterval time.Duration) time.Duration {
 // length, which is added to QueuedBytes. The caller has checked the
 // message against its size limits.
 func (s *Sender) Queue(msg []byte, reliable bool) int {
+	return s.QueueAt(msg, reliable, 0)
+}
+
+// QueueAt is Queue for a message queued at now: DropExpired can drop it,
+// if it is unreliable, while it waits.
+func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 	n := coalesce.EncodedLen(len(msg))
 	var m *message
 	if k := len(s.msgs); k > 0 {
@@ -149,10 +156,31 @@ func (s *Sender) Queue(msg []byte, reliable bool) int {
 		m = new(message)
 	}
 	m.buf = coalesce.AppendMessage(s.bufs.get(n)[:0], msg, reliable)
-	m.off, m.refs, m.reliable = 0, 0, reliable
+	m.off, m.refs, m.reliable, m.at = 0, 0, reliable, now
 	s.pending.push(m)
 	s.queued += n
 	return n
+}
+
+// DropExpired drops the unreliable messages at the front of the queue
+// that were queued (QueueAt) before before and of which nothing was sent:
+// messages that waited too long to be of use (D30). It stops at the first
+// message that is reliable, started, or younger, and returns the number of
+// messages dropped and their encoded bytes, which are taken off
+// QueuedBytes.
+func (s *Sender) DropExpired(before clock.Time) (msgs, bytes int) {
+	for s.pending.len() > 0 {
+		m := *s.pending.at(0)
+		if m.reliable || m.off > 0 || m.at == 0 || m.at >= before {
+			break
+		}
+		s.pending.pop()
+		msgs++
+		bytes += len(m.buf)
+		s.queued -= len(m.buf)
+		s.release(m)
+	}
+	return msgs, bytes
 }
 
 // QueuedBytes returns the encoded bytes queued and not yet sent for the
@@ -360,13 +388,25 @@ func (s *Sender) NextResend(rtt, maxInterval time.Duration) clock.Time {
 	return due
 }
 
+// Resent describes a packet appended by AppendResend.
+type Resent struct {
+	// First is when the packet was first sent and Prev its send before
+	// this one.
+	First, Prev clock.Time
+	// N is the number of times it was resent, this time included.
+	N uint32
+	// Bytes is the chunk's length.
+	Bytes int
+}
+
 // AppendResend appends to b the in-flight packet due earliest, if it is due
 // at now, exactly as it was first sent (same header, same chunk), and
-// schedules its next resend (D14). It reports whether it appended a packet.
-func (s *Sender) AppendResend(b []byte, now clock.Time, rtt, maxInterval time.Duration) ([]byte, bool) {
+// schedules its next resend (D14). It reports whether it appended a packet,
+// and which.
+func (s *Sender) AppendResend(b []byte, now clock.Time, rtt, maxInterval time.Duration) ([]byte, Resent, bool) {
 	bk, due := s.earliest(rtt, maxInterval)
 	if bk < 0 || due > now {
-		return b, false
+		return b, Resent{}, false
 	}
 	now = s.tick(now)
 	idx := s.front(bk)
@@ -375,27 +415,55 @@ func (s *Sender) AppendResend(b []byte, now clock.Time, rtt, maxInterval time.Du
 	r := &s.recs[idx]
 	b = Header{Reliable: true, Start: r.start, Seq: r.seq, Rel: r.rel}.Append(b)
 	b = append(b, r.chunk...)
+	rs := Resent{First: r.first, Prev: r.last, N: r.resends + 1, Bytes: len(r.chunk)}
 	r.resends++
 	r.last = now
 	r.ticket++
 	s.schedule(idx)
 	s.resends++
-	return b, true
+	return b, rs, true
+}
+
+// Acked describes a packet freed by HandleAck.
+type Acked struct {
+	// Bytes is the packet's chunk length, to take off the caller's
+	// in-flight bytes.
+	Bytes int
+	// First is when the packet was first sent and Last its latest send;
+	// Resends counts its resends. An ack of a packet never resent times
+	// a round trip (D30).
+	First, Last clock.Time
+	Resends     uint32
+	// No numbers the packet among the sender's first sends, as
+	// Oldest does.
+	No int64
+}
+
+// Oldest describes the oldest reliable packet in flight, if any: its
+// number among the sender's first sends, its latest send and its resends
+// so far. An ack of a packet sent several places after it tells a sender
+// it was probably lost before its resend is due (D30).
+func (s *Sender) Oldest() (no int64, last clock.Time, resends uint32, ok bool) {
+	f := s.oldest()
+	if f < 0 {
+		return 0, 0, 0, false
+	}
+	r := &s.recs[f]
+	return r.no, r.last, r.resends, true
 }
 
 // HandleAck handles an ack of packet seq (D13). It reports whether the ack
-// freed an in-flight packet, and that packet's chunk length (to take off the
-// caller's in-flight bytes). Acks of unknown, unreliable or already acked
-// packets are ignored.
-func (s *Sender) HandleAck(seq Seq) (bytes int, ok bool) {
+// freed an in-flight packet, and which. Acks of unknown, unreliable or
+// already acked packets are ignored.
+func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 	f := s.oldest()
 	if f < 0 {
-		return 0, false
+		return Acked{}, false
 	}
-	base := s.recs[f]
+	base := &s.recs[f]
 	no := base.no + int64(Distance(base.seq, seq))
 	if no >= s.sendNo {
-		return 0, false
+		return Acked{}, false
 	}
 	// bySeq is sorted by no: binary search.
 	lo, hi := 0, s.bySeq.len()
@@ -408,14 +476,14 @@ func (s *Sender) HandleAck(seq Seq) (bytes int, ok bool) {
 		}
 	}
 	if lo == s.bySeq.len() {
-		return 0, false
+		return Acked{}, false
 	}
 	e := *s.bySeq.at(lo)
 	r := &s.recs[e.idx]
 	if e.no != no || !r.live || r.no != no {
-		return 0, false
+		return Acked{}, false
 	}
-	bytes = len(r.chunk)
+	a = Acked{Bytes: len(r.chunk), First: r.first, Last: r.last, Resends: r.resends, No: r.no}
 	s.free(e.idx)
 	s.deadSeq++
 	s.oldest() // drop dead entries at the front
@@ -426,7 +494,7 @@ func (s *Sender) HandleAck(seq Seq) (bytes int, ok bool) {
 	if s.inFlight == 0 {
 		s.idle()
 	}
-	return bytes, true
+	return a, true
 }
 
 // free ends the life of in-flight record idx.

@@ -49,7 +49,8 @@ func TestSenderMatchesModel(t *testing.T) {
 				}
 				seqs := slices.Sorted(maps.Keys(model))
 				q := rapid.SampledFrom(seqs).Draw(t, "seq")
-				n, ok := s.HandleAck(q)
+				a, ok := s.HandleAck(q)
+				n := a.Bytes
 				if !ok || n != len(model[q].wire)-HeaderLen {
 					t.Fatalf("HandleAck(%d) = %d, %v; want %d, true", q, n, ok, len(model[q].wire)-HeaderLen)
 				}
@@ -82,7 +83,7 @@ func TestSenderMatchesModel(t *testing.T) {
 				if got := s.NextResend(rtt, maxI); got != due {
 					t.Fatalf("NextResend = %v, model %v", got, due)
 				}
-				b, ok := s.AppendResend(nil, now, rtt, maxI)
+				b, _, ok := s.AppendResend(nil, now, rtt, maxI)
 				if ok != (due != 0 && due <= now) {
 					t.Fatalf("AppendResend at %v sent %v, model due %v", now, ok, due)
 				}

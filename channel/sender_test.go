@@ -134,10 +134,10 @@ func TestResendSchedule(t *testing.T) {
 		if want := now.Add(time.Duration(n) * rtt); due != want {
 			t.Fatalf("resend %d: due at +%v, want +%v", i, due.Sub(now), want.Sub(now))
 		}
-		if b, ok := s.AppendResend(nil, due-1, rtt, maxI); ok || len(b) != 0 {
+		if b, _, ok := s.AppendResend(nil, due-1, rtt, maxI); ok || len(b) != 0 {
 			t.Fatalf("resend %d: sent 1 ns early", i)
 		}
-		b, ok := s.AppendResend(nil, due, rtt, maxI)
+		b, _, ok := s.AppendResend(nil, due, rtt, maxI)
 		if !ok {
 			t.Fatalf("resend %d: not sent when due", i)
 		}
@@ -195,14 +195,14 @@ func TestResendOrderAndRTTChange(t *testing.T) {
 	b0, _ := s.AppendNew(nil, t0, 100)
 	b1, _ := s.AppendNew(nil, t0.Add(10*ms), 100)
 	// Packet 0 resent once at +200ms: next due +500ms. Packet 1 due +210ms.
-	if _, ok := s.AppendResend(nil, t0.Add(200*ms), 100*ms, 0); !ok {
+	if _, _, ok := s.AppendResend(nil, t0.Add(200*ms), 100*ms, 0); !ok {
 		t.Fatal("packet 0 not resent at +200ms")
 	}
 	b2, _ := s.AppendNew(nil, t0.Add(200*ms), 100)
 	if due := s.NextResend(100*ms, 0); due != t0.Add(210*ms) {
 		t.Errorf("next due %v, want +210ms", due.Sub(t0))
 	}
-	got, _ := s.AppendResend(nil, t0.Add(300*ms), 100*ms, 0)
+	got, _, _ := s.AppendResend(nil, t0.Add(300*ms), 100*ms, 0)
 	if !bytes.Equal(got, b1) {
 		t.Errorf("second resend is not packet 1")
 	}
@@ -213,7 +213,7 @@ func TestResendOrderAndRTTChange(t *testing.T) {
 	}
 	var order [][]byte
 	for {
-		b, ok := s.AppendResend(nil, t0.Add(400*ms), 100*ms, 0)
+		b, _, ok := s.AppendResend(nil, t0.Add(400*ms), 100*ms, 0)
 		if !ok {
 			break
 		}
@@ -252,7 +252,8 @@ func TestHandleAck(t *testing.T) {
 		{2, 8, true},
 	}
 	for i, st := range steps {
-		n, ok := s.HandleAck(st.seq)
+		a, ok := s.HandleAck(st.seq)
+		n := a.Bytes
 		if n != st.bytes || ok != st.ok {
 			t.Errorf("step %d: HandleAck(%d) = %d, %v; want %d, %v", i, st.seq, n, ok, st.bytes, st.ok)
 		}
@@ -298,7 +299,7 @@ func TestBufferRecycling(t *testing.T) {
 		t.Fatal("buffer recycled with one chunk still in flight")
 	}
 	// The resend of the last in-flight chunk still reads the right bytes.
-	b, ok := s.AppendResend(nil, t0.Add(time.Hour), ms, 0)
+	b, _, ok := s.AppendResend(nil, t0.Add(time.Hour), ms, 0)
 	if !ok || !bytes.Equal(b[HeaderLen:], pkts[1].chunk) {
 		t.Fatal("resend of packet 1 wrong")
 	}
@@ -377,7 +378,7 @@ func TestResendNoAllocs(t *testing.T) {
 		}
 		now = now.Add(time.Second)
 		for range 100 {
-			if buf, ok := s.AppendResend(buf[:0], now, 10*ms, 0); !ok || len(buf) == 0 {
+			if buf, _, ok := s.AppendResend(buf[:0], now, 10*ms, 0); !ok || len(buf) == 0 {
 				t.Fatal("no resend due")
 			}
 		}

@@ -426,7 +426,7 @@ func TestSendTrackedLossy(t *testing.T) {
 		}
 		rs = append(rs, rec)
 	}
-	reliable := 0
+	reliable, expired := 0, uint64(0)
 	for i, rec := range rs {
 		o, err := rec.Wait(ctx)
 		if err != nil {
@@ -435,6 +435,8 @@ func TestSendTrackedLossy(t *testing.T) {
 		switch {
 		case i%3 != 0 && o != fastnet.OutcomeAcked:
 			t.Errorf("reliable message %d: %v, want acked", i, o)
+		case i%3 == 0 && o == fastnet.OutcomeDropped:
+			expired++ // waited past UnreliableMaxDelay (N80)
 		case i%3 == 0 && o != fastnet.OutcomeSent:
 			t.Errorf("unreliable message %d: %v, want sent", i, o)
 		}
@@ -445,6 +447,9 @@ func TestSendTrackedLossy(t *testing.T) {
 		if again := rec.Outcome(); again != o {
 			t.Errorf("message %d: outcome %v, then %v", i, o, again)
 		}
+	}
+	if st := c.Stats(); st.UnreliableExpired != expired {
+		t.Errorf("%d unreliable messages dropped, Stats.UnreliableExpired %d", expired, st.UnreliableExpired)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

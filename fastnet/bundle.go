@@ -160,6 +160,8 @@ const minPacket = 3
 // next datagram (N70, N71).
 func (c *conn) bundle(now clock.Time, first []byte) []byte {
 	e := c.ep
+	c.bundling = true
+	defer func() { c.bundling = false }()
 	if c.alone(first) || len(first)+2*bundleLenSize+2+minPacket > c.payloadMTU+2 || !c.wantsTransmit(now) {
 		return first
 	}

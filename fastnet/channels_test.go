@@ -177,7 +177,8 @@ func TestMaxHoldingChannelsDefault(t *testing.T) {
 // whose sender was parked continues its sequence numbers and R, so the
 // client delivers every message once and in order.
 func TestSenderParked(t *testing.T) {
-	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}}
+	// Without the pacer (D30), so that flush sends all at one instant.
+	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}, Congestion: CongestionConfig{Disabled: true}}
 	p := newPair(t, cfg, cfg)
 	c := p.srv.conns[p.sh]
 	const channels, rounds = 1000, 3
@@ -240,7 +241,8 @@ func TestSenderParked(t *testing.T) {
 // every round), but past the first liveReceivers an idle sender keeps
 // little of the buffers its last message took.
 func TestSenderTrimmed(t *testing.T) {
-	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}}
+	// Without the pacer (D30), so that flush sends all at one instant.
+	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}, Congestion: CongestionConfig{Disabled: true}}
 	p := newPair(t, cfg, cfg)
 	p.keep = false
 	c := p.srv.conns[p.sh]

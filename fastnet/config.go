@@ -224,8 +224,44 @@ type Config struct {
 	// false: bundles are negotiated on every Datagram connection.
 	NoBundles bool
 
+	// Congestion control (D30), on Datagram transports.
+	Congestion CongestionConfig
+
+	// UnreliableMaxDelay bounds how long an unreliable message may wait
+	// to be sent, behind the pacer, a full window or the messages queued
+	// before it: one that waited longer is dropped at the sender when its
+	// turn comes, counted in Stats.UnreliableExpired and reported
+	// OutcomeDropped if tracked, since it would arrive too late to be of
+	// use (D30, N80). Default 100 ms; a message already partly sent is
+	// never dropped.
+	UnreliableMaxDelay time.Duration
+
 	// MTU estimation (D19), on Datagram transports.
 	MTU MTUConfig
+}
+
+// CongestionConfig holds the settings of congestion control (D30, N76-N83).
+// The zero value is the default: a NewReno window with a delay-based end
+// of slow start, and every packet paced.
+type CongestionConfig struct {
+	// Disabled turns congestion control off: the connection sends as
+	// fast as the transport takes its datagrams, within MaxInFlight, as
+	// the engine did before D30. Only for links the application controls
+	// end to end; on any shared path it floods the bottleneck.
+	Disabled bool
+	// FixedRate, in bytes per second of datagram payload, replaces the
+	// controller with a pacer at exactly that rate, for an application
+	// that knows its link: losses do not slow it. 0: the controller runs.
+	FixedRate int
+	// MaxRate caps the pacing rate the controller reaches, in bytes per
+	// second of datagram payload. 0: no cap.
+	MaxRate int
+	// InitialWindow is the window a connection starts with, in bytes of
+	// reliable data in flight. Default 14600 (RFC 6928's ten segments).
+	InitialWindow int
+	// MinWindow is the smallest window losses reduce it to. Default 2400
+	// (two datagrams of a common path).
+	MinWindow int
 }
 
 // MTUConfig holds the settings of MTU estimation (D19).
@@ -280,6 +316,12 @@ const (
 	DefaultMaxResendInterval = 5 * time.Second
 	DefaultLinger            = 2 * time.Second
 	DefaultAckRepeats        = 2
+	// DefaultUnreliableMaxDelay is the default of UnreliableMaxDelay.
+	DefaultUnreliableMaxDelay = 100 * time.Millisecond
+	// DefaultInitialWindow and DefaultMinWindow are the defaults of
+	// CongestionConfig's windows.
+	DefaultInitialWindow = ccInitialWindow
+	DefaultMinWindow     = ccMinWindow
 	// The MTU estimation defaults are the mtu package's, chosen by
 	// measurement (see its documentation).
 	DefaultMTUProbeInterval = mtu.DefaultProbeInterval
@@ -290,6 +332,9 @@ const (
 
 	// maxAckRepeats bounds Config.AckRepeats.
 	maxAckRepeats = 8
+	// minSendRate is the lowest rate CongestionConfig takes: below a
+	// kilobyte a second, heartbeats alone would use it up.
+	minSendRate = 1000
 	// minQualityInterval is the shortest Config.QualityInterval.
 	minQualityInterval = time.Millisecond
 
@@ -384,6 +429,15 @@ func (c Config) withDefaults() Config {
 	if c.AckRepeats == 0 {
 		c.AckRepeats = DefaultAckRepeats
 	}
+	if c.UnreliableMaxDelay == 0 {
+		c.UnreliableMaxDelay = DefaultUnreliableMaxDelay
+	}
+	if c.Congestion.InitialWindow == 0 {
+		c.Congestion.InitialWindow = DefaultInitialWindow
+	}
+	if c.Congestion.MinWindow == 0 {
+		c.Congestion.MinWindow = DefaultMinWindow
+	}
 	if c.MTU.ProbeInterval == 0 {
 		c.MTU.ProbeInterval = DefaultMTUProbeInterval
 	}
@@ -462,6 +516,15 @@ func (c Config) resolve() (Config, error) {
 		return bad("QualityInterval %v: want 0 (off) or at least %v", c.QualityInterval, minQualityInterval)
 	case c.AckRepeats < -1 || c.AckRepeats > maxAckRepeats:
 		return bad("AckRepeats %d: want -1..%d", c.AckRepeats, maxAckRepeats)
+	case c.UnreliableMaxDelay < 0:
+		return bad("UnreliableMaxDelay must not be negative")
+	case c.Congestion.FixedRate < 0 || c.Congestion.MaxRate < 0:
+		return bad("Congestion.FixedRate and MaxRate must not be negative")
+	case c.Congestion.FixedRate > 0 && c.Congestion.FixedRate < minSendRate,
+		c.Congestion.MaxRate > 0 && c.Congestion.MaxRate < minSendRate:
+		return bad("Congestion rates must be at least %d bytes per second", minSendRate)
+	case c.Congestion.MinWindow < 2*DefaultPayloadMTU || c.Congestion.InitialWindow < c.Congestion.MinWindow:
+		return bad("Congestion windows: want %d <= MinWindow <= InitialWindow", 2*DefaultPayloadMTU)
 	case c.MTU.ProbeInterval <= 0 || c.MTU.FinalTimeout <= 0 || c.MTU.Period <= 0:
 		return bad("MTU intervals must be positive")
 	case c.MTU.MaxConcurrent < 1:

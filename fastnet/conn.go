@@ -61,6 +61,8 @@ type conn struct {
 	// bundles), and bundleAsks the queries sent so far (N69).
 	bundleTo, bundleFrom bool
 	bundleAsks           uint8
+	// bundling is set while bundle fills a datagram (N79).
+	bundling bool
 
 	// Channels.
 	chans     map[int16]*chanState
@@ -90,6 +92,7 @@ type conn struct {
 
 	queued       int // encoded bytes waiting to be sent the first time
 	inFlight     int // reliable bytes unacknowledged (sum over senders)
+	ccInFlight   int // of them, those never resent: what the congestion window counts (N76)
 	wantWritable int // > 0: a Send was refused for this many bytes; report EventWritable once they fit
 
 	// recvBudget is what the peer makes the connection hold (D22, N49),
@@ -136,6 +139,9 @@ type conn struct {
 	// win counts the traffic of the current window, and keeps the rates
 	// of the last (N57, N58).
 	win window
+
+	// cc is the congestion controller and pacer (D30).
+	cc congestion
 }
 
 const (
@@ -213,6 +219,7 @@ func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
 	c.recvBudget.Reserve = ep.recvBudget.Reserve
 	c.liveReceivers, c.liveSenders = ep.liveReceivers, ep.liveReceivers
 	c.hb.init(ep.cfg.Role)
+	c.cc.init(&ep.cfg, ep.now)
 	c.stats.PayloadMTU = c.payloadMTU
 	return c
 }
@@ -303,9 +310,16 @@ func (c *conn) established() bool {
 }
 
 // resendRTT is the RTT resends are timed with: the smoothed RTT, never below
-// the configured floor (D14).
+// the configured floor (D14); and never below the smoothed RTT of acks
+// (D30), rounded up to the millisecond, which follows a queue growing on
+// the path within round trips where heartbeats sample once a second: a
+// packet waiting in a queue is not resent as if lost (N77).
 func (c *conn) resendRTT() time.Duration {
-	return max(c.hb.srtt, c.ep.cfg.MinResendRTT)
+	rtt := max(c.hb.srtt, c.ep.cfg.MinResendRTT)
+	if c.cc.sampled && c.cc.srtt > rtt {
+		rtt = (c.cc.srtt + time.Millisecond - 1).Truncate(time.Millisecond)
+	}
+	return rtt
 }
 
 // nextDeadline computes the earliest instant at which the connection has
@@ -322,6 +336,17 @@ func (c *conn) nextDeadline() clock.Time {
 		d = clock.Earliest(d, c.validateBy)
 	}
 	resend, oldest := c.sendTimes()
+	if c.cc.on {
+		// What waits for the pacer goes when it has tokens again (D30).
+		if pace := c.cc.next(c.paceRate()); pace > c.cc.filled {
+			if resend != 0 {
+				resend = max(resend, pace)
+			}
+			if c.newDataAllowed() {
+				d = clock.Earliest(d, pace)
+			}
+		}
+	}
 	d = clock.Earliest(d, resend)
 	d = clock.Earliest(d, c.ackRepeatAt)
 	if oldest != 0 {
@@ -437,6 +462,11 @@ func (c *conn) snapshot() Stats {
 	for _, cs := range c.sendChans {
 		p, _ := cs.snd.InFlight()
 		s.InFlightPackets += p
+	}
+	if c.cc.on {
+		s.CongestionWindow = min(c.cc.window(), c.ep.cfg.MaxInFlight)
+		s.PacingRate = c.paceRate()
+		s.SlowStart = c.cc.fixed == 0 && c.cc.cwnd < c.cc.ssthresh
 	}
 	s.ReceiveBytes = c.recvBudget.Used
 	s.OpenChannels = len(c.chans)

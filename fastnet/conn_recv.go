@@ -162,11 +162,23 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 		if cs == nil || cs.snd == nil {
 			continue // acks for unknown packets are ignored (D13)
 		}
-		n, ok := cs.snd.HandleAck(a.Seq)
+		ak, ok := cs.snd.HandleAck(a.Seq)
 		if !ok {
 			continue
 		}
-		c.inFlight -= n
+		c.cc.onAck(now, ak.First, ak.Last, ak.Resends, ak.Bytes+wireOverhead, c.ccInFlight, c.payloadMTU+wireOverhead)
+		c.inFlight -= ak.Bytes
+		if ak.Resends == 0 {
+			c.ccInFlight -= ak.Bytes + wireOverhead
+		}
+		if no, last, n, ok := cs.snd.Oldest(); ok && n == 0 && ak.No-no >= lossReorder {
+			// Packets sent after the oldest were acked: it was
+			// probably lost, a round trip before its resend is due
+			// (D14); the window need not wait for it (N81).
+			if c.cc.onResend(now, last, c.payloadMTU, c.hb.sampled || c.cc.sampled) {
+				c.stats.CongestionEvents++
+			}
+		}
 		c.stats.AcksReceived++
 		if cs.tracked {
 			c.trackAcked(cs, a.Seq)

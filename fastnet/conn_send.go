@@ -8,9 +8,9 @@ import (
 	"github.com/fastnet-engine/fastnet/coalesce"
 )
 
-// send queues one message, tracked if id is not 0 (N55); the caller has
-// checked the channel, size and state.
-func (c *conn) send(ch int16, msg []byte, reliable bool, id MessageID) error {
+// send queues one message at now, tracked if id is not 0 (N55); the
+// caller has checked the channel, size and state.
+func (c *conn) send(now clock.Time, ch int16, msg []byte, reliable bool, id MessageID) error {
 	cfg := &c.ep.cfg
 	n := coalesce.EncodedLen(len(msg))
 	if c.queued+c.stream.bytes+n > cfg.SendQueueSize {
@@ -30,7 +30,7 @@ func (c *conn) send(ch int16, msg []byte, reliable bool, id MessageID) error {
 	if id != 0 {
 		c.track(cs, id, n, reliable) // before Queue: it reads what was queued before
 	}
-	c.queued += cs.snd.Queue(msg, reliable)
+	c.queued += cs.snd.QueueAt(msg, reliable, now)
 	if !cs.inRing && cs.snd.MayAppend() { // else an ack puts it back (N41)
 		cs.inRing = true
 		c.ring = append(c.ring, cs)
@@ -55,6 +55,9 @@ func (c *conn) wantsTransmit(now clock.Time) bool {
 	if c.mtuWantsTransmit(now) {
 		return true
 	}
+	if !c.paceReady(now) {
+		return false // data and resends wait for the pacer (D30)
+	}
 	if c.newDataAllowed() {
 		return true
 	}
@@ -69,7 +72,7 @@ func (c *conn) newDataAllowed() bool {
 	if len(c.ring) == 0 {
 		return false
 	}
-	if c.inFlight+c.payloadMTU <= c.ep.cfg.MaxInFlight {
+	if c.roomReliable() {
 		return true
 	}
 	for _, cs := range c.ring {
@@ -80,10 +83,45 @@ func (c *conn) newDataAllowed() bool {
 	return false
 }
 
-// poll writes the connection's next datagram into buf, in order of
-// priority: heartbeat echoes and due heartbeats, acks, MTU estimation,
-// due resends, then first-time data round robin across channels.
+// roomReliable reports whether a reliable packet may be sent for the first
+// time: the reliable bytes in flight stay within Config.MaxInFlight (D22),
+// and those the congestion controller counts within its window, which
+// always lets one packet go, and never keeps out two of the payload MTU
+// (D30, N76).
+func (c *conn) roomReliable() bool {
+	if c.inFlight+c.payloadMTU > c.ep.cfg.MaxInFlight {
+		return false
+	}
+	need := c.payloadMTU + wireOverhead
+	return c.ccInFlight == 0 || c.ccInFlight+need <= max(c.cc.window(), 2*need)
+}
+
+// paceRate returns the connection's pacing rate in bytes per second (D30).
+func (c *conn) paceRate() float64 { return c.cc.rate(c.hb.srtt) }
+
+// paceReady reports whether the pacer lets data or a resend go at now
+// (D30, N79).
+func (c *conn) paceReady(now clock.Time) bool {
+	// A bundle whose first packet the pacer let go fills its datagram:
+	// the pacer paces datagrams (N79).
+	return c.bundling || c.cc.ready(now, c.paceRate(), c.payloadMTU+2)
+}
+
+// poll writes the connection's next packet into buf (see pollPacket) and
+// takes its size from the pacer's tokens (D30, N79).
 func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
+	b, ok := c.pollPacket(now, buf)
+	if ok {
+		c.cc.spend(len(b)-len(buf), c.paceRate(), c.payloadMTU+2)
+	}
+	return b, ok
+}
+
+// pollPacket writes the connection's next packet into buf, in order of
+// priority: heartbeat echoes and due heartbeats, acks, MTU estimation,
+// then, when the pacer lets them go, due resends and first-time data
+// round robin across channels.
+func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 	if !c.established() {
 		return buf, false
 	}
@@ -123,17 +161,35 @@ func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 	if b, ok := c.mtuPoll(now, buf); ok {
 		return b, true
 	}
+	if !c.paceReady(now) {
+		return buf, false
+	}
 	if resend, _ := c.sendTimes(); resend != 0 && resend <= now {
 		rtt := c.resendRTT()
 		c.timesStale = true // a resend moves its packet later; nothing due means the times were early
+		// The channel whose resend is due first: the pacer may let only
+		// some go, and none may wait behind another channel's (D30).
+		var first *chanState
+		var due clock.Time
 		for _, cs := range c.sendChans {
-			if t := cs.snd.NextResend(rtt, cfg.MaxResendInterval); t != 0 && t <= now {
-				b, ok := cs.snd.AppendResend(appendPacketHeader(buf, cs.id), now, rtt, cfg.MaxResendInterval)
-				if ok {
-					c.stats.PacketsResent++
-					c.stats.BytesResent += uint64(len(b))
-					return b, true
+			if t := cs.snd.NextResend(rtt, cfg.MaxResendInterval); t != 0 && t <= now && (first == nil || t < due) {
+				first, due = cs, t
+			}
+		}
+		if cs := first; cs != nil {
+			b, rs, ok := cs.snd.AppendResend(appendPacketHeader(buf, cs.id), now, rtt, cfg.MaxResendInterval)
+			if ok {
+				if rs.N == 1 {
+					// Deemed lost: out of the window's count; its
+					// resends are paced, not windowed (N76).
+					c.ccInFlight -= rs.Bytes + wireOverhead
 				}
+				if c.cc.onResend(now, rs.Prev, c.payloadMTU, c.hb.sampled || c.cc.sampled) {
+					c.stats.CongestionEvents++
+				}
+				c.stats.PacketsResent++
+				c.stats.BytesResent += uint64(len(b))
+				return b, true
 			}
 		}
 	}
@@ -143,12 +199,22 @@ func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 // pollNew sends the next first-time packet, serving channels round robin.
 func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 	cfg := &c.ep.cfg
-	roomReliable := c.inFlight+c.payloadMTU <= cfg.MaxInFlight
+	roomReliable := c.roomReliable()
+	expired := now.Add(-cfg.UnreliableMaxDelay)
 	for tries := len(c.ring); tries > 0; tries-- {
 		if c.ringPos >= len(c.ring) {
 			c.ringPos = 0
 		}
 		cs := c.ring[c.ringPos]
+		if n, bytes := cs.snd.DropExpired(expired); n > 0 {
+			// Too late to be of use (D30, N80).
+			c.queued -= bytes
+			c.stats.UnreliableExpired += uint64(n)
+			if cs.tracked {
+				c.trackDropped(cs, bytes)
+			}
+			c.maybeWritable()
+		}
 		if !cs.snd.MayAppend() {
 			// Its sequence numbers wait for an ack (N41), which puts it
 			// back.
@@ -168,6 +234,7 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 		if sent.Reliable {
 			c.stats.ReliablePacketsSent++
 			c.inFlight += sent.Bytes
+			c.ccInFlight += sent.Bytes + wireOverhead
 			c.maxMTUInFlight = max(c.maxMTUInFlight, c.payloadMTU)
 			if !cs.inSend {
 				cs.inSend = true
@@ -319,5 +386,5 @@ func (c *conn) releaseBuffers() {
 	c.idleRecv, c.idleSend = idleQueue{}, idleQueue{}
 	c.timesStale = true
 	c.stream = streamQueue{}
-	c.queued, c.inFlight = 0, 0
+	c.queued, c.inFlight, c.ccInFlight = 0, 0, 0
 }

@@ -98,7 +98,9 @@ func TestCloseLingerExpires(t *testing.T) {
 // fails with ErrQueueFull, changes nothing, and EventWritable follows once
 // the message fits.
 func TestQueueFullAndWritable(t *testing.T) {
-	cfg := Config{MaxMessageSize: 10000, SendQueueSize: 30000, MaxInFlight: 64 << 10, MTU: MTUConfig{Disabled: true}}
+	// Without the pacer (D30), so that flush sends all at one instant.
+	cfg := Config{MaxMessageSize: 10000, SendQueueSize: 30000, MaxInFlight: 64 << 10, MTU: MTUConfig{Disabled: true},
+		Congestion: CongestionConfig{Disabled: true}}
 	p := newPair(t, cfg, cfg)
 	msg := make([]byte, 9000)
 	sent := 0
@@ -131,7 +133,9 @@ func TestQueueFullAndWritable(t *testing.T) {
 // D22: reliable packets wait while Config.MaxInFlight bytes are
 // unacknowledged; unreliable ones still flow.
 func TestInFlightLimit(t *testing.T) {
-	cfg := Config{MaxInFlight: 64 << 10, InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}}
+	// D22's limit alone: the congestion window (D30) is off.
+	cfg := Config{MaxInFlight: 64 << 10, InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true},
+		Congestion: CongestionConfig{Disabled: true}}
 	p := newPair(t, cfg, cfg)
 	acks := false
 	p.drop = func(from Role, b []byte) bool { return !acks && from == Server && isAck(b) }

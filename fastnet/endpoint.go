@@ -631,7 +631,7 @@ func (e *Endpoint) send(now clock.Time, h Handle, channel int, msg []byte, relia
 	case !c.established():
 		return ErrNotConnected
 	}
-	if err := c.send(int16(channel), msg, reliable, id); err != nil {
+	if err := c.send(max(now, e.now), int16(channel), msg, reliable, id); err != nil {
 		return err
 	}
 	e.at(now)

@@ -168,6 +168,23 @@ func (c *conn) trackSent(cs *chanState, s channel.Sent) {
 	}
 }
 
+// trackDropped follows n bytes of whole unreliable messages at the front
+// of cs's queue dropped at the sender for waiting too long (N80): the
+// tracked ones among them are dropped.
+func (c *conn) trackDropped(cs *chanState, n int) {
+	t := c.trackers[cs.id]
+	t.sent += int64(n)
+	for cs.tracked && t.next < len(t.q) && t.q[t.next].end <= t.sent {
+		m := &t.q[t.next]
+		t.next++
+		// Placed, for trackAcked's search, before the packets sent
+		// after it, as if its packets were the last one sent before.
+		m.started, m.sentAll = true, true
+		m.first, m.last = t.nextNo-1, t.nextNo-1
+		c.resolve(cs, t, m, OutcomeDropped)
+	}
+}
+
 // trackAcked follows the ack of the packet numbered seq of cs's sender.
 func (c *conn) trackAcked(cs *chanState, seq channel.Seq) {
 	t := c.trackers[cs.id]

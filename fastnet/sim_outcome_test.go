@@ -96,7 +96,11 @@ func (o *outcomeSim) onEvent(at clock.Time, node netip.AddrPort, ev fastnet.Even
 		if ev.Outcome != want[0] && ev.Outcome != want[1] {
 			o.fail("%s: %s message %d: outcome %v", sideName(side), kind(m.reliable), ev.Message, ev.Outcome)
 		}
-		if ev.Outcome == fastnet.OutcomeLost || ev.Outcome == fastnet.OutcomeDropped {
+		// A reliable message is lost, and an unreliable one dropped,
+		// only when the connection ends; an unreliable one may also be
+		// dropped at the sender before, having waited longer than
+		// UnreliableMaxDelay (D30, N80).
+		if ev.Outcome == fastnet.OutcomeLost {
 			o.lostAt[side] = at
 		}
 	case fastnet.EventDisconnected:
@@ -191,10 +195,15 @@ func (o *outcomeSim) checkOutcomes(t simT, survived bool) {
 	t.Helper()
 	for side := range 2 {
 		got := o.delivered(1 - side)
+		expired := uint64(0)
 		for id, m := range o.byID[side] {
 			oc, ok := o.outcome[side][id]
 			if !ok {
 				t.Fatalf("%s: %s message %d on ch%d: no outcome", sideName(side), kind(m.reliable), id, m.ch)
+			}
+			if survived && oc == fastnet.OutcomeDropped && !m.reliable {
+				expired++ // waited longer than UnreliableMaxDelay (N80)
+				continue
 			}
 			if survived && oc != fastnet.OutcomeAcked && oc != fastnet.OutcomeSent {
 				t.Fatalf("%s: message %d: %v on a connection closed gracefully", sideName(side), id, oc)
@@ -214,6 +223,9 @@ func (o *outcomeSim) checkOutcomes(t simT, survived bool) {
 		}
 		if len(o.outcome[side]) != len(o.byID[side]) {
 			t.Fatalf("%s: %d outcomes for %d tracked messages", sideName(side), len(o.outcome[side]), len(o.byID[side]))
+		}
+		if st := o.final[side]; expired > 0 && (st == nil || st.UnreliableExpired < expired) {
+			t.Fatalf("%s: %d tracked unreliable messages dropped on a connection closed gracefully, final stats %+v", sideName(side), expired, st)
 		}
 	}
 }

@@ -114,6 +114,21 @@ type Stats struct {
 	// when estimation runs, and on Stream transports.
 	MTULimited string
 
+	// CongestionWindow is the reliable bytes in flight congestion control
+	// allows now, within MaxInFlight, and PacingRate the bytes per second
+	// of datagram payload its pacer lets go; SlowStart reports that the
+	// window still doubles each round trip. CongestionEvents counts the
+	// reductions of the window, at most one per round trip of losses.
+	// UnreliableExpired counts the unreliable messages dropped at the
+	// sender for waiting longer than Config.UnreliableMaxDelay (D30,
+	// N76-N83). The first three are zero when congestion control is off
+	// or on a Stream transport.
+	CongestionWindow  int
+	PacingRate        float64
+	SlowStart         bool
+	CongestionEvents  uint64
+	UnreliableExpired uint64
+
 	SendQueueBytes  int // encoded message bytes waiting to be sent
 	InFlightBytes   int // reliable bytes sent and not acknowledged
 	InFlightPackets int

@@ -1,0 +1,267 @@
+package fastnet
+
+import (
+	"math"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+)
+
+// Congestion control (D30, N76-N83): a sender-side controller per
+// connection on a Datagram transport, with no wire change.
+//
+// The window is NewReno's (RFC 5681, RFC 6582 in spirit): it bounds the
+// reliable bytes in flight, grows by the bytes acknowledged in slow start
+// and by one packet per window in congestion avoidance, and halves once
+// per round trip when a reliable packet sent since the last reduction is
+// resent (a resend is the engine's only loss signal: acks are per packet,
+// and the Fibonacci timer of D14 stays the timer). Slow start ends early
+// when the round trips measured from acks rise (the delay test of
+// HyStart++, RFC 9406), so that a transfer does not fill a bottleneck's
+// queue before its first loss is even seen (N78).
+//
+// Every packet the connection sends, reliable or not, resends, acks and
+// heartbeats included, leaves through a pacer (N79): a token bucket
+// filled at gain x window / RTT, holding at most what a millisecond of
+// that rate or a few datagrams send. Data and resends wait for tokens;
+// acks, heartbeats and MTU probes never wait but use tokens up, so that
+// everything the connection sends stays within one rate.
+type congestion struct {
+	on bool // Datagram transport, Congestion.Disabled unset
+
+	fixed   float64 // Congestion.FixedRate: pace at this, no window
+	maxRate float64 // Congestion.MaxRate, 0: none
+	minWnd  int
+
+	cwnd, ssthresh int
+	// recovery is when the window was last reduced: the resend of a
+	// packet last sent before then is of a loss already answered.
+	recovery clock.Time
+	// acked counts the bytes acknowledged in congestion avoidance not yet
+	// turned into window growth.
+	acked int
+
+	// Round trips measured from acks of packets never resent (Karn):
+	// smoothed, and the smallest; sampled once there is one (N77).
+	srtt, minRTT time.Duration
+	sampled      bool
+
+	// HyStart++'s delay test (N78): the smallest RTT of the current round
+	// and of the last, the samples of this round, and when it began (a
+	// round ends with the ack of a packet first sent after it began).
+	roundStart          clock.Time
+	roundMin, lastRound time.Duration
+	roundSamples        int
+
+	// The pacer (N79): tokens in bytes, as of filled.
+	tokens float64
+	filled clock.Time
+}
+
+const (
+	// ccInitialWindow is the window a connection starts with: RFC 6928's
+	// ten segments of 1460 bytes.
+	ccInitialWindow = 14600
+	// ccSegment is the size of a datagram of a common path, 1200 bytes;
+	// ccMinWindow, the smallest window, is two of them.
+	ccSegment   = 1200
+	ccMinWindow = 2 * ccSegment
+	// wireOverhead is what a reliable packet costs the path beyond its
+	// chunk: the channel id and data header (D12), and the IPv4 and UDP
+	// headers. The window counts packets with it (N76), so that small
+	// packets, before MTU estimation has grown the payload MTU, do not
+	// fill a bottleneck's queue behind the window's back.
+	wireOverhead = packetOverhead + 28
+	// ccSSGain and ccCAGain are the pacing gains in slow start and in
+	// congestion avoidance: the pacer runs ahead of window/RTT so that
+	// it never is what limits the window's growth (Linux's 200 % and
+	// 120 %, quic-go's 125 %).
+	ccSSGain = 2.0
+	ccCAGain = 1.25
+	// ccBurst is the time of the pacing rate the bucket holds, and
+	// ccBurstDatagrams the datagrams it holds at least.
+	ccBurst          = time.Millisecond
+	ccBurstDatagrams = 4
+	// lossReorder is how many packets sent after the oldest in flight on
+	// a channel must be acked for it to count as lost (N81), as TCP's
+	// three duplicate acks and QUIC's packet threshold.
+	lossReorder = 3
+	// HyStart++'s delay test: the samples a round needs, and the bounds of
+	// the rise in RTT that ends slow start (RFC 9406).
+	hsMinSamples = 8
+	hsMinEta     = 4 * time.Millisecond
+	hsMaxEta     = 16 * time.Millisecond
+)
+
+// init sets the controller up from the endpoint's configuration.
+func (cc *congestion) init(cfg *Config, now clock.Time) {
+	g := &cfg.Congestion
+	cc.on = cfg.Transport == Datagram && !g.Disabled
+	cc.fixed = float64(g.FixedRate)
+	cc.maxRate = float64(g.MaxRate)
+	cc.minWnd = g.MinWindow
+	cc.cwnd = g.InitialWindow
+	cc.ssthresh = math.MaxInt
+	cc.filled = now
+	cc.tokens = float64(cc.cwnd)
+}
+
+// window returns the reliable bytes the controller lets be in flight.
+func (cc *congestion) window() int {
+	if !cc.on || cc.fixed > 0 {
+		return math.MaxInt
+	}
+	return cc.cwnd
+}
+
+// rate returns the pacing rate in bytes per second, given the RTT the
+// heartbeats measure (D17) for before the first ack is sampled; +Inf when
+// nothing is paced.
+func (cc *congestion) rate(hbRTT time.Duration) float64 {
+	if !cc.on {
+		return math.Inf(1)
+	}
+	if cc.fixed > 0 {
+		return cc.fixed
+	}
+	rtt := hbRTT
+	if cc.sampled {
+		rtt = cc.srtt
+	}
+	rtt = max(rtt, time.Microsecond)
+	gain := ccCAGain
+	if cc.cwnd < cc.ssthresh {
+		gain = ccSSGain
+	}
+	r := gain * float64(cc.cwnd) / rtt.Seconds()
+	if cc.maxRate > 0 && r > cc.maxRate {
+		r = cc.maxRate
+	}
+	return r
+}
+
+// capacity returns the most tokens the bucket holds, and the most it may
+// owe: a millisecond of the rate, or a few datagrams.
+func capacity(rate float64, datagram int) float64 {
+	return max(rate*ccBurst.Seconds(), float64(ccBurstDatagrams*datagram))
+}
+
+// fill adds the tokens earned since the bucket was last filled, within
+// its capacity.
+func (cc *congestion) fill(now clock.Time, rate float64, datagram int) {
+	if now <= cc.filled {
+		return
+	}
+	if capacity := capacity(rate, datagram); cc.tokens < capacity {
+		cc.tokens = min(capacity, cc.tokens+rate*now.Sub(cc.filled).Seconds())
+	}
+	cc.filled = now
+}
+
+// ready reports whether the pacer lets data or a resend go at now.
+func (cc *congestion) ready(now clock.Time, rate float64, datagram int) bool {
+	if !cc.on {
+		return true
+	}
+	cc.fill(now, rate, datagram)
+	return cc.tokens > 0
+}
+
+// spend takes the tokens of a packet of n bytes. What never waits for
+// the pacer (acks, heartbeats, MTU probes) may leave the bucket owing, but
+// never more than its capacity: those packets slow data down, and cannot
+// stop it for longer than a burst takes (N79).
+func (cc *congestion) spend(n int, rate float64, datagram int) {
+	if cc.on {
+		cc.tokens = max(cc.tokens-float64(n), -capacity(rate, datagram))
+	}
+}
+
+// next returns when the pacer next lets a packet go, as of the bucket's
+// last fill: its time if it has tokens.
+func (cc *congestion) next(rate float64) clock.Time {
+	if !cc.on || cc.tokens > 0 {
+		return cc.filled
+	}
+	// The nanosecond after the deficit is made up, so that the bucket
+	// then holds a positive amount.
+	d := time.Duration(math.Ceil(-cc.tokens/rate*1e9)) + 1
+	return cc.filled.Add(d)
+}
+
+// onAck folds in the ack of a reliable packet of n bytes first sent at
+// first and last sent at last, resent resends times, while inFlight bytes
+// (it included) were in flight (N77, N78).
+func (cc *congestion) onAck(now, first, last clock.Time, resends uint32, n, inFlight, mtu int) {
+	if !cc.on || cc.fixed > 0 {
+		return
+	}
+	if resends == 0 && now >= last {
+		cc.sample(now, now.Sub(last))
+	}
+	if first >= cc.roundStart && cc.roundSamples > 0 {
+		// The first ack of a packet sent in the round: a round trip
+		// has passed since it began.
+		cc.lastRound, cc.roundMin, cc.roundSamples = cc.roundMin, 0, 0
+		cc.roundStart = now
+	}
+	if cc.cwnd < cc.ssthresh {
+		// Slow start: grow while the window is what limits the sender.
+		if 2*inFlight >= cc.cwnd {
+			cc.cwnd += n
+		}
+		return
+	}
+	if inFlight+3*mtu < cc.cwnd {
+		return // the application, not the window, limits the sender
+	}
+	// One datagram a window, of the path's common size at least: the
+	// payload MTU is small until estimation has grown it (D19).
+	cc.acked += n
+	if cc.acked >= cc.cwnd {
+		cc.acked -= cc.cwnd
+		cc.cwnd += max(mtu, ccSegment)
+	}
+}
+
+// sample folds in an RTT measured from an ack, and runs HyStart++'s delay
+// test in slow start.
+func (cc *congestion) sample(now clock.Time, r time.Duration) {
+	if !cc.sampled {
+		cc.sampled = true
+		cc.srtt, cc.minRTT = r, r
+		cc.roundStart = now
+	} else {
+		cc.srtt = (7*cc.srtt + r) / 8
+		cc.minRTT = min(cc.minRTT, r)
+	}
+	if cc.roundSamples == 0 || r < cc.roundMin {
+		cc.roundMin = r
+	}
+	cc.roundSamples++
+	if cc.cwnd < cc.ssthresh && cc.lastRound > 0 && cc.roundSamples >= hsMinSamples {
+		eta := min(max(cc.lastRound/8, hsMinEta), hsMaxEta)
+		if cc.roundMin >= cc.lastRound+eta {
+			cc.ssthresh = cc.cwnd // the queue has begun to grow
+		}
+	}
+}
+
+// onResend folds in the resend at now of a reliable packet whose previous
+// send was at last: a loss (or an ack later than D14's interval). The
+// window halves, once for the losses of one round trip: a packet last sent
+// before the latest reduction was lost before that reduction could act.
+// It reports whether the window was reduced.
+func (cc *congestion) onResend(now, last clock.Time, mtu int, sampled bool) bool {
+	if !cc.on || cc.fixed > 0 || last < cc.recovery || !sampled {
+		// Before any RTT sample the resend timer ran on D17's guess
+		// of 200 ms, which a longer path outlasts: no loss is
+		// known (N82).
+		return false
+	}
+	cc.recovery = now
+	cc.cwnd = max(cc.cwnd/2, cc.minWnd, 2*mtu)
+	cc.ssthresh = cc.cwnd
+	cc.acked = 0
+	return true
+}

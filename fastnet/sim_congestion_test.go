@@ -1,0 +1,404 @@
+package fastnet_test
+
+// Congestion control (D30, N76-N83) in virtual time: bulk reliable
+// transfers through a bottleneck of a known rate, delay and tail-drop
+// queue, one flow or several sharing it.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/fastnet/fastnettest"
+)
+
+// ccPath is a bottleneck both ways: a rate in bytes per second, a round
+// trip, and the queue of the data direction in bytes.
+type ccPath struct {
+	rate  int
+	rtt   time.Duration
+	queue int
+}
+
+// bdp returns the path's bandwidth-delay product in bytes.
+func (p ccPath) bdp() int { return int(float64(p.rate) * p.rtt.Seconds()) }
+
+// ccFlow is one client sending a bulk transfer to the server.
+type ccFlow struct {
+	addr     netip.AddrPort
+	ep       *fastnet.Endpoint
+	h        fastnet.Handle
+	start    time.Duration // when it starts sending, after the others
+	total    int           // bytes to send
+	queued   int           // bytes accepted by Send
+	next     uint32        // the next message number to send
+	want     uint32        // the next message number the server expects
+	got      int           // bytes delivered to the server
+	doneAt   time.Duration // when the last byte was delivered, 0 before
+	ended    error
+	disorder int // messages delivered out of order
+	// gotAt[i] is the bytes delivered by the end of the i-th sample
+	// interval.
+	gotAt []int
+}
+
+// ccSim is a server and clients behind one shared bottleneck.
+type ccSim struct {
+	t        *testing.T
+	net      *fastnettest.Network
+	srv      *fastnet.Endpoint
+	srvAddr  netip.AddrPort
+	flows    []*ccFlow
+	byAddr   map[netip.AddrPort]*ccFlow
+	up, down *fastnettest.Bottleneck
+	msgSize  int
+}
+
+const ccMsgSize = 1000
+
+func newCCSim(t *testing.T, seed uint64, path ccPath, cfg fastnet.Config, flows int, total int) *ccSim {
+	t.Helper()
+	s := &ccSim{t: t, net: fastnettest.NewNetwork(seed), srvAddr: netip.MustParseAddrPort("10.0.0.1:7000"),
+		byAddr: make(map[netip.AddrPort]*ccFlow), msgSize: ccMsgSize}
+	s.net.DiscardEvents = true
+	if cfg.MTU.Path == nil {
+		// What the UDP driver tells the engine of a 1500-byte path
+		// (D29): estimation probes it first.
+		cfg.MTU.Path = func(netip.AddrPort) fastnet.PathInfo { return fastnet.PathInfo{PayloadMTU: 1500 - 28 - 2} }
+	}
+	scfg := cfg
+	scfg.Role, scfg.Rand = fastnet.Server, s.net.Rand()
+	var err error
+	if s.srv, err = fastnet.NewEndpoint(scfg); err != nil {
+		t.Fatal(err)
+	}
+	s.net.Add(s.srvAddr, s.srv)
+	// The IPv4 and UDP headers count on the wire, as on a real link.
+	s.up = s.net.NewBottleneck(fastnettest.BottleneckConfig{Rate: path.rate, Delay: path.rtt / 2, QueueLimit: path.queue, Overhead: 28})
+	s.down = s.net.NewBottleneck(fastnettest.BottleneckConfig{Rate: path.rate, Delay: path.rtt / 2, QueueLimit: max(path.queue, path.bdp()), Overhead: 28})
+	for i := range flows {
+		f := &ccFlow{addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)}), 5000), total: total}
+		ccfg := cfg
+		ccfg.Role, ccfg.Rand = fastnet.Client, s.net.Rand()
+		if f.ep, err = fastnet.NewEndpoint(ccfg); err != nil {
+			t.Fatal(err)
+		}
+		s.net.Add(f.addr, f.ep)
+		s.net.SetLink(f.addr, s.srvAddr, fastnettest.Link{Bottleneck: s.up, MTU: 1500 - 28})
+		s.net.SetLink(s.srvAddr, f.addr, fastnettest.Link{Bottleneck: s.down, MTU: 1500 - 28})
+		s.flows = append(s.flows, f)
+		s.byAddr[f.addr] = f
+	}
+	s.net.OnEvent = s.onEvent
+	return s
+}
+
+func (s *ccSim) elapsed() time.Duration { return s.net.Now().Sub(clock.Epoch) }
+
+func (s *ccSim) onEvent(at clock.Time, node netip.AddrPort, ev fastnet.Event) {
+	if node == s.srvAddr {
+		f := s.byAddr[ev.Addr]
+		switch {
+		case f == nil:
+		case ev.Kind == fastnet.EventMessage:
+			if n := binary.BigEndian.Uint32(ev.Data); n != f.want {
+				f.disorder++
+			}
+			f.want++
+			f.got += len(ev.Data)
+			if f.got >= f.total && f.doneAt == 0 {
+				f.doneAt = s.elapsed()
+			}
+		}
+		return
+	}
+	f := s.byAddr[node]
+	switch ev.Kind {
+	case fastnet.EventConnected:
+		f.h = ev.Conn
+	case fastnet.EventWritable:
+		s.fill(f)
+	case fastnet.EventDisconnected:
+		f.ended = ev.Err
+	}
+}
+
+// fill queues the flow's messages until its send queue is full or its
+// total is queued.
+func (s *ccSim) fill(f *ccFlow) {
+	if f.h == 0 || f.ended != nil || s.elapsed() < f.start {
+		return
+	}
+	msg := make([]byte, s.msgSize)
+	for f.queued < f.total {
+		binary.BigEndian.PutUint32(msg, f.next)
+		err := f.ep.Send(s.net.Now(), f.h, 1, msg, true)
+		if errors.Is(err, fastnet.ErrQueueFull) {
+			return
+		}
+		if err != nil {
+			s.t.Fatalf("Send: %v", err)
+		}
+		f.next++
+		f.queued += len(msg)
+	}
+}
+
+// connect connects every flow, then lets the path settle.
+func (s *ccSim) connect() {
+	s.t.Helper()
+	base := s.elapsed()
+	for _, f := range s.flows {
+		if _, err := f.ep.Connect(s.net.Now(), s.srvAddr); err != nil {
+			s.t.Fatal(err)
+		}
+		f.start += base
+	}
+	err := s.net.RunUntilCond(func() bool {
+		for _, f := range s.flows {
+			if f.h == 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second)
+	if err != nil {
+		s.t.Fatalf("connect: %v", err)
+	}
+}
+
+// run runs until every flow delivered its total or limit passed, sampling
+// what each delivered every sample.
+func (s *ccSim) run(limit, sample time.Duration) {
+	s.t.Helper()
+	end := s.elapsed() + limit
+	for s.elapsed() < end {
+		for _, f := range s.flows {
+			s.fill(f)
+			f.gotAt = append(f.gotAt, f.got)
+		}
+		if err := s.net.RunFor(sample); err != nil {
+			s.t.Fatal(err)
+		}
+		done := true
+		for _, f := range s.flows {
+			if f.ended != nil {
+				s.t.Fatalf("flow %v ended: %v", f.addr, f.ended)
+			}
+			if f.doneAt == 0 {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// jain returns Jain's fairness index of xs: 1 when all are equal, 1/n when
+// one has everything.
+func jain(xs []float64) float64 {
+	var sum, sq float64
+	for _, x := range xs {
+		sum += x
+		sq += x * x
+	}
+	if sq == 0 {
+		return 1
+	}
+	return sum * sum / (float64(len(xs)) * sq)
+}
+
+// ccResult is what a bulk run measured.
+type ccResult struct {
+	goodput  float64 // delivered bytes over the link's capacity in the time taken
+	drops    float64 // share of the datagrams offered to the bottleneck that it dropped
+	fairness float64 // Jain's index of the flows' goodputs over the time all were sending
+	took     time.Duration
+}
+
+func (r ccResult) String() string {
+	return fmt.Sprintf("goodput %.1f %% of the link, %.2f %% dropped at the queue, fairness %.3f, %v", 100*r.goodput, 100*r.drops, r.fairness, r.took.Round(time.Millisecond))
+}
+
+// measure returns the result of a finished run that began at from.
+func (s *ccSim) measure(path ccPath, from time.Duration) ccResult {
+	var r ccResult
+	got := 0
+	last := time.Duration(0)
+	for _, f := range s.flows {
+		if f.doneAt == 0 {
+			s.t.Fatalf("flow %v delivered %d of %d bytes", f.addr, f.got, f.total)
+		}
+		if f.disorder != 0 {
+			s.t.Errorf("flow %v: %d messages out of order", f.addr, f.disorder)
+		}
+		got += f.got
+		last = max(last, f.doneAt)
+	}
+	r.took = last - from
+	r.goodput = float64(got) / (float64(path.rate) * r.took.Seconds())
+	st := s.up.Stats()
+	r.drops = float64(st.Dropped) / float64(st.Offered)
+	// Fairness over the time all flows were sending: up to the sample
+	// before the first finished.
+	first := len(s.flows[0].gotAt)
+	for _, f := range s.flows {
+		for i, g := range f.gotAt {
+			if g >= f.total {
+				first = min(first, i)
+				break
+			}
+		}
+	}
+	xs := make([]float64, len(s.flows))
+	for i, f := range s.flows {
+		xs[i] = float64(f.gotAt[max(first-1, 0)])
+	}
+	r.fairness = jain(xs)
+	return r
+}
+
+// ccControllerOnly is the configuration of the runs that measure the
+// controller alone: payload MTU 1200 from the start and no MTU estimation,
+// whose probes (D19) otherwise share the bottleneck and whose start at 32
+// bytes dominates a transfer of a few megabytes (see docs/congestion.md).
+var ccControllerOnly = fastnet.Config{InitialPayloadMTU: 1200, MTU: fastnet.MTUConfig{Disabled: true}}
+
+// TestCongestionBottleneck: bulk reliable transfers through a bottleneck
+// with a tail-drop queue (D30, N76-N83): everything arrives in order, the
+// link is used well, its queue rarely overflows, and flows sharing it share
+// it fairly. The 20 and 5 Mbit/s paths and the 70 % and 5 % targets are
+// issue 20's (kernel TCP Cubic: 86-88 % and 0.6-1.3 % on the first);
+// the others are its edge cases, held to not collapsing.
+func TestCongestionBottleneck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("megabytes through a simulated bottleneck")
+	}
+	const mbit = 1_000_000 / 8
+	for _, tc := range []struct {
+		name     string
+		cfg      fastnet.Config
+		path     ccPath
+		flows    int
+		total    int
+		goodput  float64 // at least
+		drops    float64 // at most
+		fairness float64 // at least, with several flows
+	}{
+		{"20mbit-40ms-1bdp-1flow", ccControllerOnly, ccPath{20 * mbit, 40 * time.Millisecond, 100_000}, 1, 10 << 20, 0.7, 0.05, 0},
+		{"20mbit-40ms-1bdp-4flows", ccControllerOnly, ccPath{20 * mbit, 40 * time.Millisecond, 100_000}, 4, 4 << 20, 0.7, 0.05, 0.9},
+		{"5mbit-40ms-halfbdp-1flow", ccControllerOnly, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 1, 3 << 20, 0.7, 0.05, 0},
+		// Four initial windows at once overflow a 37.5 kB pipe: 7 % of
+		// the datagrams are dropped, above the 5 % target (N83).
+		{"5mbit-40ms-halfbdp-4flows", ccControllerOnly, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 4, 1 << 20, 0.7, 0.1, 0.9},
+		{"20mbit-40ms-tenthbdp-1flow", ccControllerOnly, ccPath{20 * mbit, 40 * time.Millisecond, 10_000}, 1, 5 << 20, 0.45, 0.05, 0},
+		{"20mbit-1ms-1flow", ccControllerOnly, ccPath{20 * mbit, time.Millisecond, 20_000}, 1, 5 << 20, 0.7, 0.05, 0},
+		{"5mbit-600ms-1bdp-1flow", ccControllerOnly, ccPath{5 * mbit, 600 * time.Millisecond, 375_000}, 1, 5 << 20, 0.7, 0.05, 0},
+		// The defaults: payload MTU 32 until estimation grows it, its
+		// probes on the path. Before D30 one flow got 1 % of the link and
+		// lost 68 % of its datagrams at the queue before it died.
+		{"defaults-20mbit-40ms-1bdp-1flow", fastnet.Config{}, ccPath{20 * mbit, 40 * time.Millisecond, 100_000}, 1, 10 << 20, 0.7, 0.05, 0},
+		{"defaults-20mbit-40ms-1bdp-4flows", fastnet.Config{}, ccPath{20 * mbit, 40 * time.Millisecond, 100_000}, 4, 4 << 20, 0.5, 0.05, 0.8},
+		{"defaults-5mbit-40ms-halfbdp-1flow", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 1, 3 << 20, 0.3, 0.05, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newCCSim(t, 1, tc.path, tc.cfg, tc.flows, tc.total)
+			s.connect()
+			from := s.elapsed()
+			s.run(5*time.Minute, 100*time.Millisecond)
+			r := s.measure(tc.path, from)
+			t.Logf("%s", r)
+			if r.goodput < tc.goodput {
+				t.Errorf("goodput %.1f %% of the link, want at least %.0f %%", 100*r.goodput, 100*tc.goodput)
+			}
+			if r.drops > tc.drops {
+				t.Errorf("%.2f %% of the datagrams dropped at the queue, want at most %.0f %%", 100*r.drops, 100*tc.drops)
+			}
+			if tc.flows > 1 && r.fairness < tc.fairness {
+				t.Errorf("fairness %.3f, want at least %.2f", r.fairness, tc.fairness)
+			}
+		})
+	}
+}
+
+// The link's rate halves mid-transfer: the flow follows it down, and the
+// queue does not stay full (D30).
+func TestCongestionRateHalves(t *testing.T) {
+	const mbit = 1_000_000 / 8
+	path := ccPath{20 * mbit, 40 * time.Millisecond, 100_000}
+	s := newCCSim(t, 3, path, ccControllerOnly, 1, 8<<20)
+	s.connect()
+	s.run(2*time.Second, 100*time.Millisecond)
+	before := s.up.Stats()
+	s.up.SetRate(path.rate / 2)
+	f := s.flows[0]
+	got := f.got
+	s.run(3*time.Second, 100*time.Millisecond)
+	after := s.up.Stats()
+	drops := float64(after.Dropped-before.Dropped) / float64(after.Offered-before.Offered)
+	share := float64(f.got-got) / (float64(path.rate/2) * 3)
+	t.Logf("after the halving: %.1f %% of the new rate, %.2f %% dropped, queue %d bytes", 100*share, 100*drops, after.QueuedBytes)
+	if share < 0.7 || drops > 0.05 {
+		t.Errorf("after the rate halved: %.1f %% of the new rate, %.2f %% of the datagrams dropped; want at least 70 %% and at most 5 %%", 100*share, 100*drops)
+	}
+}
+
+// Half the datagrams lost at random each way, not by congestion: the window stays
+// at its minimum, but the transfer goes on and completes; the controller
+// never starves the connection (D30).
+func TestCongestionRandomLoss(t *testing.T) {
+	const mbit = 1_000_000 / 8
+	path := ccPath{20 * mbit, 40 * time.Millisecond, 100_000}
+	// At 50 % each way a packet and its ack both arrive one time in
+	// four, and D14's resends space out: some packet of a transfer then
+	// easily stays unacked for the default 20 s Timeout, controller or
+	// not. The test's Timeout is two minutes.
+	cfg := ccControllerOnly
+	cfg.Timeout = 2 * time.Minute
+	s := newCCSim(t, 5, path, cfg, 1, 128<<10)
+	for _, f := range s.flows {
+		s.net.SetLink(f.addr, s.srvAddr, fastnettest.Link{Bottleneck: s.up, Loss: 0.5})
+		s.net.SetLink(s.srvAddr, f.addr, fastnettest.Link{Bottleneck: s.down, Loss: 0.5})
+	}
+	s.connect()
+	from := s.elapsed()
+	s.run(5*time.Minute, 100*time.Millisecond)
+	f := s.flows[0]
+	if f.doneAt == 0 || f.disorder != 0 {
+		t.Fatalf("delivered %d of %d bytes in 5 minutes at 50 %% loss, %d out of order", f.got, f.total, f.disorder)
+	}
+	t.Logf("128 KiB at 50 %% loss each way in %v", (f.doneAt - from).Round(time.Millisecond))
+}
+
+// Unreliable messages that wait longer than UnreliableMaxDelay behind a
+// slow pacer are dropped at the sender, counted, and reported dropped when
+// tracked; the reliable messages queued behind them on the same channel
+// still get their outcomes (N80).
+func TestCongestionUnreliableExpire(t *testing.T) {
+	link := fastnettest.Link{Delay: 10 * time.Millisecond}
+	cfg := fastnet.Config{Congestion: fastnet.CongestionConfig{FixedRate: 20_000}, UnreliableMaxDelay: 50 * time.Millisecond}
+	o := newOutcomeSim(t, simSetup{Seed: 2, Cli: cfg, Srv: cfg, Up: link, Down: link})
+	o.connect(5 * time.Second)
+	for i := range 60 {
+		if err := o.send(cliSide, 1, payload(uint32(i), 500), i%3 == 0, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !o.runUntil(func() bool { return len(o.outcome[cliSide]) == 60 }, 30*time.Second) {
+		t.Fatalf("%d outcomes of 60", len(o.outcome[cliSide]))
+	}
+	counts := map[fastnet.Outcome]int{}
+	for _, oc := range o.outcome[cliSide] {
+		counts[oc]++
+	}
+	st := o.stats(cliSide)
+	if counts[fastnet.OutcomeAcked] != 20 || counts[fastnet.OutcomeDropped] == 0 || uint64(counts[fastnet.OutcomeDropped]) != st.UnreliableExpired {
+		t.Errorf("outcomes %v, UnreliableExpired %d; want the 20 reliable acked and the dropped unreliable ones counted", counts, st.UnreliableExpired)
+	}
+}
