@@ -53,9 +53,13 @@ type congestion struct {
 	roundMin, lastRound time.Duration
 	roundSamples        int
 
-	// The pacer (N79): tokens in bytes, as of filled.
-	tokens float64
-	filled clock.Time
+	// The pacer (N79): tokens in bytes, as of filled; rateVal the rate
+	// for the window, threshold and RTTs it was computed with.
+	tokens           float64
+	filled           clock.Time
+	rateVal          float64
+	rateCwnd, rateSS int
+	rateSRTT, rateHB time.Duration
 }
 
 const (
@@ -124,6 +128,16 @@ func (cc *congestion) rate(hbRTT time.Duration) float64 {
 	if cc.fixed > 0 {
 		return cc.fixed
 	}
+	// Kept from one change of the window or the RTTs to the next: the
+	// pacer asks for it at every packet.
+	if cc.rateCwnd != cc.cwnd || cc.rateSS != cc.ssthresh || cc.rateSRTT != cc.srtt || cc.rateHB != hbRTT {
+		cc.rateCwnd, cc.rateSS, cc.rateSRTT, cc.rateHB = cc.cwnd, cc.ssthresh, cc.srtt, hbRTT
+		cc.rateVal = cc.computeRate(hbRTT)
+	}
+	return cc.rateVal
+}
+
+func (cc *congestion) computeRate(hbRTT time.Duration) float64 {
 	rtt := hbRTT
 	if cc.sampled {
 		rtt = cc.srtt
