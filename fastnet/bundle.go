@@ -157,10 +157,12 @@ const minPacket = 3
 // channel -6 bundle of first and the packets c has ready after it, in
 // conn.poll's order, within c's payload MTU + 2 (D24). A packet polled
 // that does not fit, or must travel alone, waits in e.scratch for the
-// next datagram (N70, N71).
-func (c *conn) bundle(now clock.Time, first []byte) []byte {
+// next datagram (N70, N71). paced says whether the pacer let data go when
+// the datagram began: then data fills it; otherwise only what never waits
+// for the pacer (acks, heartbeats) joins first (N79).
+func (c *conn) bundle(now clock.Time, first []byte, paced bool) []byte {
 	e := c.ep
-	c.bundling = true
+	c.bundling = paced
 	defer func() { c.bundling = false }()
 	if c.alone(first) || len(first)+2*bundleLenSize+2+minPacket > c.payloadMTU+2 || !c.wantsTransmit(now) {
 		return first

@@ -529,7 +529,7 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 		// A packet polled for a bundle it did not fit (N71).
 		e.pendingConn = nil
 		if c.state != 0 {
-			b := c.bundle(now, append(buf, e.scratch[:e.pendingN]...))
+			b := c.bundle(now, append(buf, e.scratch[:e.pendingN]...), c.paceReady(now))
 			e.touch(c, now)
 			if !c.unvalidated || e.mayTransmit(c, len(b)) {
 				c.countSent(len(b))
@@ -569,9 +569,10 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 			continue
 		}
 		c.tick(now)
+		paced := c.paceReady(now) // before the first packet takes its tokens
 		b, ok := c.poll(now, buf)
 		if ok && c.bundleTo {
-			b = c.bundle(now, b)
+			b = c.bundle(now, b, paced)
 		}
 		if c.state != 0 {
 			// Round robin: it goes to the back while it has more.
