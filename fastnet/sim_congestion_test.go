@@ -485,3 +485,40 @@ func TestCongestionManyClients(t *testing.T) {
 		t.Errorf("goodput %.1f %% of the link, want at least 60 %%", 100*r.goodput)
 	}
 }
+
+// Channels share the pacer's budget (D30, N80): a channel flooding
+// unreliable messages far beyond a fixed rate does not hold up another
+// channel's reliable messages, whose every message arrives within a few
+// round trips of the rate, while the flood's excess is dropped at the
+// sender rather than sent late.
+func TestCongestionChannelsShare(t *testing.T) {
+	link := fastnettest.Link{Delay: 10 * time.Millisecond}
+	cfg := fastnet.Config{Congestion: fastnet.CongestionConfig{FixedRate: 50_000}}
+	s := newSim(t, simSetup{Seed: 3, Cli: cfg, Srv: cfg, Up: link, Down: link, KeepMessages: true})
+	s.connect(5 * time.Second)
+	for i := range 50 {
+		for j := range 20 {
+			s.send(cliSide, 1, payload(uint32(1000+i*20+j), 200), false)
+		}
+		s.send(cliSide, 2, payload(uint32(i), 100), true)
+		s.run(20 * time.Millisecond)
+	}
+	if !s.runUntil(s.settled, 10*time.Second) {
+		t.Fatalf("not settled: %s", s.led[srvSide].firstMissing())
+	}
+	rel := s.messagesOn(srvSide, 2)
+	flood := s.messagesOn(srvSide, 1)
+	st := s.stats(cliSide)
+	t.Logf("%d reliable, %d of 1000 unreliable delivered, %d expired at the sender", len(rel), len(flood), st.UnreliableExpired)
+	if len(rel) != 50 {
+		t.Errorf("%d reliable messages of 50 delivered", len(rel))
+	}
+	if st.UnreliableExpired == 0 || len(flood)+int(st.UnreliableExpired) > 1000 {
+		t.Errorf("%d unreliable delivered and %d expired of 1000: want the excess dropped at the sender", len(flood), st.UnreliableExpired)
+	}
+	// The rate carries about 50 kB/s of the 200 kB/s offered: most of
+	// the flood is too late to send.
+	if len(flood) > 400 {
+		t.Errorf("%d unreliable messages delivered through a rate that carries about 250", len(flood))
+	}
+}
