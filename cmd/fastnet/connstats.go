@@ -15,6 +15,17 @@ func printStats(s *stdio, c *conn, tcp bool) {
 			st.MTUEstimations, st.MTUSearching, st.MTUProbes, st.MTUProbeBytes, st.MTUHint, limited)
 	}
 	s.errorf("  rtt: %v (variation %v, min %v)", st.RTT, st.RTTVar, st.MinRTT)
+	if !tcp {
+		phase := "congestion avoidance"
+		if st.SlowStart {
+			phase = "slow start"
+		}
+		if st.PacingRate == 0 {
+			phase = "off"
+		}
+		s.errorf("  congestion control: %s, window %d bytes, pacing %.0f kB/s, %d reductions, %d unreliable messages expired",
+			phase, st.CongestionWindow, st.PacingRate/1000, st.CongestionEvents, st.UnreliableExpired)
+	}
 	s.errorf("  packets: %d sent (%d bytes), %d received (%d bytes), %d resent", st.PacketsSent, st.BytesSent, st.PacketsReceived, st.BytesReceived, st.PacketsResent)
 	s.errorf("  messages: %d sent, %d delivered; %d packets dropped", st.MessagesSent, st.MessagesDelivered, st.TotalDropped())
 	if tcp {

@@ -12,7 +12,10 @@ import (
 )
 
 // payloadMTURE is the payload MTU line of connect --stats.
-var payloadMTURE = regexp.MustCompile(`(?m)^  payload MTU: (\d+) sent; largest payload received (\d+)`)
+var (
+	payloadMTURE = regexp.MustCompile(`(?m)^  payload MTU: (\d+) sent; largest payload received (\d+)`)
+	congestionRE = regexp.MustCompile(`(?m)^  congestion control: (slow start|congestion avoidance), window \d+ bytes, pacing \d+ kB/s, \d+ reductions, \d+ unreliable messages expired$`)
+)
 
 // TestConnectStats checks connect --stats: at exit it prints the
 // connection's statistics on standard error, the payload MTU each way
@@ -57,6 +60,10 @@ func TestConnectStats(t *testing.T) {
 			}
 			if est := strings.Contains(r.stderr, "  MTU estimation: 1 finished, searching false"); est != tt.udpLine {
 				t.Errorf("estimation line finished: %v, want %v:\n%s", est, tt.udpLine, r.stderr)
+			}
+			// D30: over UDP the controller's state; over TCP, TCP's own.
+			if cc := congestionRE.MatchString(r.stderr); cc != tt.udpLine {
+				t.Errorf("congestion control line: %v, want %v:\n%s", cc, tt.udpLine, r.stderr)
 			}
 			t.Logf("stderr:\n%s", r.stderr)
 		})
