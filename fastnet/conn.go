@@ -336,11 +336,15 @@ func (c *conn) nextDeadline() clock.Time {
 		d = clock.Earliest(d, c.validateBy)
 	}
 	resend, oldest := c.sendTimes()
+	mtuAt := c.mtuDeadline()
 	if c.cc.on {
 		// What waits for the pacer goes when it has tokens again (D30).
 		if pace := c.cc.next(c.paceRate()); pace > c.cc.filled {
 			if resend != 0 {
 				resend = max(resend, pace)
+			}
+			if mtuAt != 0 && c.queued > 0 {
+				mtuAt = max(mtuAt, pace) // probeReady
 			}
 			if c.newDataAllowed() {
 				d = clock.Earliest(d, pace)
@@ -358,7 +362,7 @@ func (c *conn) nextDeadline() clock.Time {
 	if c.state == stateClosing {
 		d = clock.Earliest(d, c.lingerUntil)
 	}
-	d = clock.Earliest(d, c.mtuDeadline())
+	d = clock.Earliest(d, mtuAt)
 	d = clock.Earliest(d, c.qualityDeadline())
 	return d
 }

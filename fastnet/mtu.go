@@ -66,8 +66,22 @@ func (c *conn) startMTU(now clock.Time) {
 	}
 	c.estimator = mtu.NewEstimator(cfg.mtuConfig())
 	c.estimator.SetPathHint(path.PayloadMTU)
+	if path.PayloadMTU > 0 {
+		// Full size at once, or nearly: what the system says the path
+		// carries, up to a size practically every path carries, is
+		// used from the start, and the estimation checks it first
+		// (D29, N84).
+		c.estimator.Assume(min(path.PayloadMTU, assumedPayloadMTU))
+		c.applyMTU()
+	}
 	c.ep.admitEstimation(now, c) // at most MTUConfig.MaxConcurrent at once (N53)
 }
+
+// assumedPayloadMTU is the most of a path MTU the system reports (D29)
+// that a connection uses before its estimation has checked it (N84): the
+// payload of a 576-byte IPv4 datagram, which every IPv4 host must accept
+// and practically every path carries whole.
+const assumedPayloadMTU = 576 - 28 - 2
 
 // SetPathMTUHint tells the estimation of connection h the payload MTU the
 // system believes its path carries (PathInfo.PayloadMTU; D29, N43), for a
@@ -162,7 +176,18 @@ func (c *conn) mtuTimeout(now clock.Time) {
 
 func (c *conn) mtuWantsTransmit(now clock.Time) bool {
 	return (c.responder != nil && c.responder.Pending()) ||
-		(c.estimator != nil && c.estimator.NextDeadline() != 0 && c.estimator.NextDeadline() <= now)
+		(c.estimator != nil && c.estimator.NextDeadline() != 0 && c.estimator.NextDeadline() <= now && c.probeReady(now))
+}
+
+// probeReady reports whether the estimator's next packet may go at now: at
+// once while the connection has no data waiting, and through the pacer
+// while it has (D30, N79). A round of probes goes out at up to 6 Mbit/s
+// (D19's 2 ms interval); beside data that fills a slower bottleneck, the
+// probes would overflow its queue and be lost, and the estimation would
+// end low; on an idle connection, whose window never grows, pacing them
+// would only make the estimation slow.
+func (c *conn) probeReady(now clock.Time) bool {
+	return c.queued == 0 || c.paceReady(now)
 }
 
 // mtuPoll writes a responder reply or an estimator packet, if one is due.
@@ -173,7 +198,7 @@ func (c *conn) mtuPoll(now clock.Time, buf []byte) ([]byte, bool) {
 			return b, true
 		}
 	}
-	if c.estimator != nil {
+	if c.estimator != nil && c.probeReady(now) {
 		// Resets go three RTTs apart, and a round's final wait lasts at
 		// least two: the RTT of resends, floored (D14), so that a
 		// loopback RTT of microseconds does not resend the reset before

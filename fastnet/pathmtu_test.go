@@ -5,6 +5,7 @@ package fastnet_test
 // (N45), and the resend floor under the estimator's resets.
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -206,5 +207,54 @@ func TestPathHintRefreshedOnRestart(t *testing.T) {
 	}
 	if calls == before || s.stats(cliSide).MTUHint != to-2 {
 		t.Fatalf("Path asked %d times after the shrink, hint %d; want asked again, hint %d", calls-before, s.stats(cliSide).MTUHint, to-2)
+	}
+}
+
+// TestPathHintAssumed checks N84: with a hint from the system, a
+// connection sends at min(hint, 546) from its first packet, before any
+// probe has been answered, and the estimation then reaches what the path
+// carries. On a path smaller than the hint but not than 576 bytes, the
+// assumed size passes and the estimation finds the path's own within 1 %.
+// A path below 576 bytes, which IPv4 does not allow, whose system claims
+// more, loses the packets cut at the assumed size: the connection ends
+// with ErrPathMTU, not silently.
+func TestPathHintAssumed(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		path, hint int
+		fails      bool
+	}{
+		{"path as the system says", 1500, 1498, false},
+		{"a smaller path than the system says", 1000, 1498, false},
+		{"a small hint", 576, 574, false},
+		{"a path below 576 bytes", 500, 1498, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			largest := tc.path - 2
+			var asked []netip.AddrPort
+			cfg := fastnet.Config{MTU: fastnet.MTUConfig{Path: pathInfo(fastnet.PathInfo{PayloadMTU: tc.hint}, &asked)}}
+			link := mtuLink(tc.path, 0)
+			s := newSim(t, simSetup{Seed: uint64(tc.path), Cli: cfg, Srv: cfg, Up: link, Down: link})
+			s.connect(10 * time.Second)
+			if got, want := s.stats(cliSide).PayloadMTU, min(tc.hint, 546); got != want {
+				t.Errorf("payload MTU %d once connected, want %d", got, want)
+			}
+			s.send(cliSide, 1, payload(1, 20_000), true)
+			s.run(30 * time.Second)
+			if tc.fails {
+				if !errors.Is(s.ended[cliSide], fastnet.ErrPathMTU) {
+					t.Fatalf("client ended with %v, want ErrPathMTU", s.ended[cliSide])
+				}
+				return
+			}
+			if !s.settled() || s.ended[cliSide] != nil {
+				t.Fatalf("not settled: %s, client %v", s.led[srvSide].firstMissing(), s.ended[cliSide])
+			}
+			for side := range 2 {
+				if st := s.stats(side); !within1pct(st.PayloadMTU, largest) {
+					t.Errorf("%s: payload MTU %d, want within 1 %% of %d, never above", sideName(side), st.PayloadMTU, largest)
+				}
+			}
+		})
 	}
 }

@@ -160,6 +160,22 @@ func (e *Estimator) SetPathHint(payloadMTU int) {
 	e.stats.PathHint = payloadMTU
 }
 
+// Assume makes size the payload MTU in use before any estimation has run:
+// a size the system reported for the path (D29) that the sender trusts
+// enough to use at once. The first estimation then treats it as the MTU in
+// use: it runs its reference round at Config.Initial, verifies size next
+// and, if size fails, falls back to the largest size that passed, as a
+// re-estimation does (D19 stays the check). A size of Config.Initial or
+// less, or a call once an estimation has started, does nothing; a size
+// above Config.MaxPayload counts as MaxPayload.
+func (e *Estimator) Assume(size int) {
+	size = min(size, e.cfg.MaxPayload)
+	if size <= e.cfg.Initial || e.stats.Searching || e.stats.Estimations > 0 {
+		return
+	}
+	e.mtu = size
+}
+
 // probesFor returns the number of probes of a round of size bytes (N44).
 func (e *Estimator) probesFor(size int) int {
 	if e.lossy {

@@ -538,3 +538,31 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestEstimatorAssume: a size assumed before the first estimation is the
+// MTU at once and is reported by Changed; sizes at or below Initial, and
+// calls once an estimation has started, change nothing; MaxPayload bounds
+// it (N84 of the project's protocol notes).
+func TestEstimatorAssume(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		size    int
+		started bool
+		want    int
+	}{
+		{"assumed", 546, false, 546},
+		{"at initial", 32, false, 32},
+		{"above max payload", 1 << 20, false, 65505},
+		{"after start", 546, true, 32},
+	} {
+		tt := newEstTest(t, Config{}, 50*time.Millisecond)
+		if tc.started {
+			tt.e.Start(tt.now)
+		}
+		tt.e.Assume(tc.size)
+		m, changed := tt.e.Changed()
+		if tt.e.MTU() != tc.want || m != tc.want || changed != (tc.want != 32) {
+			t.Errorf("%s: MTU %d, Changed %d %v; want %d", tc.name, tt.e.MTU(), m, changed, tc.want)
+		}
+	}
+}

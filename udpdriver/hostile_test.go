@@ -376,7 +376,11 @@ func TestHostileChannelMemory(t *testing.T) {
 	errs := make(chan error, conns)
 	for i := range conns {
 		wg.Go(func() {
-			c, err := udpdriver.Dial(ctx, l.Addr().String(), udpdriver.Config{Engine: fastnet.Config{MaxMessageSize: 1024}})
+			// A hostile peer paces nothing and keeps every message
+			// however late (D30 off).
+			c, err := udpdriver.Dial(ctx, l.Addr().String(), udpdriver.Config{Engine: fastnet.Config{
+				MaxMessageSize: 1024, Congestion: fastnet.CongestionConfig{Disabled: true}, UnreliableMaxDelay: time.Hour,
+			}})
 			if err != nil {
 				errs <- err
 				return
