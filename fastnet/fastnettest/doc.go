@@ -8,6 +8,14 @@
 // limit. A Reliable link is a lossless, ordered pipe for endpoints on the
 // Stream transport; [Network.CloseTransport] cuts it.
 //
+// A [Bottleneck] ([Network.NewBottleneck]) is one narrow link that several
+// links share: one FIFO queue with a tail-drop limit in bytes, one rate
+// (which [Bottleneck.SetRate] changes mid-run) and a propagation delay, so
+// that flows between different pairs of addresses compete for it as flows
+// through a router's slow interface do; [Link.Bottleneck] routes a link
+// through it, and [Bottleneck.Stats] counts what it offered, forwarded and
+// dropped and how deep its queue grew.
+//
 // Virtual time starts at clock.Epoch and moves only as the network steps:
 // [Network.Step] jumps to the next arrival or node deadline, whichever is
 // first, feeds it to its node, and drains that node's PollTransmit and

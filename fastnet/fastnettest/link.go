@@ -13,7 +13,7 @@ import (
 // delivers everything at once, intact.
 //
 // A datagram goes through the link in this order: the network's Filter; MTU;
-// Loss; the Bandwidth queue; then each copy (the original and, with
+// Loss; the Bandwidth queue; the Bottleneck; then each copy (the original and, with
 // probability Dup, a duplicate) is independently corrupted with probability
 // Corrupt (and then, with UDPChecksum, dropped if the checksum catches it),
 // delayed by Delay plus a uniform draw from [0, Jitter), and with
@@ -50,6 +50,12 @@ type Link struct {
 	// accepted.
 	QueueLimit int
 
+	// Bottleneck, if set, puts the link's datagrams, after its own
+	// Bandwidth queue, in the shared queue of a bottleneck made by the
+	// same network's NewBottleneck, which other links may share. See
+	// Bottleneck. A Reliable link cannot have one.
+	Bottleneck *Bottleneck
+
 	// UDPChecksum makes the receiver check each datagram as a UDP stack
 	// does (RFC 768): a copy whose bits Corrupt flipped is dropped if the
 	// 16-bit ones' complement sum of its bytes differs from that of the
@@ -83,6 +89,8 @@ func (l Link) validate() error {
 		return fmt.Errorf("fastnettest: Link.MTU, Bandwidth and QueueLimit must not be negative")
 	case l.Reliable && (l.Loss != 0 || l.Dup != 0 || l.Reorder != 0 || l.Corrupt != 0 || l.MTU != 0):
 		return fmt.Errorf("fastnettest: a Reliable link cannot lose, duplicate, reorder or corrupt, and has no MTU")
+	case l.Reliable && l.Bottleneck != nil:
+		return fmt.Errorf("fastnettest: a Reliable link cannot go through a Bottleneck, whose queue drops")
 	}
 	return nil
 }
@@ -104,7 +112,7 @@ type LinkStats struct {
 	// Drops by cause.
 	Lost      uint64 // Loss
 	TooBig    uint64 // larger than MTU
-	QueueFull uint64 // the Bandwidth queue was full
+	QueueFull uint64 // the Bandwidth queue, or the Bottleneck's, was full
 	Filtered  uint64 // Network.Filter returned false
 	NoRoute   uint64 // no node at the destination address
 	Cut       uint64 // in flight when CloseTransport cut the link
@@ -236,6 +244,22 @@ func (n *Network) transmit(l *link, b []byte) {
 		l.busyUntil = start.Add(time.Duration(int64(len(b)) * int64(time.Second) / int64(cfg.Bandwidth)))
 		departure = l.busyUntil
 	}
+	if bn := cfg.Bottleneck; bn != nil {
+		if departure > n.now {
+			n.seq++
+			n.q.push(departure, n.seq, packet{l: l, epoch: l.epoch, b: b, kind: kindEnter, bn: bn})
+			return
+		}
+		bn.enter(l, l.epoch, b)
+		return
+	}
+	n.propagate(l, b, departure)
+}
+
+// propagate sends the datagram b on from the queues of l, duplicated as
+// l says, leaving at departure.
+func (n *Network) propagate(l *link, b []byte, departure clock.Time) {
+	cfg := &l.cfg
 	if cfg.Dup > 0 && n.rng.Float64() < cfg.Dup {
 		c := n.pool.get(len(b))
 		copy(c, b)

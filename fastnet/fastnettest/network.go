@@ -100,9 +100,12 @@ type Network struct {
 	def    Link // for pairs without SetLink
 	q      flightQueue
 	seq    uint64
-	pool   bufPool
-	buf    []byte // passed to PollTransmit
-	tbuf   []byte // a trace line being built
+
+	bottlenecks []*Bottleneck // made by NewBottleneck
+	departs     int           // kindDepart events in q, superseded ones included
+	pool        bufPool
+	buf         []byte // passed to PollTransmit
+	tbuf        []byte // a trace line being built
 
 	dirty        bool       // OnEvent ran, or a node was added: any node may have output
 	instant      clock.Time // the instant of the latest step
@@ -166,9 +169,10 @@ func (n *Network) Add(addr netip.AddrPort, nd Node) {
 
 // SetLink sets the link that datagrams from from to to travel. It panics
 // if l is invalid (a probability outside [0, 1], a negative duration or
-// size, a Reliable link with loss).
+// size, a Reliable link with loss or a Bottleneck, a Bottleneck of another
+// network).
 func (n *Network) SetLink(from, to netip.AddrPort, l Link) {
-	if err := l.validate(); err != nil {
+	if err := n.validate(l); err != nil {
 		panic(err)
 	}
 	lk := n.link(from, to)
@@ -185,7 +189,7 @@ func (n *Network) SetPath(a, b netip.AddrPort, l Link) {
 // SetDefaultLink sets the link of every pair of addresses not given one by
 // SetLink or SetPath. It panics if l is invalid.
 func (n *Network) SetDefaultLink(l Link) {
-	if err := l.validate(); err != nil {
+	if err := n.validate(l); err != nil {
 		panic(err)
 	}
 	n.def = l
@@ -213,8 +217,26 @@ func (n *Network) Stats() LinkStats {
 	return s
 }
 
-// InFlight returns the number of datagrams on their way.
-func (n *Network) InFlight() int { return n.q.len() }
+// InFlight returns the number of datagrams on their way, those in the
+// queue of a Bottleneck included.
+func (n *Network) InFlight() int {
+	k := n.q.len() - n.departs
+	for _, b := range n.bottlenecks {
+		k += len(b.q) - b.head
+	}
+	return k
+}
+
+// validate checks l for this network.
+func (n *Network) validate(l Link) error {
+	if err := l.validate(); err != nil {
+		return err
+	}
+	if l.Bottleneck != nil && l.Bottleneck.n != n {
+		return fmt.Errorf("fastnettest: Link.Bottleneck was made by another network")
+	}
+	return nil
+}
 
 // Events returns the events node addr has produced so far (since the last
 // TakeEvents). The caller must not modify the slice.
@@ -416,7 +438,19 @@ func (n *Network) step() (clock.Time, bool) {
 	case pkt:
 		pat, p := n.q.pop()
 		n.now = max(n.now, pat)
-		n.deliver(p)
+		switch p.kind {
+		case kindArrive:
+			n.deliver(p)
+		case kindEnter:
+			if p.epoch != p.l.epoch {
+				n.drop(p.l, p.b, dropCut)
+				break
+			}
+			p.bn.enter(p.l, p.epoch, p.b)
+		case kindDepart:
+			n.departs--
+			p.bn.depart(p.gen)
+		}
 	case st != nil:
 		n.now = at
 		if n.Trace != nil {

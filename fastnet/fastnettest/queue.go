@@ -6,12 +6,24 @@ import (
 	"github.com/fastnet-engine/fastnet/clock"
 )
 
-// A packet is one datagram in flight on a link.
+// A packet is one datagram in flight on a link, or a bottleneck's event.
 type packet struct {
 	l     *link
 	epoch uint32 // l.epoch when sent; a packet of an older epoch was cut off
 	b     []byte // from the pool
+	kind  packetKind
+	bn    *Bottleneck // kindEnter, kindDepart
+	gen   uint32      // kindDepart: the bottleneck's gen when scheduled
 }
+
+// packetKind says what happens when a packet comes out of the flight queue.
+type packetKind uint8
+
+const (
+	kindArrive packetKind = iota // the datagram arrives at l.dst
+	kindEnter                    // the datagram reaches bn's queue
+	kindDepart                   // bn's datagram being sent has gone (no datagram)
+)
 
 // flightQueue holds the packets in flight, by arrival time and then by
 // insertion order, so that ties are deterministic.

@@ -12,6 +12,7 @@ import (
 //
 //	0.010000000 send 10.0.0.1:1 > 10.0.0.2:2 34B #1c2d3e4f arrive=0.020000000 dup corrupt reorder
 //	0.010000000 drop 10.0.0.1:1 > 10.0.0.2:2 34B #1c2d3e4f loss
+//	0.010000000 queue 10.0.0.1:1 > 10.0.0.2:2 34B #1c2d3e4f depth=1534B
 //	0.020000000 recv 10.0.0.1:1 > 10.0.0.2:2 34B #1c2d3e4f
 //	0.025000000 timeout 10.0.0.1:1
 //	0.025000000 event 10.0.0.1:1 Message conn=1 peer=10.0.0.2:2 ch=3 reliable 5B #0a1b2c3d
@@ -19,7 +20,9 @@ import (
 //
 // A send line is written per copy put in flight (a duplicate has its own,
 // marked dup); #hash is the FNV-1a hash of the bytes, as they will arrive
-// for a send line.
+// for a send line. A datagram that goes through a Bottleneck has a queue
+// line when it enters the bottleneck's queue, with the bytes queued then
+// (its own included), and its send line when it leaves it.
 
 // appendTime appends t as seconds since clock.Epoch.
 func appendTime(b []byte, t clock.Time) []byte {
@@ -78,6 +81,17 @@ func (n *Network) traceSend(l *link, p []byte, at clock.Time, dup, corrupted, re
 	if reordered {
 		b = append(b, " reorder"...)
 	}
+	n.tbuf = b
+	n.writeTrace()
+}
+
+func (n *Network) traceQueue(l *link, p []byte, depth int) {
+	b := appendTime(n.tbuf[:0], n.now)
+	b = append(b, " queue "...)
+	b = appendDatagram(b, l, p)
+	b = append(b, " depth="...)
+	b = strconv.AppendInt(b, int64(depth), 10)
+	b = append(b, 'B')
 	n.tbuf = b
 	n.writeTrace()
 }
