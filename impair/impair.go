@@ -206,23 +206,6 @@ type Stats struct {
 	Up, Down QueueStats
 }
 
-// QueueStats counts what the queue of one direction did, with a
-// Config.Rate. Bytes count headers (see the package documentation).
-// Queued + Dropped is every datagram that reached the queue.
-type QueueStats struct {
-	Queued       uint64 // datagrams that took their place in the queue
-	QueuedBytes  uint64
-	Dropped      uint64 // datagrams dropped because the queue was full
-	DroppedBytes uint64
-	// MaxBytes is the most bytes that were waiting at once, the
-	// datagram being sent included.
-	MaxBytes int
-	// DelayP50 and DelayP99 are the median and 99th percentile of the
-	// time queued datagrams spent waiting and being sent, to a tenth of a
-	// millisecond; DelayMax is the longest.
-	DelayP50, DelayP99, DelayMax time.Duration
-}
-
 // Bounds on what the relay holds, so that no sender can make it grow
 // without limit.
 const (
@@ -376,8 +359,8 @@ func (r *Relay) Stats() Stats {
 		Overflow:   r.up.overflow.Load() + r.down.overflow.Load(),
 		NoRoom:     r.noRoom.Load(),
 		Clients:    n,
-		Up:         r.up.queueStats(&r.mu),
-		Down:       r.down.queueStats(&r.mu),
+		Up:         r.up.queueStats(),
+		Down:       r.down.queueStats(),
 	}
 }
 
@@ -509,7 +492,7 @@ func (r *Relay) impair(line *delayLine, b []byte, conn *net.UDPConn, to netip.Ad
 	sent := now
 	if r.cfg.Rate > 0 {
 		var ok bool
-		if sent, ok = line.enqueue(now, len(b)+r.header); !ok {
+		if sent, ok = line.queue.Enqueue(now, len(b)+r.header); !ok {
 			return
 		}
 	}
@@ -569,83 +552,28 @@ type delayLine struct {
 	wake     chan struct{}
 	overflow atomic.Uint64
 
-	// The bottleneck, under the relay's mu.
-	rate, limit int64     // bytes a second, bytes
-	busy        time.Time // when the last datagram queued has been sent
-	qs          QueueStats
-	delays      []uint64 // histogram of queueing delays by delayBucket
+	// queue is the bottleneck of the direction, with a Config.Rate.
+	queue *Queue
 }
-
-// delayBucket is the width of a bucket of the queueing delay histogram.
-const delayBucket = 100 * time.Microsecond
 
 func newDelayLine(cfg Config) *delayLine {
 	l := &delayLine{wake: make(chan struct{}, 1)}
 	if cfg.Rate > 0 {
-		l.rate = cfg.Rate
-		l.limit = int64(cfg.Queue)
-		if l.limit == 0 {
-			l.limit = int64(cfg.DefaultQueue())
+		q := cfg.Queue
+		if q == 0 {
+			q = cfg.DefaultQueue()
 		}
-		// The longest wait is the queue and one more datagram at the
-		// rate.
-		longest := float64(l.limit+bufSize+100) / float64(l.rate) * float64(time.Second)
-		l.delays = make([]uint64, min(int(longest/float64(delayBucket))+2, 1<<20))
+		l.queue = newQueue(cfg.Rate, q)
 	}
 	return l
 }
 
-// enqueue puts a datagram of size bytes (headers included) in the queue at
-// now, and returns when it has been sent, or false if the queue is full.
-// The relay's mu is held.
-func (l *delayLine) enqueue(now time.Time, size int) (time.Time, bool) {
-	start := now
-	var waiting int64
-	if l.busy.After(now) {
-		start = l.busy
-		// The bytes not yet sent, the one being sent included.
-		waiting = (int64(l.busy.Sub(now))*l.rate + int64(time.Second) - 1) / int64(time.Second)
+// queueStats returns the statistics of the line's queue, if it has one.
+func (l *delayLine) queueStats() QueueStats {
+	if l.queue == nil {
+		return QueueStats{}
 	}
-	if waiting > 0 && waiting+int64(size) > l.limit {
-		l.qs.Dropped++
-		l.qs.DroppedBytes += uint64(size)
-		return time.Time{}, false
-	}
-	l.busy = start.Add(time.Duration((int64(size)*int64(time.Second) + l.rate - 1) / l.rate))
-	l.qs.Queued++
-	l.qs.QueuedBytes += uint64(size)
-	l.qs.MaxBytes = max(l.qs.MaxBytes, int(waiting)+size)
-	wait := l.busy.Sub(now)
-	l.qs.DelayMax = max(l.qs.DelayMax, wait)
-	l.delays[min(int(wait/delayBucket), len(l.delays)-1)]++
-	return l.busy, true
-}
-
-// queueStats returns the statistics of the queue, taking mu.
-func (l *delayLine) queueStats(mu *sync.Mutex) QueueStats {
-	mu.Lock()
-	defer mu.Unlock()
-	s := l.qs
-	s.DelayP50 = l.quantile(0.5)
-	s.DelayP99 = l.quantile(0.99)
-	return s
-}
-
-// quantile returns the q-quantile of the queueing delays, the upper edge
-// of its bucket, at most DelayMax.
-func (l *delayLine) quantile(q float64) time.Duration {
-	if l.qs.Queued == 0 {
-		return 0
-	}
-	rank := uint64(math.Ceil(q * float64(l.qs.Queued)))
-	var seen uint64
-	for i, c := range l.delays {
-		seen += c
-		if seen >= rank {
-			return min(time.Duration(i+1)*delayBucket, l.qs.DelayMax)
-		}
-	}
-	return l.qs.DelayMax
+	return l.queue.Stats()
 }
 
 func (l *delayLine) push(at time.Time, b []byte, conn *net.UDPConn, to netip.AddrPort) {

@@ -240,3 +240,49 @@ func TestRateIPv6(t *testing.T) {
 		t.Errorf("a 52-byte datagram over IPv6 counted %d bytes, want 100", st.Up.QueuedBytes)
 	}
 }
+
+// TestQueue checks a Queue on its own, in made-up time: the rate, the
+// byte limit, room made by sending, and the delays.
+func TestQueue(t *testing.T) {
+	t.Parallel()
+	if _, err := NewQueue(0, 1000); err == nil {
+		t.Error("NewQueue accepted a zero rate")
+	}
+	if _, err := NewQueue(1000, 0); err == nil {
+		t.Error("NewQueue accepted a zero limit")
+	}
+	q, err := NewQueue(1000, 2500) // a millisecond a byte
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	var leave []time.Time
+	for range 4 {
+		if at, ok := q.Enqueue(t0, 1000); ok {
+			leave = append(leave, at)
+		}
+	}
+	if len(leave) != 2 || !leave[0].Equal(t0.Add(time.Second)) || !leave[1].Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("left at %v, want 1s and 2s after the start, two of four taken", leave)
+	}
+	// 1.5 s on, 500 bytes wait: 2000 more fit, not 2001.
+	if _, ok := q.Enqueue(t0.Add(1500*time.Millisecond), 2001); ok {
+		t.Error("took 2001 bytes behind 500 with a limit of 2500")
+	}
+	if at, ok := q.Enqueue(t0.Add(1500*time.Millisecond), 2000); !ok || !at.Equal(t0.Add(4*time.Second)) {
+		t.Errorf("2000 bytes behind 500: %v %v, want taken, sent 4s after the start", at, ok)
+	}
+	// An empty queue takes a packet above the limit.
+	if at, ok := q.Enqueue(t0.Add(10*time.Second), 3000); !ok || !at.Equal(t0.Add(13*time.Second)) {
+		t.Errorf("3000 bytes into an empty queue: %v %v", at, ok)
+	}
+	s := q.Stats()
+	if s.Queued != 4 || s.Dropped != 3 || s.QueuedBytes != 7000 || s.DroppedBytes != 4001 || s.MaxBytes != 3000 {
+		t.Errorf("stats %+v", s)
+	}
+	// Delays of 1, 2, 2.5 and 3 s; the percentiles are to the tenth of a
+	// millisecond above.
+	if s.DelayMax != 3*time.Second || s.DelayP50 != 2*time.Second+delayBucket || s.DelayP99 != 3*time.Second {
+		t.Errorf("delays: max %v p50 %v p99 %v; want 3s, 2.0001s, 3s", s.DelayMax, s.DelayP50, s.DelayP99)
+	}
+}
