@@ -46,8 +46,8 @@ or SIGTERM. Standard output has a line when it starts and one when it ends:
 
 With --rate, both lines say more:
 
-	impairing udp 127.0.0.1:7200 to 127.0.0.1:7000: loss 0%, delay 20ms ± 0s, duplication 0%, reordering 0%, any size, rate 20 Mbit/s each way, queue 100000 bytes, seed 1
-	relayed 52713 datagrams: 0 lost, 0 too big, 0 duplicated, 0 held back, 0 overflowed, 0 without room; clients active at the end: 1; queue up: 812 dropped, deepest 99964 bytes, delay p50 21.4ms p99 39.9ms; queue down: 0 dropped, deepest 1606 bytes, delay p50 0.1ms p99 0.1ms
+	impairing udp 127.0.0.1:7401 to 127.0.0.1:7400: loss 0%, delay 20ms ± 0s, duplication 0%, reordering 0%, any size, rate 20 Mbit/s each way, queue 100000 bytes, seed 1
+	relayed 111696 datagrams: 0 lost, 0 too big, 0 duplicated, 0 held back, 0 overflowed, 0 without room; clients active at the end: 1; queue up: 49308 dropped, deepest 100000 bytes, delay p50 26.7ms p99 40.0ms; queue down: 2575 dropped, deepest 100000 bytes, delay p50 14.2ms p99 40.0ms
 
 With the same --seed, the same datagrams arriving in the same order meet
 the same fate. At most 1024 client addresses are served at once (a client's
