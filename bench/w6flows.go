@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/fastnet-engine/fastnet/udpdriver"
-	"golang.org/x/sys/unix"
 )
 
 // W6's flows: each is one connection that sends numbered messages of
@@ -431,7 +430,7 @@ func tcpFlow(ctx context.Context, spec w6Spec, flow int, stop time.Time, fl *w6F
 	var ccErr error
 	d := net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
 		rc.Control(func(fd uintptr) {
-			ccErr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc)
+			ccErr = setCongestion(fd, cc)
 		})
 		return ccErr
 	}}
@@ -450,11 +449,7 @@ func tcpFlow(ctx context.Context, spec w6Spec, flow int, stop time.Time, fl *w6F
 	go func() {
 		sampleRTT(done, func() time.Duration {
 			var rtt time.Duration
-			rc.Control(func(fd uintptr) {
-				if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-					rtt = time.Duration(ti.Rtt) * time.Microsecond
-				}
-			})
+			rc.Control(func(fd uintptr) { rtt = tcpRTT(fd) })
 			return rtt
 		}, &fl.RTT)
 		close(sampled)
@@ -472,7 +467,7 @@ func tcpFlow(ctx context.Context, spec w6Spec, flow int, stop time.Time, fl *w6F
 		}
 		close(done)
 		<-sampled
-		if !errors.Is(err, syscall.ETIMEDOUT) && !errors.Is(err, unix.ETIMEDOUT) && !isTimeout(err) {
+		if !isTimeout(err) {
 			return err
 		}
 		// Time is up; finish the record begun, then the marker.

@@ -218,3 +218,17 @@ func (p *tunPath) close() {
 		}
 	})
 }
+
+// setCongestion makes the TCP socket fd use the congestion control cc.
+func setCongestion(fd uintptr, cc string) error {
+	return unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc)
+}
+
+// tcpRTT returns the smoothed RTT of the TCP socket fd, or 0.
+func tcpRTT(fd uintptr) time.Duration {
+	ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(ti.Rtt) * time.Microsecond
+}
