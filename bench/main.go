@@ -36,6 +36,21 @@
 //	-peers DIR       the peer modules (default: bench/peers, found from the
 //	                 working directory)
 //
+// W6, the bottleneck workload, is not in the default list: -workloads W6
+// runs it (alone, or after the others), with its own flags (see w6.go and
+// docs/congestion.md):
+//
+//	-w6-links LIST   bottlenecks RATE/RTT/QUEUE (default
+//	                 20mbit/40ms/100kB,5mbit/40ms/12.5kB)
+//	-w6-paths LIST   tun (namespaces and TUN devices, any IP traffic;
+//	                 Linux, root) and relay (package impair's UDP relay)
+//	-w6-systems LIST fastnet, tcp-cubic, tcp-bbr (default tcp-cubic,fastnet)
+//	-w6-flows LIST   numbers of flows (default 1,4)
+//	-w6-duration D   how long the flows send (default 20s; 3s with -quick)
+//	-w6-late D       when the last of several flows starts (default 5s)
+//	-w6-drain D      how long a flow waits for its last messages (default 10s)
+//	-w6-size BYTES   message size (default 1024)
+//
 // Flags may also be written with two dashes (--quick). A system is a value
 // implementing [System]: its server role runs in a child process (the same
 // binary started with a hidden first argument), its client role in this
@@ -93,6 +108,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == w6Command {
+		if err := runW6Child(os.Args[2], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench W6:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) == 3 && os.Args[1] == serverCommand {
 		if err := serveChild(os.Args[2], os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "bench server:", err)
@@ -125,8 +147,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	w5Window := fs.Duration("w5-window", 0, "how long W5 measures the idle server (0: 15s, 3s with -quick)")
 	w5Dials := fs.Int("w5-dials", 0, "W5's handshakes under way at once (0: 256)")
 	peersDir := fs.String("peers", "", "directory of the peer modules (default: bench/peers, found from the working directory)")
+	w6Links := fs.String("w6-links", w6DefaultLinks, "W6's bottlenecks, comma-separated RATE/RTT/QUEUE")
+	w6Paths := fs.String("w6-paths", w6DefaultPaths, "W6's bottlenecks are built as: tun (IP packets, any protocol; Linux, root), relay (package impair's UDP relay)")
+	w6Systems := fs.String("w6-systems", w6DefaultSystems, "W6's systems: fastnet, tcp-cubic, tcp-bbr")
+	w6Flows := fs.String("w6-flows", w6DefaultFlows, "W6's numbers of flows, comma-separated")
+	w6Duration := fs.Duration("w6-duration", 20*time.Second, "how long W6's flows send")
+	w6Late := fs.Duration("w6-late", 5*time.Second, "when W6's last flow starts, with several")
+	w6Drain := fs.Duration("w6-drain", 10*time.Second, "how long a W6 flow waits for its last messages to arrive")
+	w6Size := fs.Int("w6-size", 1024, "W6's message size in bytes")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	var w6 *w6Config
+	if rest, ok := cutW6(*wl); ok {
+		c, err := parseW6(*runs, *w6Links, *w6Paths, *w6Systems, *w6Flows, *w6Duration, *w6Late, *w6Drain, *w6Size, *quick)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 2
+		}
+		w6, *wl = &c, rest
 	}
 	if *pin != "" {
 		cpus, err := parseCPUList(*pin)
@@ -149,6 +188,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, s.Name())
 		}
 		return 0
+	}
+	if w6 != nil {
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		w6.exe, w6.progress = exe, stderr
+		if *wl == "" {
+			if err := runW6(ctx, *w6, stdout); err != nil {
+				fmt.Fprintln(stderr, "bench:", err)
+				return 1
+			}
+			return 0
+		}
+		defer func() {
+			if err := runW6(ctx, *w6, stdout); err != nil {
+				fmt.Fprintln(stderr, "bench:", err)
+			}
+		}()
 	}
 	cfg, err := parseConfig(*runs, *wl, *sl, *quick)
 	if err == nil {
@@ -205,6 +264,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// cutW6 removes W6 from a list of workloads, and reports whether it was
+// there.
+func cutW6(list string) (string, bool) {
+	var rest []string
+	found := false
+	for _, name := range strings.Split(list, ",") {
+		if strings.EqualFold(strings.TrimSpace(name), "W6") {
+			found = true
+			continue
+		}
+		rest = append(rest, name)
+	}
+	return strings.Join(rest, ","), found
+}
+
 // parseConfig checks the selection flags.
 func parseConfig(runs int, workloadList, systemList string, quick bool) (config, error) {
 	cfg := config{runs: runs}
@@ -222,7 +296,7 @@ func parseConfig(runs int, workloadList, systemList string, quick bool) (config,
 			}
 		}
 		if !found {
-			return cfg, fmt.Errorf("unknown workload %q (want W1, W2, W3, W4, W4K or W5)", name)
+			return cfg, fmt.Errorf("unknown workload %q (want W1, W2, W3, W4, W4K, W5 or W6)", name)
 		}
 	}
 	if systemList == "" {

@@ -14,6 +14,13 @@ import (
 // TestMain lets the test binary play the server process, as the command
 // does: the harness starts os.Executable, which here is the test binary.
 func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == w6Command {
+		if err := runW6Child(os.Args[2], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench W6:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if len(os.Args) == 3 && os.Args[1] == serverCommand {
 		if err := serveChild(os.Args[2], os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "bench server:", err)
@@ -173,7 +180,9 @@ func TestFlags(t *testing.T) {
 	}{
 		{[]string{"-list"}, 0, "raw-udp-batch64", ""},
 		{[]string{"--runs", "0"}, 2, "", "at least 1"},
-		{[]string{"--workloads", "W6"}, 2, "", `unknown workload "W6"`},
+		{[]string{"--workloads", "W7"}, 2, "", `unknown workload "W7"`},
+		{[]string{"--workloads", "W6", "--w6-flows", "0"}, 2, "", "want 1 to 64 flows"},
+		{[]string{"--workloads", "W6", "--w6-links", "20mbit"}, 2, "", "want RATE/RTT/QUEUE"},
 		{[]string{"--w5-conns", "-1"}, 2, "", "negative"},
 		{[]string{"--systems", "bogus"}, 2, "", `unknown system "bogus"`},
 		{[]string{"--systems", "kcp-go", "--peers", "/nonexistent"}, 1, "Skipped kcp-go: no module in /nonexistent/kcp", "no selected system supports"},

@@ -1,8 +1,9 @@
 // Package impair is a UDP relay that makes a good network path a bad one:
 // it loses, delays, jitters, duplicates and reorders the datagrams it
-// forwards, and drops those above an MTU, so that a program using UDP (a
-// Fastnet client and server among others) can be tried on a bad network
-// without one.
+// forwards, drops those above an MTU, and can make each direction a
+// bottleneck of a given rate with a tail-drop queue, so that a program
+// using UDP (a Fastnet client and server among others) can be tried on a
+// bad or narrow network without one.
 //
 // Clients send to the relay's address; the relay forwards each datagram to
 // the target from a socket of its own for that client (one upstream socket
@@ -30,14 +31,33 @@
 // # What it does to a datagram
 //
 // Each datagram, in either direction, is first dropped if it is longer than
-// Config.MTU; otherwise it is lost with probability Config.Loss; otherwise
-// it is sent once, or twice with probability Config.Dup, each copy after
+// Config.MTU; otherwise it is lost with probability Config.Loss; otherwise,
+// with a Config.Rate, it joins the queue of its direction (see below) or is
+// dropped there; then it is sent once, or twice with probability Config.Dup, each copy after
 // Config.Delay plus or minus up to Config.Jitter (uniformly), and each copy
 // with probability Config.Reorder held back a little longer (half the
 // delay, twice the jitter and a millisecond), for the datagrams sent right
 // after it to overtake it. Jitter alone reorders datagrams too, as on a
 // real path where delays vary: datagrams sent closer together than the
 // jitter may swap.
+//
+// # A bottleneck
+//
+// With Config.Rate set, each direction is a link of that rate shared by
+// every client: a datagram waits behind those before it in its direction,
+// from any client, and takes its size over the rate to be sent, its size
+// counting the IP and UDP headers a real link carries (28 bytes over IPv4,
+// 48 over IPv6) beside its payload. A datagram that finds the bytes
+// waiting in its direction (the one being sent included) plus its own
+// above Config.Queue is dropped (tail drop, Stats.Up.Dropped and
+// Stats.Down.Dropped), unless nothing waits. Delay, jitter, duplication and
+// reordering come after the queue: a datagram's delay starts when it has
+// been sent. Config.Rate of 2,500,000 with Delay 20 ms and Queue 100,000
+// is a 20 Mbit/s path with a 40 ms round trip and a queue of one
+// bandwidth-delay product. The relay computes when each datagram leaves
+// rather than sleeping per datagram, so the rate is exact on average and
+// datagrams leave in bursts of about a millisecond, the accuracy of the
+// timers.
 //
 // The random choices come from one generator seeded with Config.Seed: the
 // same seed and the same datagrams arriving in the same order get the same
@@ -103,6 +123,14 @@ type Config struct {
 	// Idle closes the upstream socket of a client after this long with no
 	// datagram either way. Default (0): 2 minutes.
 	Idle time.Duration
+	// Rate makes each direction a bottleneck that sends this many bytes
+	// a second, headers included (see the package documentation), up to
+	// MaxRate; 0 sets no limit. ParseRate reads "20mbit" and the like.
+	Rate int64
+	// Queue bounds, in bytes, what waits for the Rate in each direction,
+	// headers included; a datagram that would pass it is dropped. Default
+	// (0): DefaultQueue. At most MaxQueue; without a Rate it must be 0.
+	Queue int
 }
 
 // Defaults and bounds of Config.
@@ -111,7 +139,20 @@ const (
 	DefaultIdle       = 2 * time.Minute
 	MaxDelay          = time.Minute // the most Delay or Jitter may be
 	maxMTU            = 65535
+	MaxRate           = 100_000_000_000 // bytes a second, 800 Gbit/s
+	MaxQueue          = 64 << 20        // bytes
+	// MinDefaultQueue is the least queue DefaultQueue gives: ten datagrams
+	// of 1,500 bytes.
+	MinDefaultQueue = 15000
 )
+
+// DefaultQueue returns the queue a Config with Queue 0 gets: one
+// bandwidth-delay product of the round trip the relay adds (Rate times
+// twice Delay), at least MinDefaultQueue bytes and at most MaxQueue.
+func (c Config) DefaultQueue() int {
+	bdp := float64(c.Rate) * 2 * c.Delay.Seconds()
+	return int(min(max(bdp, MinDefaultQueue), MaxQueue))
+}
 
 // Validate reports what is wrong with c, if anything.
 func (c Config) Validate() error {
@@ -134,6 +175,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("impair: MaxClients %d is negative", c.MaxClients)
 	case c.Idle < 0:
 		return fmt.Errorf("impair: Idle %v is negative", c.Idle)
+	case c.Rate < 0 || c.Rate > MaxRate:
+		return fmt.Errorf("impair: Rate %d: want 1 to %d bytes a second, or 0 for no limit", c.Rate, int64(MaxRate))
+	case c.Queue < 0 || c.Queue > MaxQueue:
+		return fmt.Errorf("impair: Queue %d: want 1 to %d bytes, or 0 for the default", c.Queue, MaxQueue)
+	case c.Queue != 0 && c.Rate == 0:
+		return fmt.Errorf("impair: Queue %d without a Rate: the queue is the rate's", c.Queue)
 	}
 	return nil
 }
@@ -153,6 +200,10 @@ type Stats struct {
 	Overflow   uint64 // dropped because a delay line was full
 	NoRoom     uint64 // from a new client, while MaxClients had sockets or the system gave none
 	Clients    int    // client addresses with an upstream socket now
+
+	// With a Rate: the queue towards the target (Up) and towards the
+	// clients (Down).
+	Up, Down QueueStats
 }
 
 // Bounds on what the relay holds, so that no sender can make it grow
@@ -174,6 +225,7 @@ type Relay struct {
 	target *net.UDPAddr
 	up     *delayLine // to the target
 	down   *delayLine // to the clients
+	header int        // bytes of IP and UDP header a datagram counts for the rate
 	done   chan struct{}
 	wg     sync.WaitGroup
 
@@ -217,15 +269,22 @@ func Listen(ctx context.Context, listen, target string, cfg Config) (*Relay, err
 	}
 	front := pc.(*net.UDPConn)
 	setBuffers(front)
+	if cfg.Rate > 0 && cfg.Queue == 0 {
+		cfg.Queue = cfg.DefaultQueue()
+	}
 	r := &Relay{
 		cfg:     cfg,
 		front:   front,
 		target:  to,
-		up:      newDelayLine(),
-		down:    newDelayLine(),
+		up:      newDelayLine(cfg),
+		down:    newDelayLine(cfg),
+		header:  28,
 		done:    make(chan struct{}),
 		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x696d70616972)),
 		clients: make(map[netip.AddrPort]*client),
+	}
+	if !to.AddrPort().Addr().Is4() {
+		r.header = 48
 	}
 	r.wg.Add(4)
 	go r.up.run(r.done, &r.wg)
@@ -300,8 +359,13 @@ func (r *Relay) Stats() Stats {
 		Overflow:   r.up.overflow.Load() + r.down.overflow.Load(),
 		NoRoom:     r.noRoom.Load(),
 		Clients:    n,
+		Up:         r.up.queueStats(),
+		Down:       r.down.queueStats(),
 	}
 }
+
+// Config returns the relay's configuration, with the defaults it applied.
+func (r *Relay) Config() Config { return r.cfg }
 
 // Close stops the relay and waits for its goroutines; datagrams still on
 // their way are lost. Close may be called more than once.
@@ -424,12 +488,19 @@ func (r *Relay) impair(line *delayLine, b []byte, conn *net.UDPConn, to netip.Ad
 		r.lost.Add(1)
 		return
 	}
+	now := time.Now()
+	sent := now
+	if r.cfg.Rate > 0 {
+		var ok bool
+		if sent, ok = line.queue.Enqueue(now, len(b)+r.header); !ok {
+			return
+		}
+	}
 	copies := 1
 	if r.cfg.Dup > 0 && r.rng.Float64() < r.cfg.Dup {
 		copies = 2
 		r.duplicated.Add(1)
 	}
-	now := time.Now()
 	for range copies {
 		d := r.cfg.Delay
 		if r.cfg.Jitter > 0 {
@@ -439,7 +510,7 @@ func (r *Relay) impair(line *delayLine, b []byte, conn *net.UDPConn, to netip.Ad
 			d += r.cfg.holdBack()
 			r.reordered.Add(1)
 		}
-		line.push(now.Add(max(d, 0)), append([]byte(nil), b...), conn, to)
+		line.push(sent.Add(max(d, 0)), append([]byte(nil), b...), conn, to)
 	}
 }
 
@@ -472,16 +543,38 @@ func (q *delayQueue) Pop() any {
 	return d
 }
 
-// delayLine delivers datagrams at their time, from one goroutine.
+// delayLine delivers datagrams at their time, from one goroutine. With a
+// rate, it is also the bottleneck of its direction.
 type delayLine struct {
 	mu       sync.Mutex
 	q        delayQueue
 	n        uint64
 	wake     chan struct{}
 	overflow atomic.Uint64
+
+	// queue is the bottleneck of the direction, with a Config.Rate.
+	queue *Queue
 }
 
-func newDelayLine() *delayLine { return &delayLine{wake: make(chan struct{}, 1)} }
+func newDelayLine(cfg Config) *delayLine {
+	l := &delayLine{wake: make(chan struct{}, 1)}
+	if cfg.Rate > 0 {
+		q := cfg.Queue
+		if q == 0 {
+			q = cfg.DefaultQueue()
+		}
+		l.queue = newQueue(cfg.Rate, q)
+	}
+	return l
+}
+
+// queueStats returns the statistics of the line's queue, if it has one.
+func (l *delayLine) queueStats() QueueStats {
+	if l.queue == nil {
+		return QueueStats{}
+	}
+	return l.queue.Stats()
+}
 
 func (l *delayLine) push(at time.Time, b []byte, conn *net.UDPConn, to netip.AddrPort) {
 	l.mu.Lock()

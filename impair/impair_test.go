@@ -297,6 +297,11 @@ func TestConfigValidate(t *testing.T) {
 		{Config{MTU: 70000}, "MTU 70000"},
 		{Config{MaxClients: -1}, "MaxClients -1"},
 		{Config{Idle: -1}, "Idle -1ns"},
+		{Config{Rate: -1}, "Rate -1"},
+		{Config{Rate: MaxRate + 1}, "Rate 100000000001"},
+		{Config{Rate: 1000, Queue: -1}, "Queue -1"},
+		{Config{Rate: 1000, Queue: MaxQueue + 1}, "Queue 67108865"},
+		{Config{Queue: 1000}, "Queue 1000 without a Rate"},
 	}
 	for _, tt := range bad {
 		err := tt.cfg.Validate()
@@ -307,7 +312,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("Listen accepted %+v", tt.cfg)
 		}
 	}
-	for _, good := range []Config{{}, {Loss: 1, Dup: 1, Reorder: 1, Delay: MaxDelay, Jitter: MaxDelay, MTU: 65535, Seed: math.MaxUint64}} {
+	for _, good := range []Config{{}, {Loss: 1, Dup: 1, Reorder: 1, Delay: MaxDelay, Jitter: MaxDelay, MTU: 65535, Seed: math.MaxUint64}, {Rate: 1}, {Rate: MaxRate, Queue: MaxQueue}} {
 		if err := good.Validate(); err != nil {
 			t.Errorf("%+v: %v", good, err)
 		}
