@@ -53,6 +53,13 @@ type Config struct {
 	// user that lets more pile up is closed (U11). Default
 	// DefaultMaxOutput, at least one R2U_TEXT of MaxMessage bytes.
 	MaxOutput int
+	// HighWater is the output above which a user holds its group: while
+	// a user of a group has more than HighWater bytes waiting, the relay
+	// asks the driver not to read the group's users (Relay.Held), so
+	// that a slow reader slows its group down instead of being closed
+	// (U11). Default MaxOutput/2; at most MaxOutput (which turns holds
+	// off: the output limit is reached first).
+	HighWater int
 	// Brand is the relay's name in R2U_WELC: at most BrandSize bytes, no
 	// NUL. Default DefaultBrand.
 	Brand string
@@ -76,6 +83,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOutput == 0 {
 		c.MaxOutput = max(DefaultMaxOutput, messageHead+c.MaxMessage)
+	}
+	if c.HighWater == 0 {
+		c.HighWater = c.MaxOutput / 2
 	}
 	if c.Brand == "" {
 		c.Brand = DefaultBrand
@@ -108,6 +118,8 @@ func (c Config) resolve() (Config, error) {
 		return bad("MaxMessage %d: want 0..%d", c.MaxMessage, maxMaxMessage)
 	case c.MaxOutput < messageHead+c.MaxMessage:
 		return bad("MaxOutput %d cannot hold one message of MaxMessage %d (%d bytes)", c.MaxOutput, c.MaxMessage, messageHead+c.MaxMessage)
+	case c.HighWater < 1 || c.HighWater > c.MaxOutput:
+		return bad("HighWater %d: want 1..MaxOutput (%d)", c.HighWater, c.MaxOutput)
 	case len(c.Brand) > BrandSize:
 		return bad("Brand is %d bytes, above %d", len(c.Brand), BrandSize)
 	}

@@ -16,8 +16,8 @@
 //     disbands its group;
 //   - Client, a user's state machine.
 //
-// The packages below it run these over TCP: urp/relay (a relay server),
-// urp/client (a blocking client), and urp/urpdriver (Fastnet carried over a
+// The packages below it run these over TCP: urp/urpserver (a relay server),
+// urp/urpclient (a blocking client), and urp/urpdriver (Fastnet carried over a
 // URP group).
 //
 // # Driving a Relay
@@ -30,7 +30,11 @@
 //     call Disconnect.
 //  3. After each input, drain PollWrite: for each user it names, take its
 //     bytes with TakeOutput and write them to its connection, in order.
-//  4. Drain PollEvent. On EventDisconnected close that user's connection:
+//  4. Before reading a user's stream, ask Held: while a user of its group
+//     has more than Config.HighWater bytes waiting, do not read it (U11).
+//     After inputs and TakeOutput calls, drain PollResume: the users it
+//     names may be read again.
+//  5. Drain PollEvent. On EventDisconnected close that user's connection:
 //     the relay closed it (bad input, U5, U6; a full output, U11), or it
 //     reports a Disconnect.
 //

@@ -93,11 +93,12 @@ func FuzzDecoder(f *testing.F) {
 }
 
 // FuzzRelay drives a relay with operations encoded as bytes: connect a
-// user, end a user's stream, or hand a user some bytes, which are mostly
-// well-formed packets so that groups form. After every operation the
-// relay's state must hold together (roles match groups, ids unique and
-// not 0), every user's output must be a well-formed stream of relay
-// packets within MaxOutput, and no user the relay closed may get more.
+// user, end a user's stream, hand a user some bytes, which are mostly
+// well-formed packets so that groups form, or have a user stop or start
+// reading. After every operation the relay's state must hold together
+// (roles match groups, ids unique and not 0, holds match outputs), every
+// output taken must be a well-formed stream of relay packets within
+// MaxOutput, and no user the relay closed may get more.
 func FuzzRelay(f *testing.F) {
 	var script []byte
 	script = append(script, 0, 0, 0) // three users
@@ -111,12 +112,13 @@ func FuzzRelay(f *testing.F) {
 	f.Add([]byte{0, 0, 2, 0, 1, 0x80, 3, 1, 0, 3, 1, 1, 4, 0, 0, 0x83, 5, 1, 2, 0, 1})
 	f.Add([]byte{0, 2, 0, 9, 0x83, 0, 0, 0, 0, 0xff, 0, 0, 0, 1, 0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		r, err := NewRelay(Config{MaxUsers: 8, MaxGroups: 3, MaxGroupSize: 4, MaxMessage: 64, MaxOutput: 400})
+		r, err := NewRelay(Config{MaxUsers: 8, MaxGroups: 3, MaxGroupSize: 4, MaxMessage: 64, MaxOutput: 400, HighWater: 150})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var uids []uint32
 		gone := map[uint32]bool{}
+		slow := map[uint32]bool{} // users whose output is not taken
 		pick := func(b byte) uint32 {
 			if len(uids) == 0 {
 				return 0
@@ -132,7 +134,7 @@ func FuzzRelay(f *testing.F) {
 			return b
 		}
 		for len(ops) > 0 {
-			switch op := next(); op % 6 {
+			switch op := next(); op % 7 {
 			case 0:
 				if uid, err := r.Connect(); err == nil {
 					uids = append(uids, uid)
@@ -171,16 +173,39 @@ func FuzzRelay(f *testing.F) {
 				} else {
 					r.HandleBytes(uid, Append(nil, Packet{ID: U2RSets, Control: Control(k >> 4), Key: Key(k % 5), Value: uint32(v % 8)}))
 				}
+			case 6: // a user stops or starts reading
+				uid := pick(next())
+				slow[uid] = !slow[uid]
 			}
-			checkRelay(t, r, gone)
+			checkRelay(t, r, gone, slow)
 		}
 	})
 }
 
 // checkRelay checks the invariants of FuzzRelay, taking every user's
 // output.
-func checkRelay(t *testing.T, r *Relay, gone map[uint32]bool) {
+func checkRelay(t *testing.T, r *Relay, gone, slow map[uint32]bool) {
 	t.Helper()
+	// The holds of U11 match the outputs.
+	for _, g := range r.groups {
+		n := 0
+		for _, m := range g.members {
+			if m.group != g {
+				t.Fatalf("user %d in group %d points to another", m.uid, g.gid)
+			}
+			if m.congested {
+				n++
+			}
+		}
+		if n != g.congested {
+			t.Fatalf("group %d: %d users congested, counted %d", g.gid, n, g.congested)
+		}
+	}
+	for _, u := range r.users {
+		if u.congested != (len(u.out) > r.cfg.HighWater) {
+			t.Fatalf("user %d: congested %v with %d bytes", u.uid, u.congested, len(u.out))
+		}
+	}
 	for {
 		ev, ok := r.PollEvent()
 		if !ok {
@@ -214,6 +239,9 @@ func checkRelay(t *testing.T, r *Relay, gone map[uint32]bool) {
 		case u.Role == Member && in && g.Host != u.UID:
 		default:
 			t.Fatalf("user %+v in group %+v", u, g)
+		}
+		if slow[u.UID] {
+			continue
 		}
 		d := NewDecoder(ToUser, r.Config().MaxMessage)
 		d.Feed(r.TakeOutput(u.UID, nil))

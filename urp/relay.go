@@ -17,6 +17,7 @@ type Relay struct {
 	users   map[uint32]*user
 	groups  map[uint32]*group
 	ready   []uint32 // users whose output grew since PollWrite last said so
+	resumed []uint32 // users no longer held since PollResume last said so
 	events  []Event
 	evHead  int
 	doomed  []*user // users to close once the packet being handled is done
@@ -32,6 +33,9 @@ type user struct {
 	dec   Decoder
 	out   []byte // encoded packets waiting for TakeOutput
 	ready bool   // in Relay.ready
+	// congested: more than HighWater bytes wait in out; it holds its
+	// group (U11).
+	congested bool
 	// doomed: its output overflowed; it is closed once the current
 	// packet is handled. closed: it is gone.
 	doomed, closed bool
@@ -45,6 +49,9 @@ type group struct {
 	password uint32
 	flags    uint32
 	max      uint32 // GROUP_MAX as set; the limit is min(max, MaxGroupSize)
+	// congested counts the users of the group over HighWater: while it
+	// is not 0, the group's users are held (U11).
+	congested int
 }
 
 // EventKind says what an Event reports.
@@ -77,6 +84,9 @@ const (
 	// EventSet: a host changed a setting of its group (UID, GID, Key,
 	// Value).
 	EventSet
+	// EventRefused: Connect refused a connection, the relay being full
+	// (Err: ErrRelayFull, U13).
+	EventRefused
 )
 
 // String returns the kind's name.
@@ -100,6 +110,8 @@ func (k EventKind) String() string {
 		return "disbanded"
 	case EventSet:
 		return "set"
+	case EventRefused:
+		return "refused"
 	}
 	return "EventKind(?)"
 }
@@ -197,6 +209,7 @@ func (r *Relay) Config() Config { return r.cfg }
 func (r *Relay) Connect() (uint32, error) {
 	if len(r.users) >= r.cfg.MaxUsers {
 		r.stats.Refused++
+		r.event(Event{Kind: EventRefused, Err: ErrRelayFull})
 		return 0, ErrRelayFull
 	}
 	uid := r.drawID(func(id uint32) bool { return r.users[id] != nil })
@@ -292,7 +305,52 @@ func (r *Relay) TakeOutput(uid uint32, spare []byte) []byte {
 	}
 	out := u.out
 	u.out = spare[:0]
+	r.decongest(u)
 	return out
+}
+
+// Held reports whether the driver should not read user uid's stream for
+// now: a user of its group has more than Config.HighWater bytes waiting
+// (U11). The driver asks before each read and, when the answer is yes,
+// waits until PollResume names the user.
+func (r *Relay) Held(uid uint32) bool {
+	u := r.users[uid]
+	return u != nil && u.group != nil && u.group.congested > 0
+}
+
+// PollResume returns a user that Held stopped holding, or false when there
+// is none. A user it returns may be held again or gone since.
+func (r *Relay) PollResume() (uint32, bool) {
+	if len(r.resumed) == 0 {
+		return 0, false
+	}
+	uid := r.resumed[len(r.resumed)-1]
+	r.resumed = r.resumed[:len(r.resumed)-1]
+	return uid, true
+}
+
+// decongest marks u no longer congested if its output is under HighWater,
+// and releases its group if it was the last one holding it.
+func (r *Relay) decongest(u *user) {
+	if !u.congested || len(u.out) > r.cfg.HighWater {
+		return
+	}
+	u.congested = false
+	if g := u.group; g != nil {
+		r.unhold(g)
+	}
+}
+
+// unhold takes one congested user off g's count, and names g's users to
+// PollResume when none is left.
+func (r *Relay) unhold(g *group) {
+	g.congested--
+	if g.congested > 0 {
+		return
+	}
+	for _, m := range g.members {
+		r.resumed = append(r.resumed, m.uid)
+	}
 }
 
 // PollEvent returns the next event, or false when there is none.
@@ -403,6 +461,12 @@ func (r *Relay) deliver(u *user, b []byte) {
 		r.ready = append(r.ready, u.uid)
 	}
 	u.out = append(u.out, b...)
+	if !u.congested && len(u.out) > r.cfg.HighWater {
+		u.congested = true
+		if u.group != nil {
+			u.group.congested++
+		}
+	}
 }
 
 // settle closes the users whose output overflowed. Closing one can queue
@@ -498,6 +562,9 @@ func (r *Relay) make(u *user) {
 	g := &group{gid: gid, host: u, members: []*user{u}, max: uint32(r.cfg.MaxGroupSize)}
 	r.groups[gid] = g
 	u.role, u.group = Host, g
+	if u.congested {
+		g.congested++
+	}
 	r.send(u, Packet{ID: R2UMade, Status: StatMade, GID: gid})
 	r.send(u, Packet{ID: R2UStat, Role: Host})
 	r.event(Event{Kind: EventMade, UID: u.uid, GID: gid})
@@ -526,6 +593,9 @@ func (r *Relay) join(u *user, gid, password uint32) {
 	}
 	g.members = append(g.members, u)
 	u.role, u.group = Member, g
+	if u.congested {
+		g.congested++
+	}
 	r.send(u, Packet{ID: R2UMade, Status: StatJoin, GID: gid})
 	r.send(u, Packet{ID: R2UStat, Role: Member})
 	r.send(g.host, Packet{ID: R2UJoin, UID: u.uid})
@@ -545,6 +615,9 @@ func (r *Relay) leave(u *user, kicked bool) {
 		g.members = slices.Delete(g.members, i, i+1)
 	}
 	u.role, u.group = Connected, nil
+	if u.congested {
+		r.unhold(g)
+	}
 	r.send(u, Packet{ID: R2UStat, Role: Connected})
 	r.send(g.host, Packet{ID: R2ULeft, UID: u.uid})
 	r.event(Event{Kind: EventLeft, UID: u.uid, GID: g.gid, Kicked: kicked})
@@ -554,6 +627,10 @@ func (r *Relay) leave(u *user, kicked bool) {
 // goes back to CONNECTED and hears R2U_STAT (unless it is gone).
 func (r *Relay) disband(g *group) {
 	delete(r.groups, g.gid)
+	if g.congested > 0 {
+		g.congested = 1
+		r.unhold(g)
+	}
 	for _, m := range g.members {
 		m.role, m.group = Connected, nil
 		r.send(m, Packet{ID: R2UStat, Role: Connected})

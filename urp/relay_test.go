@@ -609,8 +609,12 @@ func TestRelayFull(t *testing.T) {
 	rt := newRelayTest(t, Config{MaxUsers: 2})
 	a := rt.connect()
 	rt.connect()
+	rt.events()
 	if _, err := rt.r.Connect(); err != ErrRelayFull {
 		t.Fatalf("third Connect: %v", err)
+	}
+	if evs := rt.events(); len(evs) != 1 || evs[0] != (Event{Kind: EventRefused, Err: ErrRelayFull}) {
+		t.Errorf("events %v", evs)
 	}
 	rt.r.Disconnect(a, nil)
 	rt.connect()
@@ -663,6 +667,64 @@ func TestRelaySlowReader(t *testing.T) {
 	// 2, one to 1 (the host overflowed).
 	if s := rt.r.Stats(); s.Overflow != 2 || s.Messages != 10*3+2+10*2+1 {
 		t.Errorf("stats %+v", s)
+	}
+}
+
+// TestRelayHeld checks U11's holds: while a user of a group has more than
+// HighWater bytes waiting, every user of the group is held, and all are
+// named to PollResume when none has.
+func TestRelayHeld(t *testing.T) {
+	rt := newRelayTest(t, Config{MaxMessage: 100, MaxOutput: 1000, HighWater: 300})
+	host, _, m := rt.group(2)
+	outsider := rt.connect()
+	held := func() []bool {
+		var h []bool
+		for _, u := range []uint32{host, m[0], m[1], outsider} {
+			h = append(h, rt.r.Held(u))
+		}
+		return h
+	}
+	msg := Packet{ID: U2RSend, UID: m[1], Data: make([]byte, 91)}
+	for range 3 {
+		rt.send(m[0], msg)
+	}
+	if h := held(); h[0] || h[1] {
+		t.Fatalf("held at 300 bytes: %v", h)
+	}
+	rt.send(m[0], msg)
+	if diff := cmp.Diff([]bool{true, true, true, false}, held()); diff != "" {
+		t.Fatalf("held (-want +got):\n%s", diff)
+	}
+	if uid, ok := rt.r.PollResume(); ok {
+		t.Fatalf("resumed %d while held", uid)
+	}
+	rt.output(m[1])
+	if h := held(); h[0] || h[1] || h[2] {
+		t.Fatalf("held after the output was taken: %v", h)
+	}
+	resumed := map[uint32]bool{}
+	for uid, ok := rt.r.PollResume(); ok; uid, ok = rt.r.PollResume() {
+		resumed[uid] = true
+	}
+	if len(resumed) != 3 || !resumed[host] || !resumed[m[0]] || !resumed[m[1]] {
+		t.Errorf("resumed %v", resumed)
+	}
+	// A congested user that leaves releases the group; one that joins
+	// holds it.
+	for range 4 {
+		rt.send(m[0], msg)
+	}
+	rt.send(m[1], Packet{ID: U2RQuit})
+	if h := held(); h[0] || h[1] || h[2] {
+		t.Fatalf("held after the congested user left: %v", h)
+	}
+	rt.send(m[1], Packet{ID: U2RJoin, GID: rt.r.groups[rt.r.users[host].group.gid].gid})
+	if h := held(); !h[0] || !h[2] {
+		t.Fatalf("not held after a congested user joined: %v", h)
+	}
+	rt.send(host, Packet{ID: U2RQuit})
+	if h := held(); h[0] || h[1] || h[2] {
+		t.Fatalf("held after the group closed: %v", h)
 	}
 }
 
