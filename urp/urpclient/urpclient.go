@@ -68,6 +68,9 @@ var (
 	// ErrLeft: a Get or Set was given up because the user left its group
 	// before the relay handled it (U19).
 	ErrLeft = errors.New("urpclient: no longer in the group")
+	// ErrNoWelcome: Dial's error when the relay closed the connection
+	// before its welcome, as a full relay does (U13).
+	ErrNoWelcome = errors.New("urpclient: the relay closed the connection before its welcome (is it full?)")
 )
 
 // MadeError is a failed Make or Join: the relay's status code and the GID
@@ -150,6 +153,9 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	go c.readLoop()
 	go c.writeLoop()
 	err = c.wait(ctx, func() (bool, error) { return c.core.Welcomed(), nil })
+	if errors.Is(err, io.EOF) {
+		err = ErrNoWelcome
+	}
 	if err != nil {
 		c.Close()
 		return nil, &net.OpError{Op: "dial", Net: "urp", Addr: nc.RemoteAddr(), Err: err}

@@ -208,6 +208,9 @@ func join(ctx context.Context, c *urpclient.Conn, gid, password uint32) (uint32,
 		return 0, err
 	}
 	flags, err := c.Get(ctx, urp.KeyGroupFlags)
+	if errors.Is(err, urpclient.ErrLeft) {
+		return 0, ErrHostLeft
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -215,6 +215,11 @@ func TestDialFailures(t *testing.T) {
 	if _, err := urpdriver.Dial(ctx, s.Addr().String(), pgid, 0, urpdriver.Config{}); !errors.Is(err, urpdriver.ErrNotFastnetGroup) {
 		t.Errorf("a plain group: %v", err)
 	}
+	for ev, err := plain.Receive(ctx); ev.Kind != urp.GotLeft; ev, err = plain.Receive(ctx) {
+		if err != nil {
+			t.Fatal(err) // the refused member joined, then left
+		}
+	}
 	plain.Set(ctx, urp.Respond, urp.KeyGroupFlags, urpdriver.GroupFlags)
 	go func() {
 		ev, _ := plain.Receive(ctx)
