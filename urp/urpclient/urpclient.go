@@ -57,7 +57,10 @@ type Config struct {
 const (
 	defaultQueue = 4 << 20
 	readBuffer   = 32 << 10
-	keepSpare    = 256 << 10
+	// keepSpare is the largest write buffer the writer keeps for reuse:
+	// a client has one connection, and a buffer that grew to carry a
+	// burst saves allocating again for the next.
+	keepSpare = 8 << 20
 )
 
 // Errors of the client. Test for them with errors.Is.
