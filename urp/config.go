@@ -1,7 +1,6 @@
 package urp
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 )
@@ -105,7 +104,7 @@ func (c Config) Validate() error {
 func (c Config) resolve() (Config, error) {
 	c = c.withDefaults()
 	bad := func(format string, args ...any) (Config, error) {
-		return c, errors.New("urp: invalid config: " + fmt.Sprintf(format, args...))
+		return c, fmt.Errorf("urp: invalid config: "+format, args...)
 	}
 	switch {
 	case c.MaxUsers < 1 || c.MaxUsers > maxMaxUsers:

@@ -11,25 +11,17 @@ import (
 	"time"
 
 	"github.com/fastnet-engine/fastnet/urp"
+	"github.com/fastnet-engine/fastnet/urp/internal/urptest"
 	"github.com/fastnet-engine/fastnet/urp/urpclient"
 	"github.com/fastnet-engine/fastnet/urp/urpserver"
 )
 
 func relay(t *testing.T, cfg urpserver.Config) string {
 	t.Helper()
-	s, err := urpserver.Listen(context.Background(), "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s.Addr().String()
+	return urptest.Relay(t, cfg).Addr().String()
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+var ctxFor = urptest.Context
 
 func dial(t *testing.T, addr string, cfg urpclient.Config) *urpclient.Conn {
 	t.Helper()

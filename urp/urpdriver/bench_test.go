@@ -7,6 +7,7 @@ import (
 
 	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/tcpdriver"
+	"github.com/fastnet-engine/fastnet/urp/internal/urptest"
 	"github.com/fastnet-engine/fastnet/urp/urpdriver"
 )
 
@@ -17,26 +18,14 @@ import (
 //
 //	go test -run '^$' -bench . -benchtime 2s ./urp/urpdriver
 func BenchmarkFastnet(b *testing.B) {
-	for _, w := range []struct {
-		name string
-		size int
-		echo bool
-	}{
-		{"W1-echo-64B", 64, true},
-		{"W2-64B", 64, false},
-		{"W3-1KiB", 1024, false},
-	} {
-		for _, path := range []string{"relay", "tcp"} {
-			b.Run(w.name+"/"+path, func(b *testing.B) {
-				client, server := fastnetPair(b, path == "relay")
-				if w.echo {
-					benchEcho(b, client, server, w.size)
-				} else {
-					benchStream(b, client, server, w.size)
-				}
-			})
+	urptest.RunWorkloads(b, []string{"relay", "tcp"}, func(b *testing.B, w urptest.Workload, path string) {
+		client, server := fastnetPair(b, path == "relay")
+		if w.Echo {
+			benchEcho(b, client, server, w.Size)
+		} else {
+			benchStream(b, client, server, w.Size)
 		}
-	}
+	})
 }
 
 // fastnetPair connects a client to a server, through a relay or directly

@@ -133,15 +133,10 @@ func (l *Listener) Group() (gid, password uint32) { return l.gid, l.password }
 // its members.
 func Listen(ctx context.Context, relayAddr string, cfg Config) (*Listener, error) {
 	cfg.Engine.Role = fastnet.Server
-	t, err := newTransport(cfg)
+	t, c, err := connect(ctx, relayAddr, cfg)
 	if err != nil {
 		return nil, err
 	}
-	c, err := urpclient.Dial(ctx, relayAddr, t.clientConfig(cfg))
-	if err != nil {
-		return nil, err
-	}
-	t.c = c
 	password := cfg.Password
 	for password == 0 {
 		var b [4]byte
@@ -176,15 +171,10 @@ func Listen(ctx context.Context, relayAddr string, cfg Config) (*Listener, error
 // those of driver.Engine.Dial.
 func Dial(ctx context.Context, relayAddr string, gid, password uint32, cfg Config) (*driver.Conn, error) {
 	cfg.Engine.Role = fastnet.Client
-	t, err := newTransport(cfg)
+	t, c, err := connect(ctx, relayAddr, cfg)
 	if err != nil {
 		return nil, err
 	}
-	c, err := urpclient.Dial(ctx, relayAddr, t.clientConfig(cfg))
-	if err != nil {
-		return nil, err
-	}
-	t.c = c
 	host, err := join(ctx, c, gid, password)
 	var e *driver.Engine
 	if err == nil {
@@ -199,6 +189,22 @@ func Dial(ctx context.Context, relayAddr string, gid, password uint32, cfg Confi
 	e.Start(t)
 	e.Go(t.receiveLoop)
 	return e.Dial(ctx, UserAddr(host))
+}
+
+// connect checks cfg and connects to the relay for a new transport.
+func connect(ctx context.Context, relayAddr string, cfg Config) (*transport, *urpclient.Conn, error) {
+	t, err := newTransport(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc := cfg.Relay
+	rc.OnWritten = t.written
+	c, err := urpclient.Dial(ctx, relayAddr, rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.c = c
+	return t, c, nil
 }
 
 // join joins the group, checks it is a Fastnet group and waits for the
@@ -271,14 +277,6 @@ func (t *transport) engine(cfg Config) (*driver.Engine, error) {
 	}
 	t.e = e
 	return e, nil
-}
-
-// clientConfig is the relay connection's configuration, with the writes
-// reported to the transport.
-func (t *transport) clientConfig(cfg Config) urpclient.Config {
-	rc := cfg.Relay
-	rc.OnWritten = t.written
-	return rc
 }
 
 // written follows each write to the relay: Sends that waited for room go

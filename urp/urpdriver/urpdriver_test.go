@@ -13,26 +13,15 @@ import (
 	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/urp"
+	"github.com/fastnet-engine/fastnet/urp/internal/urptest"
 	"github.com/fastnet-engine/fastnet/urp/urpclient"
 	"github.com/fastnet-engine/fastnet/urp/urpdriver"
 	"github.com/fastnet-engine/fastnet/urp/urpserver"
 )
 
-func relay(t testing.TB) *urpserver.Server {
-	t.Helper()
-	s, err := urpserver.Listen(context.Background(), "127.0.0.1:0", urpserver.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
+func relay(t testing.TB) *urpserver.Server { return urptest.Relay(t, urpserver.Config{}) }
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t testing.TB) context.Context { return urptest.Context(t, 30*time.Second) }
 
 func listen(t testing.TB, s *urpserver.Server) *urpdriver.Listener {
 	t.Helper()

@@ -2,13 +2,13 @@ package urpserver_test
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/urp"
+	"github.com/fastnet-engine/fastnet/urp/internal/urptest"
 	"github.com/fastnet-engine/fastnet/urp/urpserver"
 )
 
@@ -21,31 +21,19 @@ import (
 //
 //	go test -run '^$' -bench . -benchtime 2s ./urp/urpserver
 func BenchmarkRelay(b *testing.B) {
-	for _, w := range []struct {
-		name string
-		size int
-		echo bool
-	}{
-		{"W1-echo-64B", 64, true},
-		{"W2-64B", 64, false},
-		{"W3-1KiB", 1024, false},
-	} {
-		for _, path := range []string{"relay", "direct"} {
-			b.Run(w.name+"/"+path, func(b *testing.B) {
-				var p *pipe
-				if path == "relay" {
-					p = relayPipe(b)
-				} else {
-					p = directPipe(b)
-				}
-				if w.echo {
-					benchEcho(b, p, w.size)
-				} else {
-					benchStream(b, p, w.size)
-				}
-			})
+	urptest.RunWorkloads(b, []string{"relay", "direct"}, func(b *testing.B, w urptest.Workload, path string) {
+		var p *pipe
+		if path == "relay" {
+			p = relayPipe(b)
+		} else {
+			p = directPipe(b)
 		}
-	}
+		if w.Echo {
+			benchEcho(b, p, w.Size)
+		} else {
+			benchStream(b, p, w.Size)
+		}
+	})
 }
 
 // pipe is a path from A to B and back: each side writes what its peer
@@ -57,11 +45,7 @@ type pipe struct {
 }
 
 func relayPipe(b *testing.B) *pipe {
-	s, err := urpserver.Listen(context.Background(), "127.0.0.1:0", urpserver.Config{Relay: urp.Config{MaxOutput: 64 << 20}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
+	s := urptest.Relay(b, urpserver.Config{Relay: urp.Config{MaxOutput: 64 << 20}})
 	a, bb := dialRaw(b, s), dialRaw(b, s)
 	a.send(urp.Packet{ID: urp.U2RMake})
 	made := a.next()

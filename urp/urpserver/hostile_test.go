@@ -87,6 +87,18 @@ func (r *raw) closedByRelay() bool {
 	return err == nil // EOF, or a reset reads as an error
 }
 
+// dialSlow connects a user with a small socket buffer that never reads,
+// a member of h's group.
+func dialSlow(t testing.TB, s *urpserver.Server, h *urpclient.Conn) *raw {
+	t.Helper()
+	r := dialRaw(t, s)
+	if tc, ok := r.nc.(*net.TCPConn); ok {
+		tc.SetReadBuffer(4096)
+	}
+	r.join(h)
+	return r
+}
+
 // join makes r a member of h's group.
 func (r *raw) join(h *urpclient.Conn) {
 	r.t.Helper()
@@ -229,11 +241,7 @@ func TestSlowReader(t *testing.T) {
 	s := start(t, urpserver.Config{Relay: urp.Config{MaxMessage: 16 << 10, MaxOutput: 64 << 10, HighWater: 64 << 10}, Events: events, WriteTimeout: -1})
 	ctx := testCtx(t)
 	h, ms := group(t, s, 1)
-	slow := dialRaw(t, s)
-	if tc, ok := slow.nc.(*net.TCPConn); ok {
-		tc.SetReadBuffer(4096)
-	}
-	slow.join(h)
+	slow := dialSlow(t, s, h)
 	msg := make([]byte, 16<<10)
 	sent := 0
 	for ; sent < 10000; sent++ {
@@ -320,11 +328,7 @@ func TestStalledWriter(t *testing.T) {
 	s := start(t, urpserver.Config{Relay: urp.Config{MaxMessage: 64 << 10, MaxOutput: 64 << 20}, WriteTimeout: 200 * time.Millisecond})
 	ctx := testCtx(t)
 	h, _ := group(t, s, 0)
-	slow := dialRaw(t, s)
-	if tc, ok := slow.nc.(*net.TCPConn); ok {
-		tc.SetReadBuffer(4096)
-	}
-	slow.join(h)
+	slow := dialSlow(t, s, h)
 	left := make(chan struct{})
 	go func() {
 		defer close(left)

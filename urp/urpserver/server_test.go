@@ -8,26 +8,15 @@ import (
 	"time"
 
 	"github.com/fastnet-engine/fastnet/urp"
+	"github.com/fastnet-engine/fastnet/urp/internal/urptest"
 	"github.com/fastnet-engine/fastnet/urp/urpclient"
 	"github.com/fastnet-engine/fastnet/urp/urpserver"
 )
 
 // start starts a relay on loopback, closed at the end of the test.
-func start(t testing.TB, cfg urpserver.Config) *urpserver.Server {
-	t.Helper()
-	s, err := urpserver.Listen(context.Background(), "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
+var start = urptest.Relay
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t testing.TB) context.Context { return urptest.Context(t, 30*time.Second) }
 
 // dial connects a client to s, closed at the end of the test.
 func dial(t testing.TB, s *urpserver.Server) *urpclient.Conn {
