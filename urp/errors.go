@@ -59,6 +59,7 @@ type VersionError struct {
 	Version, Revision uint16
 }
 
+// Error says which version the relay speaks.
 func (e *VersionError) Error() string {
 	return "urp: relay speaks URP " + strconv.Itoa(int(e.Version)) + "." + strconv.Itoa(int(e.Revision)) +
 		", this client " + strconv.Itoa(Version) + "." + strconv.Itoa(Revision)

@@ -27,7 +27,8 @@ var brand64 = strings.Repeat("0123456789abcdef", 4)
 
 // golden is every packet of Tables 2 and 3 with its bytes, little-endian
 // as the specification says ("incoming data is assumed to be little
-// ending"). Each is checked both ways.
+// ending"). Each is checked both ways. R2U_MADE is the packet the text
+// calls R2U_MAKE (U1); R2U_VALS is a key and a value, nothing more (U2).
 var golden = []struct {
 	name string
 	p    Packet

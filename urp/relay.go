@@ -164,8 +164,8 @@ type Ignored struct {
 
 // UserInfo describes a connected user.
 type UserInfo struct {
-	UID  uint32
-	Role Role
+	UID  uint32 // the user's id
+	Role Role   // its role
 	GID  uint32 // its group, or 0
 	// Queued is the bytes waiting for TakeOutput.
 	Queued int
@@ -173,13 +173,13 @@ type UserInfo struct {
 
 // GroupInfo describes an open group.
 type GroupInfo struct {
-	GID  uint32
-	Host uint32
+	GID  uint32 // the group's id
+	Host uint32 // its host's UID
 	// Members lists the users of the group in the order they joined, the
 	// host first.
 	Members  []uint32
-	Password uint32
-	Flags    uint32
+	Password uint32 // GROUP_PASS
+	Flags    uint32 // GROUP_FLAGS, every bit as set (U10)
 	// Max is GROUP_MAX as set; the group takes at most
 	// min(Max, Config.MaxGroupSize) users.
 	Max uint32

@@ -137,6 +137,8 @@ func (rt *relayTest) group(n int) (host, gid uint32, members []uint32) {
 
 func text(from uint32, s string) Packet { return Packet{ID: R2UText, UID: from, Data: []byte(s)} }
 
+// TestRelayWelcome: every user is welcomed with a UID that is not 0 and
+// is not given twice (drawn at random, U3).
 func TestRelayWelcome(t *testing.T) {
 	rt := newRelayTest(t, Config{Brand: "test relay"})
 	seen := map[uint32]bool{}

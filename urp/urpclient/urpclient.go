@@ -83,6 +83,7 @@ type MadeError struct {
 	GID    uint32
 }
 
+// Error says why the relay refused, in words.
 func (e *MadeError) Error() string {
 	switch e.Status {
 	case urp.StatPass:
@@ -160,7 +161,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 		err = ErrNoWelcome
 	}
 	if err != nil {
-		c.Close()
+		c.Abort()
 		return nil, &net.OpError{Op: "dial", Net: "urp", Addr: nc.RemoteAddr(), Err: err}
 	}
 	return c, nil

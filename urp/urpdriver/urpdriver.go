@@ -107,7 +107,7 @@ func UserOf(addr netip.AddrPort) (uint32, bool) {
 // GroupAddr is the address a Listener serves on: a group on a relay.
 type GroupAddr struct {
 	Relay string // the relay's address, as given to Listen
-	GID   uint32
+	GID   uint32 // the group's id on it
 }
 
 // Network returns "urp".

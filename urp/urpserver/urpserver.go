@@ -71,7 +71,7 @@ const (
 // EventDisconnected and EventRefused.
 type Event struct {
 	urp.Event
-	Addr netip.AddrPort
+	Addr netip.AddrPort // the user's address, as the server's socket sees it
 }
 
 // Stats are the relay's counters and the server's own.
@@ -349,11 +349,9 @@ func (s *Server) notify(ev Event) {
 func (s *Server) readLoop(u *user) {
 	defer s.wg.Done()
 	buf := make([]byte, min(4<<10, s.readBuffer))
+	held := false
 	for {
-		s.mu.Lock()
-		held := s.relay.Held(u.uid)
-		s.mu.Unlock()
-		if held {
+		for held {
 			select {
 			case <-u.resume:
 			case <-u.done:
@@ -362,13 +360,18 @@ func (s *Server) readLoop(u *user) {
 				s.gone(u, ErrServerClosed)
 				return
 			}
-			continue
+			s.mu.Lock()
+			held = s.relay.Held(u.uid)
+			s.mu.Unlock()
 		}
 		n, err := u.nc.Read(buf)
 		if n > 0 {
 			s.mu.Lock()
 			s.relay.HandleBytes(u.uid, buf[:n])
 			s.flushLocked(netip.AddrPort{})
+			// Asked with the same lock: a resume that comes after
+			// this answer finds u.resume to signal.
+			held = s.relay.Held(u.uid)
 			s.mu.Unlock()
 			if n == len(buf) && len(buf) < s.readBuffer {
 				// A busy user reads in larger pieces.
