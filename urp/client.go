@@ -22,8 +22,7 @@ type Client struct {
 	cfg    ClientConfig
 	dec    Decoder
 	out    []byte
-	events []ClientEvent
-	evHead int
+	events fifo[ClientEvent]
 	err    error
 
 	welcomed bool
@@ -232,19 +231,10 @@ func (c *Client) handle(p Packet) error {
 	return nil
 }
 
-func (c *Client) event(ev ClientEvent) { c.events = append(c.events, ev) }
+func (c *Client) event(ev ClientEvent) { c.events.push(ev) }
 
 // PollEvent returns the next event, or false when there is none.
-func (c *Client) PollEvent() (ClientEvent, bool) {
-	if c.evHead == len(c.events) {
-		c.events, c.evHead = c.events[:0], 0
-		return ClientEvent{}, false
-	}
-	ev := c.events[c.evHead]
-	c.events[c.evHead] = ClientEvent{}
-	c.evHead++
-	return ev, true
-}
+func (c *Client) PollEvent() (ClientEvent, bool) { return c.events.pop() }
 
 // TakeOutput returns the bytes waiting to be written to the relay, and
 // gives the client spare (emptied) to queue the next ones in: the returned

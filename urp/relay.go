@@ -18,8 +18,7 @@ type Relay struct {
 	groups  map[uint32]*group
 	ready   []uint32 // users whose output grew since PollWrite last said so
 	resumed []uint32 // users no longer held since PollResume last said so
-	events  []Event
-	evHead  int
+	events  fifo[Event]
 	doomed  []*user // users to close once the packet being handled is done
 	scratch []byte
 	stats   Stats
@@ -354,16 +353,7 @@ func (r *Relay) unhold(g *group) {
 }
 
 // PollEvent returns the next event, or false when there is none.
-func (r *Relay) PollEvent() (Event, bool) {
-	if r.evHead == len(r.events) {
-		r.events, r.evHead = r.events[:0], 0
-		return Event{}, false
-	}
-	ev := r.events[r.evHead]
-	r.events[r.evHead] = Event{}
-	r.evHead++
-	return ev, true
-}
+func (r *Relay) PollEvent() (Event, bool) { return r.events.pop() }
 
 // Stats returns the relay's counters.
 func (r *Relay) Stats() Stats {
@@ -436,7 +426,7 @@ func cmpU32(a, b uint32) int {
 	return 0
 }
 
-func (r *Relay) event(ev Event) { r.events = append(r.events, ev) }
+func (r *Relay) event(ev Event) { r.events.push(ev) }
 
 // send queues p for u.
 func (r *Relay) send(u *user, p Packet) {
