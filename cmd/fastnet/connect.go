@@ -19,7 +19,7 @@ func connectCommand() *command {
 	return &command{
 		name:    "connect",
 		summary: "send standard input as messages, print the messages received",
-		usage:   "connect HOST:PORT [--tcp] [--channel N] [--unreliable] [--raw [--chunk N]] [--timeout D] [--drain D] [--stats]",
+		usage:   "connect HOST:PORT [--tcp] [--channel N] [--unreliable] [--raw [--chunk N]] [--timeout D] [--drain D] [--stats]\n       fastnet connect --via-urp RELAY --group GID --password P [--channel N] [--unreliable] [--raw [--chunk N]] [--timeout D] [--drain D] [--stats]",
 		details: `
 Connects to the Fastnet server at HOST:PORT (UDP unless --tcp; an empty
 HOST, as in ":7000", is ` + localHost + `), sends standard input as messages on
@@ -52,7 +52,12 @@ is refused, the error suggests the other transport.
 With --stats it prints the connection's final statistics on standard error
 when it exits: among them the payload MTU each way, so that the figure MTU
 estimation reached can be checked on any path (over UDP the estimation
-takes about a second; give it input that lasts that long, or a --drain).`,
+takes about a second; give it input that lasts that long, or a --drain).
+
+With --via-urp RELAY instead of HOST:PORT it joins group --group on that URP
+relay with --password, as "fastnet listen --via-urp" printed them, and
+speaks Fastnet to the group's host through the relay, with the same input
+and output as a direct connection.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			var o connectOptions
 			fs.BoolVar(&o.tcp, "tcp", false, "connect over TCP instead of UDP")
@@ -62,10 +67,22 @@ takes about a second; give it input that lasts that long, or a --drain).`,
 			fs.IntVar(&o.chunk, "chunk", defaultChunk, "with --raw, send messages of `N` bytes, 1..1048576")
 			fs.DurationVar(&o.timeout, "timeout", fastnet.DefaultConnectTimeout, "give up the handshake after `D`")
 			fs.DurationVar(&o.drain, "drain", 250*time.Millisecond, "after the end of input, wait until nothing has arrived for `D`")
+			fs.StringVar(&o.viaURP, "via-urp", "", "connect through the URP relay at `HOST:PORT` to the host of --group")
+			fs.Func("group", "with --via-urp, the `GID` of the group to join", func(v string) error { return parseU32(v, &o.group) })
+			fs.Func("password", "with --via-urp, the group's password `P`", func(v string) error { return parseU32(v, &o.password) })
 			fs.BoolVar(&o.stats, "stats", false, "on exit, print the connection's statistics, the payload MTU each way among them, on standard error")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				chunkSet := false
 				fs.Visit(func(f *flag.Flag) { chunkSet = chunkSet || f.Name == "chunk" })
+				switch {
+				case o.viaURP != "":
+					if code, bad := checkViaURP(s, o, args); bad {
+						return code
+					}
+					args = []string{o.viaURP}
+				case o.group != 0 || o.password != 0:
+					return usageError(s, "connect", "--group and --password are for --via-urp")
+				}
 				switch {
 				case len(args) == 0:
 					return usageError(s, "connect", "missing HOST:PORT")
@@ -106,6 +123,9 @@ type connectOptions struct {
 	timeout  time.Duration
 	drain    time.Duration
 	stats    bool
+	// Through a URP relay (--via-urp): the relay, the group, its password.
+	viaURP          string
+	group, password uint32
 }
 
 // connect is the connect command.
@@ -120,18 +140,22 @@ func connect(ctx context.Context, s *stdio, o connectOptions) int {
 	// its packets), a little later so that the engine's timeout speaks
 	// first when both would.
 	dialCtx, cancel := context.WithTimeout(ctx, o.timeout+time.Second)
-	c, err := dial(dialCtx, o.tcp, o.addr, cfg)
+	c, err := dialConnect(dialCtx, o, cfg)
 	cancel()
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			s.errorf("fastnet connect: interrupted")
-		} else {
+		case o.viaURP != "":
+			s.errorf("fastnet connect: %s", urpDialFailure(o, err))
+		default:
 			s.errorf("fastnet connect: %s", dialFailure(o.addr, o.tcp, o.timeout, err))
 		}
 		return exitFailure
 	}
-	s.errorf("connected to %s over %s, id %d", c.RemoteAddr(), transportName(o.tcp), c.ID())
-	tcp, channel, reliable, drain := o.tcp, o.channel, o.reliable, o.drain
+	s.errorf("connected to %s over %s, id %d", c.RemoteAddr(), connectTransport(o), c.ID())
+	// A relay is a stream, as TCP is: no MTU estimation to report.
+	tcp, channel, reliable, drain := o.tcp || o.viaURP != "", o.channel, o.reliable, o.drain
 
 	// With --stats, the statistics are printed at exit: those the
 	// connection ended with, which it keeps (N66).

@@ -28,7 +28,7 @@ func listenCommand() *command {
 	return &command{
 		name:    "listen",
 		summary: "serve Fastnet connections, optionally echoing or printing their messages",
-		usage:   "listen [--udp HOST:PORT] [--tcp HOST:PORT] [--echo] [--print] [--max-conns N]",
+		usage:   "listen [--udp HOST:PORT] [--tcp HOST:PORT] [--via-urp RELAY] [--echo] [--print] [--max-conns N]",
 		details: `
 Serves Fastnet on a UDP address, a TCP address or both (without --udp and
 --tcp: UDP ` + defaultListen + `) until SIGINT or SIGTERM, then closes every
@@ -59,13 +59,25 @@ reason it was sent, once a second at most for a client that asks again.
 Refusals that come faster than they can be printed are counted instead, in
 a line every second when there were some, as are the UDP clients dropped
 before their address was validated and the TCP connections dropped before
-their handshake completed ("dropped").`,
+their handshake completed ("dropped").
+
+With --via-urp RELAY it serves through a URP relay ("fastnet relay") instead
+of on an address of its own, for clients that cannot reach it directly: it
+hosts a group on the relay, prints its id and password, and serves the
+Fastnet connections of the group's members as above ("fastnet connect
+--via-urp"):
+
+	listening urp 127.0.0.1:7100 group=1630325441 password=3735928559
+	connected urp [fd55:5250::a7ad:d4ca]:0 id=2271560481
+
+A member's address is fd55:5250:: and its user id on the relay, in hex.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			var o listenOptions
 			fs.StringVar(&o.udp, "udp", "", "serve on this UDP `HOST:PORT`")
 			fs.StringVar(&o.tcp, "tcp", "", "serve on this TCP `HOST:PORT`")
 			fs.BoolVar(&o.echo, "echo", false, "send every message back to its sender")
 			fs.BoolVar(&o.print, "print", false, "print every message received, quoted, one line each")
+			fs.StringVar(&o.viaURP, "via-urp", "", "serve through a group hosted on the URP relay at `HOST:PORT`")
 			fs.IntVar(&o.maxConns, "max-conns", fastnet.DefaultMaxConnections, "serve at most `N` connections per transport, refuse more clients, 1..1048576")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				if len(args) > 0 {
@@ -73,6 +85,15 @@ their handshake completed ("dropped").`,
 				}
 				if o.maxConns < 1 || o.maxConns > maxMaxConns {
 					return usageError(s, "listen", "--max-conns %d: want 1..%d", o.maxConns, maxMaxConns)
+				}
+				if o.viaURP != "" {
+					if o.udp != "" || o.tcp != "" {
+						return usageError(s, "listen", "--via-urp serves through the relay, not on --udp or --tcp")
+					}
+					if err := checkAddr(o.viaURP); err != nil {
+						return usageError(s, "listen", "--via-urp: %v", err)
+					}
+					return listenURP(ctx, s, o)
 				}
 				if o.udp == "" && o.tcp == "" {
 					o.udp = defaultListen
@@ -94,6 +115,7 @@ their handshake completed ("dropped").`,
 // listenOptions are the settings of listen.
 type listenOptions struct {
 	udp, tcp    string
+	viaURP      string // a relay to serve through
 	echo, print bool
 	maxConns    int
 }

@@ -4,9 +4,13 @@
 //
 // Usage:
 //
-//	fastnet listen  [--udp HOST:PORT] [--tcp HOST:PORT] [--echo] [--print] [--max-conns N]
+//	fastnet listen  [--udp HOST:PORT] [--tcp HOST:PORT] [--via-urp RELAY] [--echo] [--print]
+//	                [--max-conns N]
 //	fastnet connect HOST:PORT [--tcp] [--channel N] [--unreliable] [--raw [--chunk N]]
 //	                [--timeout D] [--drain D] [--stats]
+//	fastnet connect --via-urp RELAY --group GID --password P [the flags above but --tcp]
+//	fastnet relay   [--urp HOST:PORT] [--max-users N] [--max-groups N] [--max-group-size N]
+//	                [--max-message BYTES] [--max-output BYTES] [--write-timeout D] [--brand TEXT]
 //	fastnet probe   HOST:PORT [--tcp] [--timeout D]
 //	fastnet impair  LISTEN --to TARGET [--loss P] [--delay D] [--jitter D] [--dup P]
 //	                [--reorder P] [--mtu BYTES] [--seed N]
@@ -67,6 +71,11 @@
 // client checks the echoes. It shows progress on standard error and ends
 // with a report and a verdict: every reliable message arrived intact and
 // in order, both ways.
+//
+// relay runs a URP 1.0 relay (package urp/urpserver), one line per user
+// and group event; listen --via-urp hosts a group on it and prints the
+// group's id and password, and connect --via-urp joins that group and
+// speaks Fastnet to its host through the relay (package urp/urpdriver).
 //
 // version prints the module version, the revision it was built from, the
 // Go version and the protocol version, from runtime/debug.ReadBuildInfo.
@@ -175,7 +184,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{listenCommand(), connectCommand(), probeCommand(), impairCommand(), demoCommand(), versionCommand()}
+	return []*command{listenCommand(), connectCommand(), probeCommand(), impairCommand(), relayCommand(), demoCommand(), versionCommand()}
 }
 
 func findCommand(name string) *command {

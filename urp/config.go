@@ -1,0 +1,155 @@
+package urp
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// Defaults of Config and ClientConfig.
+const (
+	// DefaultMaxUsers bounds the users connected to a relay at once.
+	DefaultMaxUsers = 16384
+	// DefaultMaxGroups bounds the groups open on a relay at once.
+	DefaultMaxGroups = 4096
+	// DefaultMaxGroupSize bounds the users of a group, its host included.
+	DefaultMaxGroupSize = 256
+	// DefaultMaxMessage is the longest message: 1 MiB and 1 KiB, so that
+	// a Fastnet packet carrying a message of Fastnet's default largest
+	// size (1 MiB) fits one URP message (U18).
+	DefaultMaxMessage = 1<<20 + 1<<10
+	// DefaultMaxOutput bounds the bytes a relay holds for one user that
+	// does not read them (U11).
+	DefaultMaxOutput = 4 << 20
+	// DefaultBrand is the brand a relay sends in R2U_WELC.
+	DefaultBrand = "fastnet"
+)
+
+// Upper bounds of the limits, far above any real use, so that a limit
+// cannot overflow what it sizes.
+const (
+	maxMaxUsers   = 1 << 24
+	maxMaxMessage = 1 << 30
+)
+
+// Config holds the limits of a relay. The zero value of a field means its
+// default; Validate checks the result.
+type Config struct {
+	// MaxUsers bounds the users connected at once; Connect refuses
+	// more (U13). Default DefaultMaxUsers, at most 16777216.
+	MaxUsers int
+	// MaxGroups bounds the groups open at once: U2R_MAKE beyond it is
+	// answered STAT_LIMIT. Default DefaultMaxGroups, at most MaxUsers.
+	MaxGroups int
+	// MaxGroupSize bounds the users of one group, its host included: the
+	// relay's limit, which GROUP_MAX can only lower (U12). Default
+	// DefaultMaxGroupSize, at least 1, at most MaxUsers.
+	MaxGroupSize int
+	// MaxMessage is the longest message of U2R_BROD and U2R_SEND; a user
+	// that announces a longer one is closed (U6). Default
+	// DefaultMaxMessage, at most 1 GiB.
+	MaxMessage int
+	// MaxOutput bounds the bytes waiting to be written to one user; a
+	// user that lets more pile up is closed (U11). Default
+	// DefaultMaxOutput, at least one R2U_TEXT of MaxMessage bytes.
+	MaxOutput int
+	// HighWater is the output above which a user holds its group: while
+	// a user of a group has more than HighWater bytes waiting, the relay
+	// asks the driver not to read the group's users (Relay.Held), so
+	// that a slow reader slows its group down instead of being closed
+	// (U11). Default MaxOutput/2; at most MaxOutput (which turns holds
+	// off: the output limit is reached first).
+	HighWater int
+	// Brand is the relay's name in R2U_WELC: at most BrandSize bytes, no
+	// NUL. Default DefaultBrand.
+	Brand string
+	// Rand draws UIDs and GIDs (U3). The default is a PCG with a fixed
+	// seed, so that runs replay; drivers seed it from crypto/rand.
+	Rand *rand.Rand
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxUsers == 0 {
+		c.MaxUsers = DefaultMaxUsers
+	}
+	if c.MaxGroups == 0 {
+		c.MaxGroups = min(DefaultMaxGroups, c.MaxUsers)
+	}
+	if c.MaxGroupSize == 0 {
+		c.MaxGroupSize = min(DefaultMaxGroupSize, c.MaxUsers)
+	}
+	if c.MaxMessage == 0 {
+		c.MaxMessage = DefaultMaxMessage
+	}
+	if c.MaxOutput == 0 {
+		c.MaxOutput = max(DefaultMaxOutput, messageHead+c.MaxMessage)
+	}
+	if c.HighWater == 0 {
+		c.HighWater = c.MaxOutput / 2
+	}
+	if c.Brand == "" {
+		c.Brand = DefaultBrand
+	}
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(0x757270, 0x72656c6179))
+	}
+	return c
+}
+
+// Validate reports whether c, with its defaults filled in, is usable.
+func (c Config) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+func (c Config) resolve() (Config, error) {
+	c = c.withDefaults()
+	bad := func(format string, args ...any) (Config, error) {
+		return c, fmt.Errorf("urp: invalid config: "+format, args...)
+	}
+	switch {
+	case c.MaxUsers < 1 || c.MaxUsers > maxMaxUsers:
+		return bad("MaxUsers %d: want 1..%d", c.MaxUsers, maxMaxUsers)
+	case c.MaxGroups < 1 || c.MaxGroups > c.MaxUsers:
+		return bad("MaxGroups %d: want 1..MaxUsers (%d)", c.MaxGroups, c.MaxUsers)
+	case c.MaxGroupSize < 1 || c.MaxGroupSize > c.MaxUsers:
+		return bad("MaxGroupSize %d: want 1..MaxUsers (%d)", c.MaxGroupSize, c.MaxUsers)
+	case c.MaxMessage < 0 || c.MaxMessage > maxMaxMessage:
+		return bad("MaxMessage %d: want 0..%d", c.MaxMessage, maxMaxMessage)
+	case c.MaxOutput < messageHead+c.MaxMessage:
+		return bad("MaxOutput %d cannot hold one message of MaxMessage %d (%d bytes)", c.MaxOutput, c.MaxMessage, messageHead+c.MaxMessage)
+	case c.HighWater < 1 || c.HighWater > c.MaxOutput:
+		return bad("HighWater %d: want 1..MaxOutput (%d)", c.HighWater, c.MaxOutput)
+	case len(c.Brand) > BrandSize:
+		return bad("Brand is %d bytes, above %d", len(c.Brand), BrandSize)
+	}
+	for i := range len(c.Brand) {
+		if c.Brand[i] == 0 {
+			return bad("Brand holds a NUL byte")
+		}
+	}
+	return c, nil
+}
+
+// ClientConfig holds the limits of a Client.
+type ClientConfig struct {
+	// MaxMessage is the longest message the client sends or accepts;
+	// a relay that announces a longer one is a broken relay. Default
+	// DefaultMaxMessage, at most 1 GiB.
+	MaxMessage int
+}
+
+func (c ClientConfig) resolve() (ClientConfig, error) {
+	if c.MaxMessage == 0 {
+		c.MaxMessage = DefaultMaxMessage
+	}
+	if c.MaxMessage < 0 || c.MaxMessage > maxMaxMessage {
+		return c, fmt.Errorf("urp: invalid config: MaxMessage %d: want 0..%d", c.MaxMessage, maxMaxMessage)
+	}
+	return c, nil
+}
+
+// Validate reports whether c, with its defaults filled in, is usable.
+func (c ClientConfig) Validate() error {
+	_, err := c.resolve()
+	return err
+}

@@ -1,0 +1,443 @@
+// Package urpdriver runs Fastnet over a URP relay group: the fallback for
+// two peers that cannot reach each other directly. The relay carries the
+// group's messages over TCP, reliably and in order, so the engine runs in
+// its Stream mode (D4), and each Fastnet packet travels as one URP message
+// (U20).
+//
+//	l, err := urpdriver.Listen(ctx, "relay:7100", urpdriver.Config{})
+//	gid, password := l.Group()                  // tell the peers
+//	c, err := l.Accept(ctx)                     // a *driver.Conn
+//
+//	c, err := urpdriver.Dial(ctx, "relay:7100", gid, password, urpdriver.Config{})
+//
+// The listener hosts a URP group, with a random password unless
+// Config.Password sets one, and flags NOBROD and NOP2P, so that its
+// members can reach only the host; it accepts one Fastnet connection from
+// each member, all over its one connection to the relay. A member joins
+// the group, waits for the host's greeting (an empty message: this is how
+// it learns the host's UID) and connects to it.
+//
+// The connections are driver.Conn values, with the methods and errors
+// documented in package driver. Each peer has an address of its own,
+// UserAddr(uid), which names it in errors and statistics.
+package urpdriver
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fastnet-engine/fastnet/datagram"
+	"github.com/fastnet-engine/fastnet/driver"
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/urp"
+	"github.com/fastnet-engine/fastnet/urp/urpclient"
+)
+
+// Config configures a Fastnet endpoint over a relay. The zero value works.
+type Config struct {
+	// Engine is the protocol configuration; Role and Transport are set by
+	// Listen and Dial. Its MaxMessageSize must leave each packet within
+	// the relay's longest message (urp.Config.MaxMessage, by default
+	// enough for Fastnet's default 1 MiB, U18): a longer one makes the
+	// relay close the connection.
+	Engine fastnet.Config
+	// Relay configures the connection to the relay. Its OnWritten is the
+	// driver's.
+	Relay urpclient.Config
+	// Password is the group's password (Listen). Zero draws one from
+	// crypto/rand.
+	Password uint32
+	// WriteQueue bounds the bytes waiting to be written to the relay:
+	// Send blocks while it is exceeded. Default 4 MiB.
+	WriteQueue int
+	// ReceiveQueue, Backlog, Events and Logger are the driver's
+	// (driver.Options).
+	ReceiveQueue int
+	Backlog      int
+	Events       chan<- driver.Event
+	Logger       *slog.Logger
+}
+
+const defaultWriteQueue = 4 << 20
+
+// GroupFlags are the flags of a group a Listener hosts: its members can
+// send only to the host (U20).
+const GroupFlags = urp.FlagBinary | urp.FlagNoBrod | urp.FlagNoP2P
+
+// ErrNotFastnetGroup is Dial's error for a group whose members may reach
+// one another (no NOBROD and NOP2P): another member could pass itself off
+// as the host (U20).
+var ErrNotFastnetGroup = errors.New("urpdriver: the group lets members reach one another; not a Fastnet group")
+
+// ErrHostLeft is Dial's error when the host leaves the group before it
+// greeted this member.
+var ErrHostLeft = errors.New("urpdriver: the host left the group")
+
+// UserAddr is the address of URP user uid as a Fastnet peer: fd55:5250::
+// (a unique local IPv6 prefix, "URP") then the UID, port 0.
+func UserAddr(uid uint32) netip.AddrPort {
+	a := [16]byte{0xfd, 0x55, 0x52, 0x50}
+	binary.BigEndian.PutUint32(a[12:], uid)
+	return netip.AddrPortFrom(netip.AddrFrom16(a), 0)
+}
+
+// UserOf returns the UID of an address UserAddr made.
+func UserOf(addr netip.AddrPort) (uint32, bool) {
+	a := addr.Addr().As16()
+	if !addr.Addr().Is6() || a[0] != 0xfd || a[1] != 0x55 || a[2] != 0x52 || a[3] != 0x50 || addr.Port() != 0 {
+		return 0, false
+	}
+	for _, b := range a[4:12] {
+		if b != 0 {
+			return 0, false
+		}
+	}
+	return binary.BigEndian.Uint32(a[12:]), true
+}
+
+// GroupAddr is the address a Listener serves on: a group on a relay.
+type GroupAddr struct {
+	Relay string // the relay's address, as given to Listen
+	GID   uint32 // the group's id on it
+}
+
+// Network returns "urp".
+func (a GroupAddr) Network() string { return "urp" }
+
+// String returns the relay's address and the GID: "relay:7100/123456".
+func (a GroupAddr) String() string {
+	return a.Relay + "/" + strconv.FormatUint(uint64(a.GID), 10)
+}
+
+// Listener accepts Fastnet connections from the members of a URP group it
+// hosts: a driver.Listener, with the group's id and password.
+type Listener struct {
+	*driver.Listener
+	gid, password uint32
+}
+
+// Group returns the group's id and password, which members give Dial.
+func (l *Listener) Group() (gid, password uint32) { return l.gid, l.password }
+
+// Listen connects to the relay at relayAddr, makes a group with a
+// password and the flags GroupFlags, and accepts Fastnet connections from
+// its members.
+func Listen(ctx context.Context, relayAddr string, cfg Config) (*Listener, error) {
+	cfg.Engine.Role = fastnet.Server
+	t, c, err := connect(ctx, relayAddr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	password := cfg.Password
+	for password == 0 {
+		var b [4]byte
+		crand.Read(b[:])
+		password = binary.LittleEndian.Uint32(b[:])
+	}
+	gid, err := c.Make(ctx)
+	if err == nil {
+		_, err = c.Set(ctx, urp.Respond, urp.KeyGroupPass, password)
+	}
+	if err == nil {
+		_, err = c.Set(ctx, urp.Respond, urp.KeyGroupFlags, GroupFlags)
+	}
+	var e *driver.Engine
+	if err == nil {
+		e, err = t.engine(cfg)
+	}
+	if err != nil {
+		c.Abort()
+		return nil, fmt.Errorf("urpdriver: hosting a group on %s: %w", relayAddr, err)
+	}
+	l := &Listener{Listener: e.NewListener(GroupAddr{Relay: relayAddr, GID: gid}), gid: gid, password: password}
+	t.listener = l.Listener
+	e.Start(t)
+	e.Go(t.receiveLoop)
+	return l, nil
+}
+
+// Dial connects to the relay at relayAddr, joins group gid with password,
+// and connects to the group's host. A failure to join is a
+// *urpclient.MadeError (errors.Is urpclient.ErrRefused); the others are
+// those of driver.Engine.Dial.
+func Dial(ctx context.Context, relayAddr string, gid, password uint32, cfg Config) (*driver.Conn, error) {
+	cfg.Engine.Role = fastnet.Client
+	t, c, err := connect(ctx, relayAddr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	host, err := join(ctx, c, gid, password)
+	var e *driver.Engine
+	if err == nil {
+		e, err = t.engine(cfg)
+	}
+	if err != nil {
+		c.Abort()
+		return nil, err
+	}
+	t.host = host
+	t.peers[host] = true
+	e.Start(t)
+	e.Go(t.receiveLoop)
+	return e.Dial(ctx, UserAddr(host))
+}
+
+// connect checks cfg and connects to the relay for a new transport.
+func connect(ctx context.Context, relayAddr string, cfg Config) (*transport, *urpclient.Conn, error) {
+	t, err := newTransport(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc := cfg.Relay
+	rc.OnWritten = t.written
+	c, err := urpclient.Dial(ctx, relayAddr, rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.c = c
+	return t, c, nil
+}
+
+// join joins the group, checks it is a Fastnet group and waits for the
+// host's greeting, which gives its UID (U20).
+func join(ctx context.Context, c *urpclient.Conn, gid, password uint32) (uint32, error) {
+	if err := c.Join(ctx, gid, password); err != nil {
+		return 0, err
+	}
+	flags, err := c.Get(ctx, urp.KeyGroupFlags)
+	if errors.Is(err, urpclient.ErrLeft) {
+		return 0, ErrHostLeft
+	}
+	if err != nil {
+		return 0, err
+	}
+	if flags&(urp.FlagNoBrod|urp.FlagNoP2P) != urp.FlagNoBrod|urp.FlagNoP2P {
+		return 0, ErrNotFastnetGroup
+	}
+	for {
+		ev, err := c.Receive(ctx)
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case ev.Kind == urp.GotText && len(ev.Data) == 0:
+			return ev.UID, nil
+		case ev.Kind == urp.GotRole:
+			return 0, ErrHostLeft
+		}
+	}
+}
+
+// transport carries an engine's packets as URP messages over one relay
+// connection. It implements driver.Transport, driver.Backpressure,
+// driver.Pauser and driver.Ender.
+type transport struct {
+	e          *driver.Engine
+	c          *urpclient.Conn
+	listener   *driver.Listener // a host's
+	host       uint32           // a member's host
+	writeQueue int
+	blocked    atomic.Bool // Blocked said yes since the last write
+
+	mu      sync.Mutex
+	peers   map[uint32]bool // the users with a Fastnet connection, or about to have one
+	paused  int             // connections whose intake is paused
+	resumed chan struct{}   // closed and replaced when paused drops to 0
+	closed  bool
+}
+
+// newTransport checks the engine's configuration, so that a bad one fails
+// before anything is asked of the relay, and returns the transport.
+func newTransport(cfg Config) (*transport, error) {
+	cfg.Engine.Transport = fastnet.Stream
+	if err := cfg.Engine.Validate(); err != nil {
+		return nil, err
+	}
+	wq := cfg.WriteQueue
+	if wq <= 0 {
+		wq = defaultWriteQueue
+	}
+	return &transport{writeQueue: wq, peers: make(map[uint32]bool), resumed: make(chan struct{})}, nil
+}
+
+func (t *transport) engine(cfg Config) (*driver.Engine, error) {
+	cfg.Engine.Transport = fastnet.Stream
+	e, err := driver.NewEngine(cfg.Engine, driver.Options{Network: "urp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, Events: cfg.Events, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	t.e = e
+	return e, nil
+}
+
+// written follows each write to the relay: Sends that waited for room go
+// on.
+func (t *transport) written() {
+	if !t.blocked.Swap(false) || t.e == nil {
+		return
+	}
+	t.mu.Lock()
+	peers := make([]uint32, 0, len(t.peers))
+	for p := range t.peers {
+		peers = append(peers, p)
+	}
+	t.mu.Unlock()
+	for _, p := range peers {
+		t.e.Wake(UserAddr(p))
+	}
+}
+
+// WriteBatch queues each packet as a message to its peer (U20).
+func (t *transport) WriteBatch(msgs []datagram.Message) {
+	for _, m := range msgs {
+		if uid, ok := UserOf(m.Addr); ok {
+			t.c.Queue(uid, m.Buf) // an error: the relay connection ended, and the loop says so
+		}
+	}
+}
+
+// Blocked reports whether the relay connection has more than WriteQueue
+// bytes waiting (driver.Backpressure).
+func (t *transport) Blocked(netip.AddrPort) bool {
+	if t.c.Queued() <= t.writeQueue {
+		return false
+	}
+	t.blocked.Store(true)
+	return true
+}
+
+// PauseRead stops or resumes the reading of the relay (driver.Pauser).
+// All peers share the relay connection, so one connection whose
+// application is behind holds them all, and the relay holds the group
+// (U11).
+func (t *transport) PauseRead(_ netip.AddrPort, paused bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if paused {
+		t.paused++
+		return
+	}
+	if t.paused > 0 {
+		t.paused--
+		if t.paused == 0 {
+			close(t.resumed)
+			t.resumed = make(chan struct{})
+		}
+	}
+}
+
+// Ended hears that the Fastnet connection with addr is over
+// (driver.Ender): a member leaves the relay, and a host removes the
+// member from its group (U20). It runs under the engine's lock, so the
+// requests go from a goroutine of their own, which returns as soon as the
+// relay connection is closed.
+func (t *transport) Ended(addr netip.AddrPort) {
+	uid, ok := UserOf(addr)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	delete(t.peers, uid)
+	closing := t.closed
+	t.mu.Unlock()
+	switch {
+	case closing:
+	case t.listener == nil:
+		go t.c.Close()
+	default:
+		go t.c.Kick(context.Background(), uid)
+	}
+}
+
+// Close closes the relay connection once what is queued is written.
+func (t *transport) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	return t.c.Close()
+}
+
+// receiveLoop hands the engine what the relay delivers, until the relay
+// connection ends.
+func (t *transport) receiveLoop() {
+	for {
+		t.mu.Lock()
+		paused, resumed := t.paused > 0, t.resumed
+		t.mu.Unlock()
+		if paused {
+			select {
+			case <-resumed:
+			case <-t.c.Done():
+			}
+			continue
+		}
+		ev, err := t.c.Receive(context.Background())
+		if err != nil {
+			t.lost()
+			return
+		}
+		t.handle(ev)
+	}
+}
+
+func (t *transport) handle(ev urp.ClientEvent) {
+	switch ev.Kind {
+	case urp.GotText:
+		if len(ev.Data) > 0 {
+			t.mu.Lock()
+			known := t.peers[ev.UID] || t.listener != nil
+			if known {
+				t.peers[ev.UID] = true
+			}
+			t.mu.Unlock()
+			if known {
+				t.e.Input(UserAddr(ev.UID), ev.Data)
+			}
+		}
+	case urp.GotJoined:
+		t.c.Queue(ev.UID, nil) // the greeting (U20)
+	case urp.GotLeft:
+		t.peerGone(ev.UID)
+	case urp.GotRole: // a member back to CONNECTED: kicked, or the host left
+		if t.listener == nil {
+			t.peerGone(t.host)
+		}
+	}
+}
+
+func (t *transport) peerGone(uid uint32) {
+	t.mu.Lock()
+	delete(t.peers, uid)
+	t.mu.Unlock()
+	t.e.TransportClosed(UserAddr(uid))
+}
+
+// lost ends every connection when the relay connection has ended; a
+// host's listener closes, since nobody can reach it any more.
+func (t *transport) lost() {
+	t.mu.Lock()
+	closing := t.closed
+	peers := t.peers
+	t.peers = make(map[uint32]bool)
+	t.mu.Unlock()
+	if closing {
+		return
+	}
+	for p := range peers {
+		t.e.TransportClosed(UserAddr(p))
+	}
+	if t.listener != nil {
+		go t.listener.CloseWithReason("relay connection lost")
+	}
+}
+
+var _ net.Addr = GroupAddr{}
