@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -574,7 +575,7 @@ func printW6(out io.Writer, cfg w6Config, rows []*w6Row) {
 			}
 			// The run of median goodput stands for the counts.
 			mid := slices.Clone(r.runs)
-			slices.SortFunc(mid, func(a, b w6Run) int { return cmpFloat(a.Goodput, b.Goodput) })
+			slices.SortFunc(mid, func(a, b w6Run) int { return cmp.Compare(a.Goodput, b.Goodput) })
 			m := mid[len(mid)/2]
 			order := fmt.Sprintf("%d / %d", m.Delivered, m.Sent)
 			if m.Disorder > 0 {
@@ -614,16 +615,6 @@ func printW6(out io.Writer, cfg w6Config, rows []*w6Row) {
 				strings.Join(errs, "; "))
 		}
 	}
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // rateText writes a rate in bytes a second as bits a second.

@@ -1,6 +1,7 @@
 package urp
 
 import (
+	stdcmp "cmp"
 	"encoding/binary"
 	"slices"
 	"testing"
@@ -412,7 +413,7 @@ func (s *relayProp) check(t *rapid.T) {
 	for uid, u := range s.m.users {
 		want = append(want, UserInfo{UID: uid, Role: u.role, GID: u.gid})
 	}
-	slices.SortFunc(want, func(a, b UserInfo) int { return cmpU32(a.UID, b.UID) })
+	slices.SortFunc(want, func(a, b UserInfo) int { return stdcmp.Compare(a.UID, b.UID) })
 	if diff := cmp.Diff(want, s.r.Users(), equateEmpty); diff != "" {
 		t.Fatalf("users (-model +relay):\n%s", diff)
 	}
@@ -420,7 +421,7 @@ func (s *relayProp) check(t *rapid.T) {
 	for gid, g := range s.m.groups {
 		wantG = append(wantG, GroupInfo{GID: gid, Host: g.host, Members: g.members, Password: g.pass, Flags: g.flags, Max: g.max})
 	}
-	slices.SortFunc(wantG, func(a, b GroupInfo) int { return cmpU32(a.GID, b.GID) })
+	slices.SortFunc(wantG, func(a, b GroupInfo) int { return stdcmp.Compare(a.GID, b.GID) })
 	if diff := cmp.Diff(wantG, s.r.Groups(), equateEmpty); diff != "" {
 		t.Fatalf("groups (-model +relay):\n%s", diff)
 	}

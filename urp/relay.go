@@ -1,6 +1,7 @@
 package urp
 
 import (
+	"cmp"
 	"slices"
 )
 
@@ -385,7 +386,7 @@ func (r *Relay) Users() []UserInfo {
 	for _, u := range r.users {
 		us = append(us, u.info())
 	}
-	slices.SortFunc(us, func(a, b UserInfo) int { return cmpU32(a.UID, b.UID) })
+	slices.SortFunc(us, func(a, b UserInfo) int { return cmp.Compare(a.UID, b.UID) })
 	return us
 }
 
@@ -412,18 +413,8 @@ func (r *Relay) Groups() []GroupInfo {
 	for _, g := range r.groups {
 		gs = append(gs, g.info())
 	}
-	slices.SortFunc(gs, func(a, b GroupInfo) int { return cmpU32(a.GID, b.GID) })
+	slices.SortFunc(gs, func(a, b GroupInfo) int { return cmp.Compare(a.GID, b.GID) })
 	return gs
-}
-
-func cmpU32(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (r *Relay) event(ev Event) { r.events.push(ev) }
