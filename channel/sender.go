@@ -434,22 +434,22 @@ type Acked struct {
 	// a round trip (D30).
 	First, Last clock.Time
 	Resends     uint32
-	// No numbers the packet among the sender's first sends, as
-	// Oldest does.
-	No int64
+	// Rel is the packet's reliable sequence number R (D7): counting
+	// reliable packets only, as Oldest does.
+	Rel Seq
 }
 
 // Oldest describes the oldest reliable packet in flight, if any: its
-// number among the sender's first sends, its latest send and its resends
-// so far. An ack of a packet sent several places after it tells a sender
+// reliable sequence number R (D7), its latest send and its resends so far.
+// An ack of a reliable packet sent several places after it tells a sender
 // it was probably lost before its resend is due (D30).
-func (s *Sender) Oldest() (no int64, last clock.Time, resends uint32, ok bool) {
+func (s *Sender) Oldest() (rel Seq, last clock.Time, resends uint32, ok bool) {
 	f := s.oldest()
 	if f < 0 {
 		return 0, 0, 0, false
 	}
 	r := &s.recs[f]
-	return r.no, r.last, r.resends, true
+	return r.rel, r.last, r.resends, true
 }
 
 // HandleAck handles an ack of packet seq (D13). It reports whether the ack
@@ -483,7 +483,7 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 	if e.no != no || !r.live || r.no != no {
 		return Acked{}, false
 	}
-	a = Acked{Bytes: len(r.chunk), First: r.first, Last: r.last, Resends: r.resends, No: r.no}
+	a = Acked{Bytes: len(r.chunk), First: r.first, Last: r.last, Resends: r.resends, Rel: r.rel}
 	s.free(e.idx)
 	s.deadSeq++
 	s.oldest() // drop dead entries at the front

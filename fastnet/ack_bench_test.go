@@ -10,7 +10,8 @@ import (
 // inFlightPair returns a pair whose client has reliable packets in flight
 // on n channels: the server's acks are dropped.
 func inFlightPair(tb testing.TB, n int) (*pair, *conn) {
-	p := newPair(tb, Config{MaxInFlight: 64 << 20}, Config{})
+	// Without the pacer (D30): every packet goes at one instant.
+	p := newPair(tb, Config{MaxInFlight: 64 << 20, Congestion: CongestionConfig{Disabled: true}}, Config{})
 	p.drop = func(from Role, b []byte) bool {
 		ch, _, err := parsePacket(b)
 		return err == nil && from == Server && ch == chAck

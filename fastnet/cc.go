@@ -107,7 +107,12 @@ func (cc *congestion) init(cfg *Config, now clock.Time) {
 	cc.cwnd = g.InitialWindow
 	cc.ssthresh = math.MaxInt
 	cc.filled = now
-	cc.tokens = float64(cc.cwnd)
+	// A full bucket: four datagrams of the smallest payload MTU, until
+	// the first fill sets the capacity of the rate.
+	cc.tokens = float64(ccBurstDatagrams * (DefaultPayloadMTU + 2))
+	if cc.fixed > 0 {
+		cc.tokens = capacity(cc.fixed, DefaultPayloadMTU+2)
+	}
 }
 
 // window returns the reliable bytes the controller lets be in flight.
@@ -166,9 +171,7 @@ func (cc *congestion) fill(now clock.Time, rate float64, datagram int) {
 	if now <= cc.filled {
 		return
 	}
-	if capacity := capacity(rate, datagram); cc.tokens < capacity {
-		cc.tokens = min(capacity, cc.tokens+rate*now.Sub(cc.filled).Seconds())
-	}
+	cc.tokens = min(capacity(rate, datagram), cc.tokens+rate*now.Sub(cc.filled).Seconds())
 	cc.filled = now
 }
 
@@ -182,13 +185,19 @@ func (cc *congestion) ready(now clock.Time, rate float64, datagram int) bool {
 }
 
 // spend takes the tokens of a packet of n bytes. What never waits for
-// the pacer (acks, heartbeats, MTU probes) may leave the bucket owing, but
-// never more than its capacity: those packets slow data down, and cannot
-// stop it for longer than a burst takes (N79).
-func (cc *congestion) spend(n int, rate float64, datagram int) {
-	if cc.on {
-		cc.tokens = max(cc.tokens-float64(n), -capacity(rate, datagram))
+// the pacer may leave the bucket owing, but never more than its capacity
+// (MTU probes, owe), or takes only what the bucket holds (acks and
+// heartbeats): those packets slow data down, and cannot stop it for longer
+// than a burst takes (N79).
+func (cc *congestion) spend(n int, rate float64, datagram int, owe bool) {
+	if !cc.on {
+		return
 	}
+	floor := -capacity(rate, datagram)
+	if !owe {
+		floor = min(cc.tokens, 0)
+	}
+	cc.tokens = max(cc.tokens-float64(n), floor)
 }
 
 // next returns when the pacer next lets a packet go, as of the bucket's

@@ -140,8 +140,17 @@ type conn struct {
 	// of the last (N57, N58).
 	win window
 
-	// cc is the congestion controller and pacer (D30).
-	cc congestion
+	// cc is the congestion controller and pacer (D30); ackedChans the
+	// channels an ack packet being handled acked packets of (N81).
+	cc         congestion
+	ackedChans []ackedChan
+}
+
+// ackedChan is a channel an ack packet being handled acked packets of, and
+// the newest such packet's R (N81).
+type ackedChan struct {
+	cs  *chanState
+	rel channel.Seq
 }
 
 const (
@@ -171,6 +180,9 @@ type chanState struct {
 	inRing bool
 	inSend bool
 	inRecv bool
+	// acked: an ack packet being handled acked a packet of the channel,
+	// which is in conn.ackedChans (N81).
+	acked bool
 	// sendIdx is the channel's place in c.sendChans while inSend, so that
 	// an ack removes it without a scan.
 	sendIdx int32

@@ -171,12 +171,23 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 		if ak.Resends == 0 {
 			c.ccInFlight -= ak.Bytes + wireOverhead
 		}
-		if no, last, n, ok := cs.snd.Oldest(); ok && n == 0 && ak.No-no >= lossReorder {
-			// Packets sent after the oldest were acked: it was
-			// probably lost, a round trip before its resend is due
-			// (D14); the window need not wait for it (N81).
-			if c.cc.onResend(now, last, c.payloadMTU, c.hb.sampled || c.cc.sampled) {
-				c.stats.CongestionEvents++
+		if c.cc.on {
+			// The newest reliable packet of cs this ack packet acks,
+			// for the loss check below.
+			if !cs.acked {
+				cs.acked = true
+				c.ackedChans = append(c.ackedChans, ackedChan{cs, ak.Rel})
+			} else {
+				// Entries come channel by channel: the latest is
+				// most often the one.
+				for i := len(c.ackedChans) - 1; i >= 0; i-- {
+					if e := &c.ackedChans[i]; e.cs == cs {
+						if channel.Distance(e.rel, ak.Rel) < channel.SeqSpace/2 {
+							e.rel = ak.Rel
+						}
+						break
+					}
+				}
 			}
 		}
 		c.stats.AcksReceived++
@@ -193,6 +204,24 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 			c.senderIdle(cs)
 		}
 	}
+	// Once the whole ack packet is taken (a lost ack's repeat follows the
+	// new entries, N29): reliable packets sent after a channel's oldest
+	// in flight were acked, so it was probably lost, a round trip before
+	// its resend is due (D14); the window need not wait for it (N81).
+	for i, e := range c.ackedChans {
+		c.ackedChans[i] = ackedChan{}
+		cs := e.cs
+		cs.acked = false
+		if cs.snd == nil {
+			continue
+		}
+		if rel, last, n, ok := cs.snd.Oldest(); ok && n == 0 && channel.Distance(rel, e.rel) >= lossReorder && channel.Distance(rel, e.rel) < channel.SeqSpace/2 {
+			if c.cc.onResend(now, last, c.payloadMTU+wireOverhead, c.hb.sampled || c.cc.sampled) {
+				c.stats.CongestionEvents++
+			}
+		}
+	}
+	c.ackedChans = c.ackedChans[:0]
 	if c.inFlight == 0 {
 		c.maxMTUInFlight = 0
 	}

@@ -1,6 +1,7 @@
 package fastnet
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/channel"
@@ -112,7 +113,12 @@ func (c *conn) paceReady(now clock.Time) bool {
 func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 	b, ok := c.pollPacket(now, buf)
 	if ok {
-		c.cc.spend(len(b)-len(buf), c.paceRate(), c.payloadMTU+2)
+		// Acks and heartbeats slow data down but never hold the bucket
+		// below empty: a connection receiving more than its own rate
+		// carries would otherwise owe its tokens for good, its data
+		// and resends never let go (N79).
+		ch := int16(binary.BigEndian.Uint16(b[len(buf):]))
+		c.cc.spend(len(b)-len(buf), c.paceRate(), c.payloadMTU+2, ch != chAck && ch != chHeartbeat)
 	}
 	return b, ok
 }
@@ -184,7 +190,7 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 					// resends are paced, not windowed (N76).
 					c.ccInFlight -= rs.Bytes + wireOverhead
 				}
-				if c.cc.onResend(now, rs.Prev, c.payloadMTU, c.hb.sampled || c.cc.sampled) {
+				if c.cc.onResend(now, rs.Prev, c.payloadMTU+wireOverhead, c.hb.sampled || c.cc.sampled) {
 					c.stats.CongestionEvents++
 				}
 				c.stats.PacketsResent++
@@ -206,20 +212,23 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 			c.ringPos = 0
 		}
 		cs := c.ring[c.ringPos]
-		if n, bytes := cs.snd.DropExpired(expired); n > 0 {
-			// Too late to be of use (D30, N80).
-			c.queued -= bytes
-			c.stats.UnreliableExpired += uint64(n)
-			if cs.tracked {
-				c.trackDropped(cs, bytes)
+		if c.cc.on {
+			if n, bytes := cs.snd.DropExpired(expired); n > 0 {
+				// Too late to be of use (D30, N80).
+				c.queued -= bytes
+				c.stats.UnreliableExpired += uint64(n)
+				if cs.tracked {
+					c.trackDropped(cs, bytes)
+				}
+				c.maybeWritable()
 			}
-			c.maybeWritable()
 		}
 		if !cs.snd.MayAppend() {
 			// Its sequence numbers wait for an ack (N41), which puts it
-			// back.
+			// back; or all it had expired, and it may be idle.
 			cs.inRing = false
 			c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
+			c.senderIdle(cs)
 			continue
 		}
 		if !roomReliable && cs.snd.NextReliable() {
