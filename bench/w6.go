@@ -36,6 +36,10 @@ import (
 // delay; the TUN path carries any IP traffic through the relay's own
 // queue model instead.
 
+// w6PathMTU is the path MTU of both of W6's paths: the TUN devices' own
+// (Linux's default for them), and the relay's datagram limit.
+const w6PathMTU = 1500
+
 // w6Link is one bottleneck: rate in bytes a second, round trip, queue in
 // bytes.
 type w6Link struct {
@@ -272,7 +276,10 @@ func runW6Once(ctx context.Context, cfg w6Config, r *w6Row) (w6Run, error) {
 	}
 	spec.Addr = addr
 	if r.path == "relay" {
-		relay, err := impair.Listen(ctx, "127.0.0.1:0", addr, impair.Config{Rate: r.link.Rate, Queue: r.link.Queue, Delay: r.link.RTT / 2})
+		// A 1500-byte path, as the TUN path's devices have: loopback's
+		// own would let MTU estimation probe 9 kB datagrams through a
+		// link of a few kilobytes of queue.
+		relay, err := impair.Listen(ctx, "127.0.0.1:0", addr, impair.Config{Rate: r.link.Rate, Queue: r.link.Queue, Delay: r.link.RTT / 2, MTU: w6PathMTU - 28})
 		if err != nil {
 			return w6Run{}, err
 		}
