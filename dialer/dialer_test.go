@@ -211,51 +211,55 @@ func TestDialUDPBesideRefusedTCP(t *testing.T) {
 	roundTrip(t, ctx, c)
 }
 
-// Only TCP listens and nothing is bound to the UDP port: the UDP dial
-// fails at once where the system reports the port unreachable (Linux,
-// N65), and TCP starts then instead of after the delay.
-func TestDialTCPWhenNothingOnUDP(t *testing.T) {
-	noLeaks(t)
-	ctx := testContext(t)
-	var l *driver.Listener
-	for range 20 {
-		addr := freePort(t)
-		var err error
-		if l, err = listenTCP(t, ctx, addr); err == nil {
-			break
-		}
+// Only TCP listens. With nothing bound to the UDP port the UDP dial fails
+// at once where the system reports the port unreachable (Linux, N65), and
+// TCP starts then instead of after the delay; with a UDP socket that
+// swallows datagrams silently, as a firewall that drops UDP does, TCP
+// starts after the delay. TCP wins either way.
+func TestDialTCPOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		silent bool
+		delay  time.Duration
+	}{
+		{"nothing-on-udp", false, 2 * time.Second},
+		{"silent-udp", true, 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeaks(t)
+			ctx := testContext(t)
+			addr := listenTCPOnly(t, ctx, tc.silent)
+			c, path, took := dial(t, ctx, addr, Config{Delay: tc.delay})
+			if path != TCP {
+				t.Fatalf("path %v, want tcp", path)
+			}
+			switch {
+			case tc.silent && took < tc.delay:
+				t.Errorf("took %v: TCP started before the delay of %v", took, tc.delay)
+			case !tc.silent && runtime.GOOS == "linux" && took >= tc.delay:
+				t.Errorf("took %v: TCP waited for the delay although UDP had failed", took)
+			}
+			roundTrip(t, ctx, c)
+		})
 	}
-	cfg := Config{Delay: 2 * time.Second}
-	c, path, took := dial(t, ctx, l.Addr().String(), cfg)
-	if path != TCP {
-		t.Fatalf("path %v, want tcp", path)
-	}
-	if runtime.GOOS == "linux" && took >= cfg.Delay {
-		t.Errorf("took %v: TCP waited for the delay although UDP had failed", took)
-	}
-	roundTrip(t, ctx, c)
 }
 
-// Only TCP answers, and the UDP port swallows datagrams silently, as a
-// firewall that drops UDP does: TCP starts after the delay and wins.
-func TestDialTCPWhenUDPSilent(t *testing.T) {
-	noLeaks(t)
-	ctx := testContext(t)
-	var l *driver.Listener
+// listenTCPOnly starts an echo server over TCP on a port where nothing
+// listens over UDP, or, with silent, where silentUDP does, and returns its
+// address.
+func listenTCPOnly(t *testing.T, ctx context.Context, silent bool) string {
+	t.Helper()
 	for range 20 {
 		addr := freePort(t)
-		var err error
-		if l, err = listenTCP(t, ctx, addr); err == nil {
-			silentUDP(t, addr)
-			break
+		if _, err := listenTCP(t, ctx, addr); err == nil {
+			if silent {
+				silentUDP(t, addr)
+			}
+			return addr
 		}
 	}
-	cfg := Config{Delay: 100 * time.Millisecond}
-	c, path, took := dial(t, ctx, l.Addr().String(), cfg)
-	if path != TCP || took < cfg.Delay {
-		t.Fatalf("path %v after %v, want tcp after at least %v", path, took, cfg.Delay)
-	}
-	roundTrip(t, ctx, c)
+	t.Fatal("no port free for both TCP and UDP")
+	return ""
 }
 
 // listenBoth starts echo servers over UDP and TCP on one port.

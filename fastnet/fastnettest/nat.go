@@ -37,13 +37,16 @@ const (
 	AddressAndPortDependentMapping
 )
 
-var mappingNames = [...]string{"endpoint-independent", "address-dependent", "address-and-port-dependent"}
+func (m Mapping) String() string { return behaviour("Mapping", uint8(m)) }
 
-func (m Mapping) String() string {
-	if int(m) < len(mappingNames) {
-		return mappingNames[m]
+// behaviour names a Mapping or Filtering value v of the type named typ:
+// both have the same three kinds in the same order.
+func behaviour(typ string, v uint8) string {
+	names := [...]string{"endpoint-independent", "address-dependent", "address-and-port-dependent"}
+	if int(v) < len(names) {
+		return names[v]
 	}
-	return fmt.Sprintf("Mapping(%d)", m)
+	return fmt.Sprintf("%s(%d)", typ, v)
 }
 
 // Filtering is a NAT's filtering behaviour (RFC 4787 section 5): which
@@ -61,14 +64,7 @@ const (
 	AddressAndPortDependentFiltering
 )
 
-var filteringNames = [...]string{"endpoint-independent", "address-dependent", "address-and-port-dependent"}
-
-func (f Filtering) String() string {
-	if int(f) < len(filteringNames) {
-		return filteringNames[f]
-	}
-	return fmt.Sprintf("Filtering(%d)", f)
-}
+func (f Filtering) String() string { return behaviour("Filtering", uint8(f)) }
 
 // PortAssignment is how a NAT picks the external port of a new mapping.
 type PortAssignment uint8
