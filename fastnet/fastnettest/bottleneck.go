@@ -134,6 +134,7 @@ type held struct {
 	b     []byte // from the pool
 	size  int    // len(b) + Overhead
 	at    clock.Time
+	hop   *natHop // set if the datagram crosses a NAT
 }
 
 // NewBottleneck returns a bottleneck of this network, idle, for links to
@@ -228,7 +229,7 @@ func (b *Bottleneck) startHead() {
 }
 
 // enter puts the datagram p of link l in the queue, or drops it.
-func (b *Bottleneck) enter(l *link, epoch uint32, p []byte) {
+func (b *Bottleneck) enter(l *link, epoch uint32, p []byte, hop *natHop) {
 	n := b.n
 	size := len(p) + b.over
 	b.stats.Offered++
@@ -240,7 +241,7 @@ func (b *Bottleneck) enter(l *link, epoch uint32, p []byte) {
 		n.drop(l, p, dropQueue)
 		return
 	}
-	b.q = append(b.q, held{l: l, epoch: epoch, b: p, size: size, at: n.now})
+	b.q = append(b.q, held{l: l, epoch: epoch, b: p, size: size, at: n.now, hop: hop})
 	b.bytes += size
 	b.stats.MaxQueued = max(b.stats.MaxQueued, len(b.q)-b.head)
 	b.stats.MaxQueuedBytes = max(b.stats.MaxQueuedBytes, b.bytes)
@@ -287,5 +288,5 @@ func (b *Bottleneck) depart(gen uint32) {
 		n.drop(h.l, h.b, dropCut)
 		return
 	}
-	n.propagate(h.l, h.b, n.now.Add(b.delay))
+	n.propagate(h.l, h.b, n.now.Add(b.delay), h.hop)
 }

@@ -16,6 +16,16 @@
 // through it, and [Bottleneck.Stats] counts what it offered, forwarded and
 // dropped and how deep its queue grew.
 //
+// A [NAT] ([Network.AddNAT]) translates the addresses of the nodes put
+// behind it ([Network.AddBehind]) as RFC 4787 describes: a mapping
+// behaviour and a filtering behaviour (each endpoint-independent,
+// address-dependent or address-and-port-dependent; [FullCone],
+// [AddressRestricted], [PortRestricted] and [Symmetric] are presets), a
+// mapping timeout, hairpinning on or off, and a port assignment. Nodes
+// behind one NAT share a LAN; a NAT is also a pure state machine
+// ([NAT.Outbound], [NAT.Inbound]) that a test can drive by itself. The
+// hole punching these model is designed in docs/nat.md.
+//
 // Virtual time starts at clock.Epoch and moves only as the network steps:
 // [Network.Step] jumps to the next arrival or node deadline, whichever is
 // first, feeds it to its node, and drains that node's PollTransmit and

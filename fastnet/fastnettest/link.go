@@ -116,6 +116,7 @@ type LinkStats struct {
 	Filtered  uint64 // Network.Filter returned false
 	NoRoute   uint64 // no node at the destination address
 	Cut       uint64 // in flight when CloseTransport cut the link
+	NAT       uint64 // dropped by a NAT (see NATStats for why)
 	// ChecksumDrops counts corrupted copies that UDPChecksum caught;
 	// Corrupted - ChecksumDrops of them were delivered damaged.
 	ChecksumDrops uint64
@@ -123,7 +124,7 @@ type LinkStats struct {
 
 // Dropped returns the number of datagrams dropped for any cause.
 func (s LinkStats) Dropped() uint64 {
-	return s.Lost + s.TooBig + s.QueueFull + s.Filtered + s.NoRoute + s.Cut + s.ChecksumDrops
+	return s.Lost + s.TooBig + s.QueueFull + s.Filtered + s.NoRoute + s.Cut + s.ChecksumDrops + s.NAT
 }
 
 func (s *LinkStats) add(o LinkStats) {
@@ -140,6 +141,7 @@ func (s *LinkStats) add(o LinkStats) {
 	s.Filtered += o.Filtered
 	s.NoRoute += o.NoRoute
 	s.Cut += o.Cut
+	s.NAT += o.NAT
 	s.ChecksumDrops += o.ChecksumDrops
 }
 
@@ -172,6 +174,7 @@ const (
 	dropNoRoute
 	dropCut
 	dropChecksum
+	dropNAT
 )
 
 var dropCauseNames = [...]string{
@@ -182,6 +185,7 @@ var dropCauseNames = [...]string{
 	dropNoRoute:  "noroute",
 	dropCut:      "cut",
 	dropChecksum: "checksum",
+	dropNAT:      "nat",
 }
 
 func (s *LinkStats) countDrop(c dropCause) {
@@ -200,11 +204,17 @@ func (s *LinkStats) countDrop(c dropCause) {
 		s.Cut++
 	case dropChecksum:
 		s.ChecksumDrops++
+	case dropNAT:
+		s.NAT++
 	}
 }
 
 // transmit puts the datagram b, already copied into a pooled buffer, on l.
-func (n *Network) transmit(l *link, b []byte) {
+func (n *Network) transmit(l *link, b []byte) { n.transmitHop(l, b, nil) }
+
+// transmitHop is transmit of a datagram that crosses a NAT if hop is set;
+// one bound for a NAT's external address finds its node when it arrives.
+func (n *Network) transmitHop(l *link, b []byte, hop *natHop) {
 	l.stats.Sent++
 	l.stats.SentBytes += uint64(len(b))
 	cfg := &l.cfg
@@ -212,7 +222,7 @@ func (n *Network) transmit(l *link, b []byte) {
 		n.drop(l, b, dropFilter)
 		return
 	}
-	if l.dst == nil {
+	if l.dst == nil && (hop == nil || hop.nat == nil) {
 		l.dst = n.byAddr[l.to]
 		if l.dst == nil {
 			n.drop(l, b, dropNoRoute)
@@ -247,33 +257,33 @@ func (n *Network) transmit(l *link, b []byte) {
 	if bn := cfg.Bottleneck; bn != nil {
 		if departure > n.now {
 			n.seq++
-			n.q.push(departure, n.seq, packet{l: l, epoch: l.epoch, b: b, kind: kindEnter, bn: bn})
+			n.q.push(departure, n.seq, packet{l: l, epoch: l.epoch, b: b, kind: kindEnter, bn: bn, hop: hop})
 			return
 		}
-		bn.enter(l, l.epoch, b)
+		bn.enter(l, l.epoch, b, hop)
 		return
 	}
-	n.propagate(l, b, departure)
+	n.propagate(l, b, departure, hop)
 }
 
 // propagate sends the datagram b on from the queues of l, duplicated as
 // l says, leaving at departure.
-func (n *Network) propagate(l *link, b []byte, departure clock.Time) {
+func (n *Network) propagate(l *link, b []byte, departure clock.Time, hop *natHop) {
 	cfg := &l.cfg
 	if cfg.Dup > 0 && n.rng.Float64() < cfg.Dup {
 		c := n.pool.get(len(b))
 		copy(c, b)
 		l.stats.Duplicated++
-		n.schedule(l, b, departure, false)
-		n.schedule(l, c, departure, true)
+		n.schedule(l, b, departure, false, hop)
+		n.schedule(l, c, departure, true, hop)
 		return
 	}
-	n.schedule(l, b, departure, false)
+	n.schedule(l, b, departure, false, hop)
 }
 
 // schedule puts one copy of a datagram in flight on l, leaving the link at
 // departure.
-func (n *Network) schedule(l *link, b []byte, departure clock.Time, dup bool) {
+func (n *Network) schedule(l *link, b []byte, departure clock.Time, dup bool, hop *natHop) {
 	cfg := &l.cfg
 	corrupted := false
 	if cfg.Corrupt > 0 && len(b) > 0 && n.rng.Float64() < cfg.Corrupt {
@@ -311,7 +321,7 @@ func (n *Network) schedule(l *link, b []byte, departure clock.Time, dup bool) {
 		l.lastArrival = at
 	}
 	n.seq++
-	n.q.push(at, n.seq, packet{l: l, epoch: l.epoch, b: b})
+	n.q.push(at, n.seq, packet{l: l, epoch: l.epoch, b: b, hop: hop})
 	if n.Trace != nil {
 		n.traceSend(l, b, at, dup, corrupted, reordered)
 	}

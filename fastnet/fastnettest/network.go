@@ -107,6 +107,8 @@ type Network struct {
 	buf         []byte // passed to PollTransmit
 	tbuf        []byte // a trace line being built
 
+	nats map[netip.Addr]*NAT // made by AddNAT, by external IP
+
 	dirty        bool       // OnEvent ran, or a node was added: any node may have output
 	instant      clock.Time // the instant of the latest step
 	instantSteps int        // steps taken at it
@@ -118,6 +120,7 @@ type node struct {
 	n        Node
 	deadline clock.Time // NextDeadline when last asked; 0 if none
 	events   []fastnet.Event
+	nat      *NAT // the NAT it is behind (AddBehind), if any
 
 	// The link of the latest datagram sent, which is most often the link
 	// of the next one.
@@ -153,7 +156,7 @@ func (n *Network) Add(addr netip.AddrPort, nd Node) {
 	if !addr.IsValid() {
 		panic("fastnettest: Add of an invalid address")
 	}
-	if n.byAddr[addr] != nil {
+	if n.byAddr[addr] != nil || n.nats[addr.Addr()] != nil {
 		panic("fastnettest: Add of a taken address " + addr.String())
 	}
 	if c, ok := nd.(interface{ Config() fastnet.Config }); ok {
@@ -265,6 +268,14 @@ func (n *Network) TakeEvents(addr netip.AddrPort) []fastnet.Event {
 func (n *Network) Inject(from, to netip.AddrPort, b []byte) {
 	c := n.pool.get(len(b))
 	copy(c, b)
+	if n.nats != nil {
+		var nat *NAT
+		if st := n.byAddr[from]; st != nil {
+			nat = st.nat
+		}
+		n.route(from, nat, to, c)
+		return
+	}
 	n.transmit(n.link(from, to), c)
 }
 
@@ -446,7 +457,7 @@ func (n *Network) step() (clock.Time, bool) {
 				n.drop(p.l, p.b, dropCut)
 				break
 			}
-			p.bn.enter(p.l, p.epoch, p.b)
+			p.bn.enter(p.l, p.epoch, p.b, p.hop)
 		case kindDepart:
 			n.departs--
 			p.bn.depart(p.gen)
@@ -473,14 +484,21 @@ func (n *Network) deliver(p packet) {
 		n.drop(l, p.b, dropCut)
 		return
 	}
+	dst, from := l.dst, l.from
+	if p.hop != nil {
+		var ok bool
+		if dst, from, ok = n.arrive(l, p); !ok {
+			return
+		}
+	}
 	l.stats.Delivered++
 	l.stats.DeliveredBytes += uint64(len(p.b))
 	if n.Trace != nil {
 		n.traceRecv(l, p.b)
 	}
-	l.dst.n.HandleDatagram(n.now, l.from, p.b)
+	dst.n.HandleDatagram(n.now, from, p.b)
 	n.pool.put(p.b)
-	n.flush(l.dst)
+	n.flush(dst)
 }
 
 // collect drains every node, at the start of a method that steps, since
@@ -512,13 +530,17 @@ func (n *Network) flush(st *node) {
 			if tx.N < 0 || tx.N > len(n.buf) {
 				panic(fmt.Sprintf("fastnettest: node %v returned Transmit.N %d for a buffer of %d", st.addr, tx.N, len(n.buf)))
 			}
+			b := n.pool.get(tx.N)
+			copy(b, n.buf[:tx.N])
+			if n.nats != nil {
+				n.route(st.addr, st.nat, tx.To, b)
+				continue
+			}
 			lk := st.last
 			if lk == nil || lk.to != tx.To {
 				lk = n.link(st.addr, tx.To)
 				st.last = lk
 			}
-			b := n.pool.get(tx.N)
-			copy(b, n.buf[:tx.N])
 			n.transmit(lk, b)
 		}
 		got := false

@@ -14,6 +14,7 @@ type packet struct {
 	kind  packetKind
 	bn    *Bottleneck // kindEnter, kindDepart
 	gen   uint32      // kindDepart: the bottleneck's gen when scheduled
+	hop   *natHop     // set if the datagram crosses a NAT (nat.go)
 }
 
 // packetKind says what happens when a packet comes out of the flight queue.
