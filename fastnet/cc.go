@@ -124,8 +124,8 @@ func (cc *congestion) window() int {
 }
 
 // rate returns the pacing rate in bytes per second, given the RTT the
-// heartbeats measure (D17) for before the first ack is sampled; +Inf when
-// nothing is paced.
+// heartbeats measure (D17) for before the first ack is sampled (N85);
+// +Inf when nothing is paced.
 func (cc *congestion) rate(hbRTT time.Duration) float64 {
 	if !cc.on {
 		return math.Inf(1)

@@ -98,7 +98,15 @@ func (c *conn) roomReliable() bool {
 }
 
 // paceRate returns the connection's pacing rate in bytes per second (D30).
-func (c *conn) paceRate() float64 { return c.cc.rate(c.hb.srtt) }
+// Before any ack has timed a round trip, the heartbeats' smallest one
+// stands for it, or D17's smoothed RTT before they have one (N85).
+func (c *conn) paceRate() float64 {
+	rtt := c.hb.srtt
+	if c.hb.sampled {
+		rtt = c.hb.minRTT
+	}
+	return c.cc.rate(rtt)
+}
 
 // paceReady reports whether the pacer lets data or a resend go at now
 // (D30, N79).
