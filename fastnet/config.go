@@ -226,6 +226,9 @@ type Config struct {
 
 	// Congestion control (D30), on Datagram transports.
 	Congestion CongestionConfig
+	// Punch holds the settings of introductions and hole punching
+	// (docs/nat.md), on Datagram transports.
+	Punch PunchConfig
 
 	// UnreliableMaxDelay bounds how long an unreliable message may wait
 	// to be sent, behind the pacer, a full window or the messages queued
@@ -238,6 +241,9 @@ type Config struct {
 
 	// MTU estimation (D19), on Datagram transports.
 	MTU MTUConfig
+
+	// defaultRand records that Rand was left to its predictable default.
+	defaultRand bool
 }
 
 // CongestionConfig holds the settings of congestion control (D30, N76-N83).
@@ -262,6 +268,24 @@ type CongestionConfig struct {
 	// MinWindow is the smallest window losses reduce it to. Default 2400
 	// (two datagrams of a common path).
 	MinWindow int
+}
+
+// PunchConfig holds the settings of the punch extension: introductions
+// through a server both peers are connected to, and hole punching between
+// them (docs/nat.md, X1-X23). An endpoint speaks it, and so asks and
+// answers "query:ext:punch" (X2), when it is an introducer; a plain
+// Client or Server endpoint does not.
+type PunchConfig struct {
+	// Disabled makes the endpoint a strict 1.0 peer for this extension
+	// whatever else is set: it neither asks nor answers
+	// "query:ext:punch", and drops both literals as bad-control, as 1.0
+	// drops any unknown one (X2, X20).
+	Disabled bool
+	// Introducer makes a Server endpoint an introducer (S of docs/nat.md):
+	// it negotiates the extension with its clients. An introducer draws
+	// intro ids and tokens from Config.Rand, which must then be set: the
+	// default PCG is predictable (X16). Not for a Client.
+	Introducer bool
 }
 
 // MTUConfig holds the settings of MTU estimation (D19).
@@ -350,6 +374,7 @@ const (
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
 	if c.Rand == nil {
+		c.defaultRand = true
 		c.Rand = rand.New(rand.NewPCG(0x66617374, 0x6e6574))
 	}
 	if c.MaxMessageSize == 0 {
@@ -529,6 +554,10 @@ func (c Config) resolve() (Config, error) {
 		return bad("MTU intervals must be positive")
 	case c.MTU.MaxConcurrent < 1:
 		return bad("MTU.MaxConcurrent %d is not positive", c.MTU.MaxConcurrent)
+	case c.Punch.Introducer && c.Role == Client:
+		return bad("Punch.Introducer: a Client cannot introduce; want a Server")
+	case c.Punch.Introducer && c.defaultRand:
+		return bad("Punch.Introducer needs Rand: intro ids and tokens must be unguessable (X16)")
 	}
 	if c.Transport == Datagram {
 		if err := c.mtuConfig().Validate(); err != nil {

@@ -63,6 +63,11 @@ type conn struct {
 	bundleAsks           uint8
 	// bundling is set while bundle fills a datagram (N79).
 	bundling bool
+	// The punch extension (X2, docs/nat.md): punchTo once the peer
+	// answered "query:ext:punch=yes" (it speaks introductions), and
+	// punchAsks the queries sent so far.
+	punchTo   bool
+	punchAsks uint8
 
 	// Channels.
 	chans     map[int16]*chanState

@@ -142,6 +142,7 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 	if now >= c.hb.nextSend {
 		v := c.hb.originate(now, heartbeatInterval(cfg.Timeout))
 		c.askBundles() // with each of the first few heartbeats (D24, N69)
+		c.askPunch()   // and the punch extension's likewise (X2)
 		return appendHeartbeat(appendPacketHeader(buf, chHeartbeat), v), true
 	}
 	if c.pendingAcks() > 0 {

@@ -84,6 +84,8 @@ func (e *Endpoint) handleControl(now clock.Time, from netip.AddrPort, c *conn, p
 	}
 	if m.kind == ctlQueryBundle || m.kind == ctlBundleYes {
 		e.bundleControl(from, c, m) // either role (D24)
+	} else if m.kind == ctlQueryPunch || m.kind == ctlPunchYes {
+		e.punchControl(from, c, m) // either role (X2)
 	} else if e.cfg.Role == Server {
 		e.serverControl(now, from, c, m, 2+len(p))
 	} else {
@@ -218,6 +220,7 @@ func (e *Endpoint) validate(now clock.Time, c *conn) {
 	c.recvBudget.Limit = e.cfg.ConnReceiveMemory
 	c.startMTU(now)
 	c.askBundles() // not before: the query would spend the challenge's budget (N73)
+	c.askPunch()   // likewise (X2)
 	e.estats.ConnectionsOpened++
 	e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id})
 	for i, ev := range c.held {

@@ -61,6 +61,8 @@ const (
 	ctlDisconnect                          // "disconnect" + UTF-8 reason (D18)
 	ctlQueryBundle                         // "query:ext:bundle" (D24)
 	ctlBundleYes                           // "query:ext:bundle=yes" (D24)
+	ctlQueryPunch                          // "query:ext:punch" (X2, docs/nat.md)
+	ctlPunchYes                            // "query:ext:punch=yes" (X2)
 )
 
 // The channel -1 literals, exactly as they travel (ASCII, no terminator).
@@ -75,6 +77,8 @@ const (
 	litDisconnect   = "disconnect"
 	litQueryBundle  = "query:ext:bundle"
 	litBundleYes    = "query:ext:bundle=yes"
+	litQueryPunch   = "query:ext:punch"
+	litPunchYes     = "query:ext:punch=yes"
 
 	// Version is the protocol version this package speaks.
 	Version = "1.0"
@@ -107,6 +111,10 @@ func parseControl(p []byte) (control, error) {
 		return control{kind: ctlQueryBundle}, nil
 	case litBundleYes:
 		return control{kind: ctlBundleYes}, nil
+	case litQueryPunch:
+		return control{kind: ctlQueryPunch}, nil
+	case litPunchYes:
+		return control{kind: ctlPunchYes}, nil
 	}
 	switch {
 	case len(p) == len(litConnected)+4 && string(p[:len(litConnected)]) == litConnected:
@@ -161,6 +169,10 @@ func appendControl(b []byte, c control) []byte {
 		return append(b, litQueryBundle...)
 	case ctlBundleYes:
 		return append(b, litBundleYes...)
+	case ctlQueryPunch:
+		return append(b, litQueryPunch...)
+	case ctlPunchYes:
+		return append(b, litPunchYes...)
 	}
 	panic("fastnet: internal: unknown control kind")
 }
