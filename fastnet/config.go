@@ -11,14 +11,22 @@ import (
 	"github.com/fastnet-engine/fastnet/mtu"
 )
 
-// Role says whether an endpoint is a client or a server. The specification
-// makes every entity one or the other, never both.
+// Role says whether an endpoint is a client, a server or a peer. The
+// specification makes every entity one or the other, never both; the
+// project reads that per connection (X19, docs/nat.md): each connection
+// has exactly one client and one server, and a Peer endpoint holds
+// connections of both roles on one transport.
 type Role uint8
 
-// The two roles.
+// The roles.
 const (
 	Client Role = iota + 1
 	Server
+	// Peer is an endpoint that both dials and accepts on one socket: its
+	// Connect opens client-role connections, and a "connect?" from an
+	// address without a connection opens a server-role one if it is
+	// accepted (by default only an introduced peer is, X12, X19).
+	Peer
 )
 
 func (r Role) String() string {
@@ -27,6 +35,8 @@ func (r Role) String() string {
 		return "client"
 	case Server:
 		return "server"
+	case Peer:
+		return "peer"
 	}
 	return "Role(?)"
 }
@@ -66,7 +76,7 @@ func (t Transport) String() string {
 // clock.Never instead of overflowing, so a duration too long for the
 // clock's range (math.MaxInt64, or about 290 years) means "never" (N36).
 type Config struct {
-	// Role is Client or Server. Required.
+	// Role is Client, Server or Peer. Required.
 	Role Role
 	// Transport is Datagram (default) or Stream.
 	Transport Transport
@@ -79,8 +89,15 @@ type Config struct {
 
 	// Accept, on a server, decides whether to accept a connection from addr.
 	// A non-nil error refuses it, and the error's text is sent to the client
-	// as the "abort" reason. Nil accepts everything.
+	// as the "abort" reason. Nil accepts everything. On a Peer it is asked
+	// only about addresses it may accept at all: introduced ones, and
+	// strangers if AcceptStrangers is set (X19).
 	Accept func(addr netip.AddrPort) error
+	// AcceptStrangers lets a Peer accept a "connect?" from an address no
+	// introduction proved, as a server does (subject to Accept). Default
+	// false: a Peer refuses strangers with the reason "not introduced"
+	// (X12, X19).
+	AcceptStrangers bool
 
 	// MaxPacketSize is the largest packet, channel id included, this
 	// endpoint sends (the specification's "maximum packet size", advertised
@@ -273,15 +290,15 @@ type CongestionConfig struct {
 // PunchConfig holds the settings of the punch extension: introductions
 // through a server both peers are connected to, and hole punching between
 // them (docs/nat.md, X1-X23). An endpoint speaks it, and so asks and
-// answers "query:ext:punch" (X2), when it is an introducer; a plain
-// Client or Server endpoint does not.
+// answers "query:ext:punch" (X2), when it is an introducer or a Peer; a
+// plain Client or Server endpoint does not.
 type PunchConfig struct {
 	// Disabled makes the endpoint a strict 1.0 peer for this extension
 	// whatever else is set: it neither asks nor answers
 	// "query:ext:punch", and drops both literals as bad-control, as 1.0
 	// drops any unknown one (X2, X20).
 	Disabled bool
-	// Introducer makes a Server endpoint an introducer (S of docs/nat.md):
+	// Introducer makes a Server or Peer endpoint an introducer (S of docs/nat.md):
 	// it negotiates the extension with its clients. An introducer draws
 	// intro ids and tokens from Config.Rand, which must then be set: the
 	// default PCG is predictable (X16). Not for a Client.
@@ -491,8 +508,8 @@ func (c Config) resolve() (Config, error) {
 		return c, errors.New("fastnet: invalid config: " + fmt.Sprintf(format, args...))
 	}
 	switch {
-	case c.Role != Client && c.Role != Server:
-		return bad("Role must be Client or Server")
+	case c.Role != Client && c.Role != Server && c.Role != Peer:
+		return bad("Role must be Client, Server or Peer")
 	case c.Transport != Datagram && c.Transport != Stream:
 		return bad("unknown Transport %d", c.Transport)
 	case c.MaxPacketSize < 4096:
@@ -555,7 +572,9 @@ func (c Config) resolve() (Config, error) {
 	case c.MTU.MaxConcurrent < 1:
 		return bad("MTU.MaxConcurrent %d is not positive", c.MTU.MaxConcurrent)
 	case c.Punch.Introducer && c.Role == Client:
-		return bad("Punch.Introducer: a Client cannot introduce; want a Server")
+		return bad("Punch.Introducer: a Client cannot introduce; want a Server or a Peer")
+	case c.Transport == Stream && c.Role == Peer:
+		return bad("Role Peer needs a Datagram transport: a stream is one connection of one role")
 	case c.Punch.Introducer && c.defaultRand:
 		return bad("Punch.Introducer needs Rand: intro ids and tokens must be unguessable (X16)")
 	}

@@ -28,6 +28,9 @@ type conn struct {
 	addr   netip.AddrPort
 	id     uint32
 	state  connState
+	// role is this side's role on the connection: Client or Server, never
+	// Peer (X19).
+	role Role
 
 	// heap bookkeeping of the endpoint's timer heap.
 	heapIdx  int
@@ -218,11 +221,12 @@ const (
 	ptrSize        = 4 << (^uintptr(0) >> 63) // 4 or 8
 )
 
-func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
+func newConn(ep *Endpoint, h Handle, addr netip.AddrPort, role Role) *conn {
 	c := &conn{
 		ep:         ep,
 		handle:     h,
 		addr:       addr,
+		role:       role,
 		heapIdx:    -1,
 		chans:      make(map[int16]*chanState),
 		payloadMTU: ep.cfg.InitialPayloadMTU,
@@ -235,7 +239,7 @@ func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
 	c.recvBudget.Parent = &ep.recvBudget
 	c.recvBudget.Reserve = ep.recvBudget.Reserve
 	c.liveReceivers, c.liveSenders = ep.liveReceivers, ep.liveReceivers
-	c.hb.init(ep.cfg.Role)
+	c.hb.init(role)
 	c.cc.init(&ep.cfg, ep.now)
 	c.stats.PayloadMTU = c.payloadMTU
 	return c

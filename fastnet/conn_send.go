@@ -133,7 +133,7 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 	}
 	cfg := &c.ep.cfg
 	if v, ok := c.hb.popEcho(); ok {
-		if c.ep.cfg.Role == Client && c.inFlight == 0 && now >= c.hb.earlyUntil {
+		if c.role == Client && c.inFlight == 0 && now >= c.hb.earlyUntil {
 			// The echo is this side's heartbeat for the interval (N54).
 			c.hb.echoSent(now, heartbeatInterval(cfg.Timeout))
 		}

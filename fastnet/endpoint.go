@@ -20,7 +20,8 @@ type Endpoint struct {
 	conns      map[Handle]*conn
 	byAddr     map[netip.AddrPort]*conn
 	lastConn   *conn            // the connection of the latest datagram, saving a lookup
-	ids        map[uint32]*conn // server: IDs in use
+	ids        map[uint32]*conn // IDs in use by server-role connections (N1, X19)
+	served     int              // server-role connections (X19)
 	nextHandle Handle
 	pending    int // client: connections still in their handshake
 
@@ -118,11 +119,12 @@ func (e *Endpoint) Config() Config { return e.cfg }
 
 // Connect starts a client's handshake with the server at to and returns the
 // handle of the new connection. EventConnected, EventRefused or
-// EventConnectFailed follows. It fails with ErrWrongRole on a server,
+// EventConnectFailed follows: the connection is client-role, on a Peer
+// as on a Client (X19). It fails with ErrWrongRole on a server,
 // ErrTooManyHandshakes when Config.MaxPendingHandshakes are under way, and
 // ErrAlreadyConnected if a connection to the same address exists.
 func (e *Endpoint) Connect(now clock.Time, to netip.AddrPort) (Handle, error) {
-	if e.cfg.Role != Client {
+	if e.cfg.Role == Server {
 		return 0, ErrWrongRole
 	}
 	if e.pending >= e.cfg.MaxPendingHandshakes {
@@ -132,14 +134,14 @@ func (e *Endpoint) Connect(now clock.Time, to netip.AddrPort) (Handle, error) {
 		return 0, ErrAlreadyConnected
 	}
 	e.at(now)
-	c := e.addConn(now, to)
+	c := e.addConn(now, to, Client)
 	e.pending++
 	c.startHandshake(now)
 	e.touch(c, now)
 	return c.handle, nil
 }
 
-func (e *Endpoint) addConn(now clock.Time, addr netip.AddrPort) *conn {
+func (e *Endpoint) addConn(now clock.Time, addr netip.AddrPort, role Role) *conn {
 	// Handles wrap after 2^32 connections; one still in use is skipped,
 	// so two live connections never share one.
 	for {
@@ -148,7 +150,10 @@ func (e *Endpoint) addConn(now clock.Time, addr netip.AddrPort) *conn {
 			break
 		}
 	}
-	c := newConn(e, e.nextHandle, addr)
+	c := newConn(e, e.nextHandle, addr, role)
+	if role == Server {
+		e.served++
+	}
 	c.startWindow(now)
 	e.conns[c.handle] = c
 	e.byAddr[addr] = c
@@ -164,8 +169,11 @@ func (e *Endpoint) removeConn(c *conn) {
 	if e.byAddr[c.addr] == c {
 		delete(e.byAddr, c.addr)
 	}
-	if c.id != 0 && e.ids[c.id] == c && e.cfg.Role == Server {
-		delete(e.ids, c.id)
+	if c.role == Server {
+		e.served--
+		if c.id != 0 && e.ids[c.id] == c {
+			delete(e.ids, c.id)
+		}
 	}
 	if c.heapIdx >= 0 {
 		e.timers.remove(c.heapIdx)

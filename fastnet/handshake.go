@@ -19,6 +19,10 @@ import (
 // errServerFull is the reason a server full of connections refuses another.
 var errServerFull = errors.New("server full")
 
+// errNotIntroduced is the reason a Peer refuses a "connect?" from an
+// address no introduction proved (X12, X19).
+var errNotIntroduced = errors.New("not introduced")
+
 // startHandshake sends the client's first queries (D15).
 func (c *conn) startHandshake(now clock.Time) {
 	c.state = stateQuerying
@@ -86,10 +90,12 @@ func (e *Endpoint) handleControl(now clock.Time, from netip.AddrPort, c *conn, p
 		e.bundleControl(from, c, m) // either role (D24)
 	} else if m.kind == ctlQueryPunch || m.kind == ctlPunchYes {
 		e.punchControl(from, c, m) // either role (X2)
-	} else if e.cfg.Role == Server {
-		e.serverControl(now, from, c, m, 2+len(p))
-	} else {
+	} else if c != nil && c.role == Client || c == nil && e.cfg.Role == Client {
+		// By the connection's role; from an address without one, by
+		// the server's rules unless this is a client (X19).
 		e.clientControl(now, c, m)
+	} else {
+		e.serverControl(now, from, c, m, 2+len(p))
 	}
 	if c != nil {
 		e.touch(c, now)
@@ -145,6 +151,10 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 	if e.cfg.Transport == Stream {
 		room = maxReason // the transport's handshake proved the address
 	}
+	if e.cfg.Role == Peer && !e.cfg.AcceptStrangers && !e.introduced(from) {
+		e.reject(from, cutTo(errNotIntroduced.Error(), room))
+		return
+	}
 	if e.validated() >= e.cfg.MaxConnections {
 		e.reject(from, cutTo(errServerFull.Error(), room))
 		return
@@ -163,7 +173,7 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 			e.disconnect(now, old, ErrTimeout, false)
 		}
 	}
-	c := e.addConn(now, from)
+	c := e.addConn(now, from, Server)
 	c.id = e.newID()
 	e.ids[c.id] = c
 	if datagram {
@@ -184,8 +194,8 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 }
 
 // validated returns the number of a server's validated connections, those
-// counted against Config.MaxConnections.
-func (e *Endpoint) validated() int { return len(e.conns) - e.unvalidated.n }
+// counted against Config.MaxConnections: server-role ones only (X19).
+func (e *Endpoint) validated() int { return e.served - e.unvalidated.n }
 
 // afterHeartbeat validates c once its client echoed the challenge, or ends
 // it silently if the client echoed a value never sent (D25).
@@ -320,7 +330,7 @@ func (c *conn) establish(now clock.Time) {
 	c.state = stateConnected
 	c.retryAt = 0
 	c.hb.start(now)
-	if c.ep.cfg.Role == Client && c.ep.cfg.Transport == Datagram {
+	if c.role == Client && c.ep.cfg.Transport == Datagram {
 		// The server may be validating this client's address (D25): its
 		// heartbeats give the server the bytes it may answer with, and
 		// it echoes every challenge, so they go out every ConnectRetry

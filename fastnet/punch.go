@@ -25,11 +25,11 @@ import (
 const punchAsks = 6
 
 // punchOn reports whether the endpoint speaks the punch extension: on a
-// Datagram transport, as an introducer, unless
+// Datagram transport, as an introducer or a peer (Role Peer), unless
 // Config.Punch.Disabled (X2).
 func (e *Endpoint) punchOn() bool {
 	p := &e.cfg.Punch
-	return e.cfg.Transport == Datagram && !p.Disabled && p.Introducer
+	return e.cfg.Transport == Datagram && !p.Disabled && (p.Introducer || e.cfg.Role == Peer)
 }
 
 // askPunch queues "query:ext:punch" for c's peer while c may still ask:
@@ -73,3 +73,8 @@ func (e *Endpoint) PunchNegotiated(h Handle) bool {
 	c := e.conns[h]
 	return c != nil && c.punchTo
 }
+
+// introduced reports whether addr is proved for a live introduction in
+// which this side is the target, so that its "connect?" is taken (X12).
+// Introductions are not built yet: no address is.
+func (e *Endpoint) introduced(addr netip.AddrPort) bool { return false }

@@ -119,6 +119,9 @@ func TestPunchConfig(t *testing.T) {
 		{"X16 introducer on the default PCG", Config{Role: Server, Punch: PunchConfig{Introducer: true}}, false},
 		{"X2 client introducer", Config{Role: Client, Rand: rand.New(rand.NewPCG(1, 2)), Punch: PunchConfig{Introducer: true}}, false},
 		{"X2 disabled", Config{Role: Client, Punch: PunchConfig{Disabled: true}}, true},
+		{"X19 peer", Config{Role: Peer}, true},
+		{"X19 peer introducer", Config{Role: Peer, Rand: rand.New(rand.NewPCG(1, 2)), Punch: PunchConfig{Introducer: true}}, true},
+		{"X19 peer over a stream", Config{Role: Peer, Transport: Stream}, false},
 	} {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
 			t.Errorf("%s: Validate = %v, want ok %v", tt.name, err, tt.ok)
