@@ -303,6 +303,44 @@ type PunchConfig struct {
 	// intro ids and tokens from Config.Rand, which must then be set: the
 	// default PCG is predictable (X16). Not for a Client.
 	Introducer bool
+	// Relay, on an introducer, is the "host:port" of a URP relay named to
+	// both peers in "intro=" for when punching fails (X6, X13): at most
+	// 255 printable ASCII bytes. Empty: none.
+	Relay string
+	// Candidates are a Peer's local candidates (X9): the addresses of its
+	// socket on its own interfaces, at most 4, reported to the introducer
+	// and so to the other peer. A driver fills them in; only private,
+	// unique-local and global addresses are kept on the way.
+	Candidates []netip.AddrPort
+	// Consent, on a Peer, decides whether to take part in an introduction
+	// another peer asked for (X5): nil accepts, an error refuses and its
+	// text (cut to 64 bytes) is the reason the initiator gets. It is
+	// called once per introduction, inside HandleDatagram, and must not
+	// call the endpoint. Nil refuses every offer with the reason "no
+	// consent": an introduction happens only with the target's consent
+	// (X1).
+	Consent func(IntroOffer) error
+	// TTL is an introduction's lifetime from "intro=", sent by the
+	// introducer (X6, X7). Default 30 s; at most 2^32-1 ms.
+	TTL time.Duration
+	// IntroTimeout bounds an initiator's wait for the introducer's
+	// answer (X7). Default 10 s.
+	IntroTimeout time.Duration
+	// ConsentTimeout bounds an introducer's wait for the target's
+	// answer; and a target that accepted forgets the introduction this
+	// long after without an "intro=" (X7). Default 5 s.
+	ConsentTimeout time.Duration
+	// MaxIntros bounds the live introductions one requester may have at
+	// an introducer, and that a Peer asks for at once (X4). Default 4.
+	MaxIntros int
+	// IntroRate and IntroBurst are the bucket of X4: a requester may
+	// start IntroBurst introductions at once and IntroRate a second.
+	// Defaults 2 and 4.
+	IntroRate, IntroBurst int
+	// MaxOffers bounds the live offers to one target at an introducer,
+	// and the live introductions a Peer takes part in as a target (it
+	// refuses more with the reason "busy") (X4, X5). Default 8.
+	MaxOffers int
 }
 
 // MTUConfig holds the settings of MTU estimation (D19).
@@ -368,6 +406,14 @@ const (
 	DefaultMTUProbeInterval = mtu.DefaultProbeInterval
 	DefaultMTUFinalTimeout  = mtu.DefaultFinalTimeout
 	DefaultMTUPeriod        = mtu.DefaultPeriod
+	// The defaults of PunchConfig (X4-X7).
+	DefaultIntroTTL       = 30 * time.Second
+	DefaultIntroTimeout   = 10 * time.Second
+	DefaultConsentTimeout = 5 * time.Second
+	DefaultMaxIntros      = 4
+	DefaultIntroRate      = 2
+	DefaultIntroBurst     = 4
+	DefaultMaxOffers      = 8
 	// DefaultMTUMaxConcurrent is the default of MTUConfig.MaxConcurrent.
 	DefaultMTUMaxConcurrent = 128
 
@@ -480,6 +526,27 @@ func (c Config) withDefaults() Config {
 	if c.Congestion.MinWindow == 0 {
 		c.Congestion.MinWindow = DefaultMinWindow
 	}
+	if c.Punch.TTL == 0 {
+		c.Punch.TTL = DefaultIntroTTL
+	}
+	if c.Punch.IntroTimeout == 0 {
+		c.Punch.IntroTimeout = DefaultIntroTimeout
+	}
+	if c.Punch.ConsentTimeout == 0 {
+		c.Punch.ConsentTimeout = DefaultConsentTimeout
+	}
+	if c.Punch.MaxIntros == 0 {
+		c.Punch.MaxIntros = DefaultMaxIntros
+	}
+	if c.Punch.IntroRate == 0 {
+		c.Punch.IntroRate = DefaultIntroRate
+	}
+	if c.Punch.IntroBurst == 0 {
+		c.Punch.IntroBurst = DefaultIntroBurst
+	}
+	if c.Punch.MaxOffers == 0 {
+		c.Punch.MaxOffers = DefaultMaxOffers
+	}
 	if c.MTU.ProbeInterval == 0 {
 		c.MTU.ProbeInterval = DefaultMTUProbeInterval
 	}
@@ -573,6 +640,16 @@ func (c Config) resolve() (Config, error) {
 		return bad("MTU.MaxConcurrent %d is not positive", c.MTU.MaxConcurrent)
 	case c.Punch.Introducer && c.Role == Client:
 		return bad("Punch.Introducer: a Client cannot introduce; want a Server or a Peer")
+	case c.Punch.TTL < time.Millisecond || c.Punch.TTL > 0xffffffff*time.Millisecond:
+		return bad("Punch.TTL %v is outside 1ms..2^32-1 ms", c.Punch.TTL)
+	case c.Punch.IntroTimeout <= 0 || c.Punch.ConsentTimeout <= 0:
+		return bad("Punch.IntroTimeout and ConsentTimeout must be positive")
+	case c.Punch.MaxIntros < 1 || c.Punch.IntroRate < 1 || c.Punch.IntroBurst < 1 || c.Punch.MaxOffers < 1:
+		return bad("Punch.MaxIntros, IntroRate, IntroBurst and MaxOffers must be positive")
+	case !validRelay(c.Punch.Relay):
+		return bad("Punch.Relay %q: want at most 255 printable ASCII bytes", c.Punch.Relay)
+	case len(c.Punch.Candidates) > maxCands:
+		return bad("Punch.Candidates: %d addresses, at most %d", len(c.Punch.Candidates), maxCands)
 	case c.Transport == Stream && c.Role == Peer:
 		return bad("Role Peer needs a Datagram transport: a stream is one connection of one role")
 	case c.Punch.Introducer && c.defaultRand:

@@ -75,6 +75,9 @@ type Endpoint struct {
 	// now is the latest time the endpoint was given, which Stats reads
 	// rates at (N58).
 	now clock.Time
+	// intros holds the introductions this endpoint takes part in, as
+	// introducer or peer (docs/nat.md).
+	intros introTable
 }
 
 // ctlOut is a channel -1 packet waiting to be sent.
@@ -164,6 +167,9 @@ func (e *Endpoint) addConn(now clock.Time, addr netip.AddrPort, role Role) *conn
 func (e *Endpoint) removeConn(c *conn) {
 	if e.lastConn == c {
 		e.lastConn = nil
+	}
+	if e.intros.n() > 0 {
+		e.introConnGone(c) // X7
 	}
 	delete(e.conns, c.handle)
 	if e.byAddr[c.addr] == c {
@@ -492,6 +498,9 @@ func (e *Endpoint) HandleTransportClosed(now clock.Time, addr netip.AddrPort) {
 func (e *Endpoint) HandleTimeout(now clock.Time) {
 	e.at(now)
 	e.settle()
+	if e.intros.n() > 0 {
+		e.introTimeout(now)
+	}
 	for len(e.timers) > 0 && e.timers[0].deadline <= now {
 		c := e.timers[0]
 		c.handleTimeout(now)
@@ -520,8 +529,12 @@ func (e *Endpoint) HandleTimeout(now clock.Time) {
 // when nothing is scheduled.
 func (e *Endpoint) NextDeadline() (deadline clock.Time, ok bool) {
 	e.settle()
+	intro, ok := e.intros.next()
 	if len(e.timers) == 0 {
-		return 0, false
+		return intro, ok
+	}
+	if ok && intro < e.timers[0].deadline {
+		return intro, true
 	}
 	return e.timers[0].deadline, true
 }
@@ -606,7 +619,7 @@ func (e *Endpoint) PollEvent() (ev Event, ok bool) {
 	ev = *p
 	// Do not keep the message, the error or the statistics alive; the
 	// rest is overwritten when the place is used again.
-	p.Data, p.Err, p.Stats = nil, nil, nil
+	p.Data, p.Err, p.Stats, p.Intro = nil, nil, nil, nil
 	e.evHead++
 	if e.evHead == len(e.events) {
 		e.events, e.evHead = e.events[:0], 0

@@ -81,6 +81,13 @@ func (e *Endpoint) failHandshake(c *conn, err error) {
 // handleControl handles a channel -1 payload from addr; c is the connection
 // with that address, if any.
 func (e *Endpoint) handleControl(now clock.Time, from netip.AddrPort, c *conn, p []byte) {
+	if k := extKindOf(p); k != 0 {
+		e.handleExt(now, from, c, p)
+		if c != nil && c.state != 0 {
+			e.touch(c, now)
+		}
+		return
+	}
 	m, err := parseControl(p)
 	if err != nil {
 		e.drop(c, DropBadControl)

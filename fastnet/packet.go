@@ -63,6 +63,7 @@ const (
 	ctlBundleYes                           // "query:ext:bundle=yes" (D24)
 	ctlQueryPunch                          // "query:ext:punch" (X2, docs/nat.md)
 	ctlPunchYes                            // "query:ext:punch=yes" (X2)
+	ctlExt                                 // a literal of the punch extension, encoded in raw (X3)
 )
 
 // The channel -1 literals, exactly as they travel (ASCII, no terminator).
@@ -93,6 +94,7 @@ type control struct {
 	kind controlKind
 	id   uint32 // ctlConnected
 	text string // ctlVersion: the version; ctlAbort, ctlDisconnect: the reason
+	raw  []byte // ctlExt: the whole payload
 }
 
 // parseControl parses a channel -1 payload. Reasons that are not valid UTF-8
@@ -173,6 +175,8 @@ func appendControl(b []byte, c control) []byte {
 		return append(b, litQueryPunch...)
 	case ctlPunchYes:
 		return append(b, litPunchYes...)
+	case ctlExt:
+		return append(b, c.raw...)
 	}
 	panic("fastnet: internal: unknown control kind")
 }
