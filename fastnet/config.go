@@ -330,6 +330,10 @@ type PunchConfig struct {
 	// answer; and a target that accepted forgets the introduction this
 	// long after without an "intro=" (X7). Default 5 s.
 	ConsentTimeout time.Duration
+	// PunchTimeout bounds the checks of each side after its go, and is
+	// when the target gives up if no "connect?" came (X11, X13). Default
+	// 3 s.
+	PunchTimeout time.Duration
 	// MaxIntros bounds the live introductions one requester may have at
 	// an introducer, and that a Peer asks for at once (X4). Default 4.
 	MaxIntros int
@@ -410,6 +414,7 @@ const (
 	DefaultIntroTTL       = 30 * time.Second
 	DefaultIntroTimeout   = 10 * time.Second
 	DefaultConsentTimeout = 5 * time.Second
+	DefaultPunchTimeout   = 3 * time.Second
 	DefaultMaxIntros      = 4
 	DefaultIntroRate      = 2
 	DefaultIntroBurst     = 4
@@ -535,6 +540,9 @@ func (c Config) withDefaults() Config {
 	if c.Punch.ConsentTimeout == 0 {
 		c.Punch.ConsentTimeout = DefaultConsentTimeout
 	}
+	if c.Punch.PunchTimeout == 0 {
+		c.Punch.PunchTimeout = DefaultPunchTimeout
+	}
 	if c.Punch.MaxIntros == 0 {
 		c.Punch.MaxIntros = DefaultMaxIntros
 	}
@@ -642,8 +650,8 @@ func (c Config) resolve() (Config, error) {
 		return bad("Punch.Introducer: a Client cannot introduce; want a Server or a Peer")
 	case c.Punch.TTL < time.Millisecond || c.Punch.TTL > 0xffffffff*time.Millisecond:
 		return bad("Punch.TTL %v is outside 1ms..2^32-1 ms", c.Punch.TTL)
-	case c.Punch.IntroTimeout <= 0 || c.Punch.ConsentTimeout <= 0:
-		return bad("Punch.IntroTimeout and ConsentTimeout must be positive")
+	case c.Punch.IntroTimeout <= 0 || c.Punch.ConsentTimeout <= 0 || c.Punch.PunchTimeout <= 0:
+		return bad("Punch.IntroTimeout, ConsentTimeout and PunchTimeout must be positive")
 	case c.Punch.MaxIntros < 1 || c.Punch.IntroRate < 1 || c.Punch.IntroBurst < 1 || c.Punch.MaxOffers < 1:
 		return bad("Punch.MaxIntros, IntroRate, IntroBurst and MaxOffers must be positive")
 	case !validRelay(c.Punch.Relay):

@@ -71,6 +71,11 @@ type conn struct {
 	// punchAsks the queries sent so far.
 	punchTo   bool
 	punchAsks uint8
+	// punch is the introduction whose proved path a client-role
+	// connection dials (X12); intro what its events say of the
+	// introduction that made it.
+	punch *intro
+	intro *Introduction
 
 	// Channels.
 	chans     map[int16]*chanState

@@ -46,3 +46,16 @@ func AppendIntroAccept(b []byte, id IntroID) []byte {
 func AppendIntroRequest(b []byte, req, target uint32) []byte {
 	return appendExt(b, &extMsg{kind: extIntroReq, req: req, target: target}, nil)
 }
+
+// ProvedAddrs returns the addresses ep proved for introduction id (X11).
+func ProvedAddrs(ep *Endpoint, id IntroID) []netip.AddrPort {
+	var out []netip.AddrPort
+	if in := ep.intros.byID[id]; in != nil {
+		for i := range in.npaths {
+			if in.paths[i].proved {
+				out = append(out, in.paths[i].addr)
+			}
+		}
+	}
+	return out
+}

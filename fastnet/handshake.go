@@ -60,11 +60,15 @@ func (c *conn) handshakeTimeout(now clock.Time) {
 	if c.retryAt == 0 || now < c.retryAt {
 		return
 	}
+	e := c.ep
+	if c.punch != nil {
+		e.repeatPunchAck(c) // before each retry, so that B proves A's address (X12)
+	}
 	if c.state == stateQuerying {
 		c.sendQueries(now)
 		return
 	}
-	c.ep.queueCtl(c.addr, control{kind: ctlConnect})
+	e.queueCtl(c.addr, control{kind: ctlConnect})
 	c.armRetry(now)
 }
 
@@ -74,8 +78,12 @@ func (e *Endpoint) failHandshake(c *conn, err error) {
 	if errors.Is(err, ErrRefused) {
 		kind = EventRefused
 	}
+	var intro *Introduction
+	if c.punch != nil {
+		intro = c.punch.directInfo(c.addr) // X12
+	}
 	e.removeConn(c)
-	e.emit(Event{Kind: kind, Conn: c.handle, Addr: c.addr, Err: err})
+	e.emit(Event{Kind: kind, Conn: c.handle, Addr: c.addr, Err: err, Intro: intro})
 }
 
 // handleControl handles a channel -1 payload from addr; c is the connection
@@ -158,9 +166,20 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 	if e.cfg.Transport == Stream {
 		room = maxReason // the transport's handshake proved the address
 	}
-	if e.cfg.Role == Peer && !e.cfg.AcceptStrangers && !e.introduced(from) {
-		e.reject(from, cutTo(errNotIntroduced.Error(), room))
-		return
+	var via *intro
+	if e.cfg.Role == Peer {
+		var unproved bool
+		via, unproved = e.introducedBy(from)
+		switch {
+		case via == nil && unproved:
+			// A candidate of a live introduction, not proved yet: A's
+			// next retry follows a "punch." that proves it (X12).
+			e.drop(nil, DropNotConnected)
+			return
+		case via == nil && !e.cfg.AcceptStrangers:
+			e.reject(from, cutTo(errNotIntroduced.Error(), room))
+			return
+		}
 	}
 	if e.validated() >= e.cfg.MaxConnections {
 		e.reject(from, cutTo(errServerFull.Error(), room))
@@ -181,6 +200,12 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 		}
 	}
 	c := e.addConn(now, from, Server)
+	if via != nil {
+		// B answers the "connect?": the introduction is over, its token
+		// forgotten (X12, X16).
+		c.intro = via.directInfo(from)
+		e.forget(via)
+	}
 	c.id = e.newID()
 	e.ids[c.id] = c
 	if datagram {
@@ -195,7 +220,7 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 	c.establish(now)
 	if !c.unvalidated {
 		e.estats.ConnectionsOpened++
-		e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: from, ID: c.id})
+		e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: from, ID: c.id, Intro: c.intro})
 	}
 	e.touch(c, now)
 }
@@ -239,7 +264,7 @@ func (e *Endpoint) validate(now clock.Time, c *conn) {
 	c.askBundles() // not before: the query would spend the challenge's budget (N73)
 	c.askPunch()   // likewise (X2)
 	e.estats.ConnectionsOpened++
-	e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id})
+	e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id, Intro: c.intro})
 	for i, ev := range c.held {
 		e.emit(ev)
 		c.held[i] = Event{}
@@ -308,7 +333,13 @@ func (e *Endpoint) clientControl(now clock.Time, c *conn, m control) {
 			e.pending--
 			c.establish(now)
 			e.estats.ConnectionsOpened++
-			e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id})
+			if in := c.punch; in != nil {
+				// Connected over the proved path: the introduction is
+				// over, its token forgotten (X12, X16).
+				c.intro = in.directInfo(c.addr)
+				e.forget(in)
+			}
+			e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id, Intro: c.intro})
 		case ctlAbort:
 			e.failHandshake(c, &RefusedError{Reason: m.text})
 		default:

@@ -46,6 +46,12 @@ const (
 	// IntroNoIntroducer: no answer from the introducer within
 	// Config.Punch.IntroTimeout (X7), or the connection to it ended.
 	IntroNoIntroducer IntroCode = 16
+	// IntroNoPeer: the initiator heard neither a connection nor the
+	// target's decision within PunchTimeout + 3 s of the go (X13).
+	IntroNoPeer IntroCode = 17
+	// IntroNoPath: the target found no direct path, and no relay was
+	// used (X13).
+	IntroNoPath IntroCode = 18
 )
 
 var introCodeText = map[IntroCode]string{
@@ -55,6 +61,8 @@ var introCodeText = map[IntroCode]string{
 	IntroBusy:          "introducer busy",
 	IntroPeerGone:      "the target left the introducer",
 	IntroNoIntroducer:  "no answer from the introducer",
+	IntroNoPeer:        "no answer from the peer",
+	IntroNoPath:        "no direct path and no relay",
 }
 
 // IntroError says which step of an introduction failed. It matches
@@ -98,6 +106,12 @@ type Introduction struct {
 	Relay string
 	// TTL is the introduction's lifetime from the go (X7).
 	TTL time.Duration
+	// Path and Addr, on the events of a connection an introduction made
+	// (EventConnected, and EventRefused or EventConnectFailed of the
+	// initiator's handshake): how it reaches the peer, and at which
+	// address (X12).
+	Path IntroPath
+	Addr netip.AddrPort
 }
 
 // IntroOffer is what a target learns before it consents (X5, X8), as
@@ -123,11 +137,12 @@ const (
 type introState uint8
 
 const (
-	introAsking  introState = iota + 1 // A: "intro?" sent, no answer yet
-	introOffered                       // S: "intro>" sent; B: accepted, "intro+" sent
-	introRefused                       // B: refused, remembered to answer repeats
-	introGoing                         // "intro=" sent (S) or received (A, B)
-	introFailed                        // S: "intro!" sent, kept to answer repeats
+	introAsking   introState = iota + 1 // A: "intro?" sent, no answer yet
+	introOffered                        // S: "intro>" sent; B: accepted, "intro+" sent
+	introRefused                        // B: refused, remembered to answer repeats
+	introGoing                          // "intro=" sent (S) or received (A, B)
+	introFailed                         // S: "intro!" sent, kept to answer repeats; A: ended, kept to echo "intro^"
+	introFellBack                       // B: punching failed, "intro^" sent (X13)
 )
 
 const (
@@ -167,6 +182,20 @@ type intro struct {
 	heapIdx      int
 	countedLive  bool // S: counted in its requester's and target's live counts
 	countedTaken bool // B: counted in takingPart
+	forwarded    bool // S: "intro^" passed on to A (X13)
+
+	// Punching (A, B; holepunch.go): the candidates checked, the
+	// peer-reflexive ones among them and the answers sent (X9, X14); the
+	// schedule of checks from punchStart, every punchEvery until punchEnd
+	// (B: once extended, graceUsed); A's bound on B's decision, and the
+	// connection it dials over a proved path (X12, X13).
+	paths                             [maxPaths]punchPath
+	npaths, prflx, answers, punchTick int
+	punching, graceUsed               bool
+	punchStart, punchAt, punchEnd     clock.Time
+	decideBy                          clock.Time
+	direct                            *conn
+	directAddr                        netip.AddrPort
 }
 
 // introCounts are an introducer's counts for one connection (X4).
@@ -215,12 +244,29 @@ func (t *introTable) init() {
 
 // schedule sets in's deadlines and its place in the heap.
 func (t *introTable) schedule(in *intro) {
-	in.at = clock.Earliest(in.retryAt, in.endAt)
+	in.at = in.deadline()
 	if in.heapIdx < 0 {
 		heap.Push(&t.heap, in)
 	} else {
 		heap.Fix(&t.heap, in.heapIdx)
 	}
+}
+
+// deadline returns when in has something to do next.
+func (in *intro) deadline() clock.Time {
+	d := clock.Earliest(in.retryAt, in.endAt)
+	if in.punchLive() {
+		if in.punching {
+			d = clock.Earliest(d, in.punchAt)
+		}
+		if in.side == sideTarget {
+			d = clock.Earliest(d, in.punchEnd)
+		}
+		if in.side == sideInitiator && in.direct == nil {
+			d = clock.Earliest(d, in.decideBy)
+		}
+	}
+	return d
 }
 
 // introHeap orders introductions by deadline (container/heap).
@@ -254,6 +300,9 @@ func (e *Endpoint) forget(in *intro) {
 	}
 	if t.byID[in.id] == in {
 		delete(t.byID, in.id)
+	}
+	if in.direct != nil {
+		in.direct.punch, in.direct = nil, nil
 	}
 	switch in.side {
 	case sideIntroducer:
@@ -313,7 +362,7 @@ func (e *Endpoint) handleExt(now clock.Time, from netip.AddrPort, c *conn, p []b
 	case extIntroFail:
 		e.introFail(c, &m)
 	case extIntroRelay:
-		e.drop(c, DropBadIntro) // the relay fallback is not built (X13)
+		e.introRelay(now, c, &m)
 	default:
 		e.handlePunch(now, from, c, p, &m)
 	}
@@ -505,12 +554,15 @@ func (e *Endpoint) introConnGone(c *conn) {
 	t := &e.intros
 	var gone []*intro
 	for _, in := range t.heap {
-		if in.a == c || in.b == c || in.via == c {
+		if in.a == c || in.b == c || in.via == c || in.direct == c {
 			gone = append(gone, in)
 		}
 	}
 	for _, in := range gone {
 		switch {
+		case in.direct == c:
+			// A's handshake over the proved path ended: so does the
+			// introduction, token included (X12, X16).
 		case in.side == sideIntroducer && in.b == c && in.state == introOffered && in.a.state != 0:
 			e.introFailAt(e.now, in, IntroPeerGone, "")
 			continue
@@ -726,6 +778,10 @@ func (e *Endpoint) introTimeout(now clock.Time) {
 			e.forget(in)
 			continue
 		}
+		if in.punchLive() && (in.retryAt == 0 || now < in.retryAt) {
+			e.punchTimer(now, in)
+			continue
+		}
 		switch {
 		case in.side == sideIntroducer && in.state == introOffered:
 			e.sendOffer(in)
@@ -733,6 +789,10 @@ func (e *Endpoint) introTimeout(now clock.Time) {
 			e.sendRequest(in)
 		case in.side == sideTarget && in.state == introOffered:
 			e.sendDecision(in)
+		case in.side == sideIntroducer && in.forwarded:
+			e.sendExt(in.a, &extMsg{kind: extIntroRelay, id: in.id}) // until A echoes (X7, X13)
+		case in.side == sideTarget && in.state == introFellBack:
+			e.sendExt(in.via, &extMsg{kind: extIntroRelay, id: in.id}) // until S echoes
 		}
 		in.retry(now)
 		t.schedule(in)

@@ -2,8 +2,6 @@ package fastnet
 
 import (
 	"net/netip"
-
-	"github.com/fastnet-engine/fastnet/clock"
 )
 
 // The punch extension (docs/nat.md): introductions through a server both
@@ -74,20 +72,4 @@ func (e *Endpoint) punchControl(from netip.AddrPort, c *conn, m control) {
 func (e *Endpoint) PunchNegotiated(h Handle) bool {
 	c := e.conns[h]
 	return c != nil && c.punchTo
-}
-
-// introduced reports whether addr is proved for a live introduction in
-// which this side is the target, so that its "connect?" is taken (X12).
-// Introductions are not built yet: no address is.
-func (e *Endpoint) introduced(addr netip.AddrPort) bool { return false }
-
-// startPunch starts the checks of X11 for the introduction in, whose go
-// has just arrived. Punching is not built yet: the introduction waits
-// for its lifetime to end.
-func (e *Endpoint) startPunch(now clock.Time, in *intro) {}
-
-// handlePunch handles a punch packet p, parsed as m, from addr (X10).
-// Punching is not built yet: every punch packet is dropped.
-func (e *Endpoint) handlePunch(now clock.Time, from netip.AddrPort, c *conn, p []byte, m *extMsg) {
-	e.drop(c, DropBadPunch)
 }
