@@ -21,8 +21,9 @@ import (
 // -1 literal. Over a Stream transport nothing is negotiated: TCP is not
 // punch-capable.
 
-// punchAsks is how many times a connection asks "query:ext:punch" (X2).
-const punchAsks = 6
+// punchAsks is how many times a connection asks "query:ext:punch" (X2):
+// as many as "query:ext:bundle".
+const punchAsks = bundleAsks
 
 // punchOn reports whether the endpoint speaks the punch extension: on a
 // Datagram transport, as an introducer or a peer (Role Peer), unless
@@ -37,12 +38,7 @@ func (e *Endpoint) punchOn() bool {
 // than punchAsks times so far. It is called when c originates a
 // heartbeat, and when a server's connection is validated (X2).
 func (c *conn) askPunch() {
-	e := c.ep
-	if c.punchTo || c.punchAsks >= punchAsks || c.unvalidated || !c.established() || !e.punchOn() {
-		return
-	}
-	c.punchAsks++
-	e.queueCtl(c.addr, control{kind: ctlQueryPunch})
+	c.askExtension(c.punchTo, &c.punchAsks, c.ep.punchOn(), ctlQueryPunch)
 }
 
 // punchControl handles the two literals of X2 from addr, whose connection,

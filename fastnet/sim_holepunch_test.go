@@ -57,14 +57,7 @@ func (sc natScenario) build(t *testing.T) *natRun {
 	n := fastnettest.NewNetwork(sc.seed)
 	n.Trace = sc.trace
 	r := &natRun{n: n}
-	mk := func(cfg fastnet.Config) *fastnet.Endpoint {
-		cfg.Rand = n.Rand()
-		ep, err := fastnet.NewEndpoint(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ep
-	}
+	mk := func(cfg fastnet.Config) *fastnet.Endpoint { return netEndpoint(t, n, cfg) }
 	r.s = mk(fastnet.Config{Role: fastnet.Server, Punch: fastnet.PunchConfig{Introducer: true}})
 	n.Add(nsS, r.s)
 	natCfg := func(typ fastnettest.NATType) fastnettest.NATConfig {
@@ -196,12 +189,7 @@ func natName(t fastnettest.NATType) string {
 var natKinds = []fastnettest.NATType{0, fastnettest.FullCone, fastnettest.AddressRestricted, fastnettest.PortRestricted, fastnettest.Symmetric}
 
 // natOpens is X23's rule for two different NATs.
-func natOpens(a, b fastnettest.NATType) bool {
-	hard := func(x fastnettest.NATType) bool {
-		return x == fastnettest.PortRestricted || x == fastnettest.Symmetric
-	}
-	return !(a == fastnettest.Symmetric && hard(b) || b == fastnettest.Symmetric && hard(a))
-}
+var natOpens = fastnettest.OpensDirectPath
 
 // X23 through the engine: every ordered pair of NAT types gives a direct
 // connection exactly where the table says, within the table's time and

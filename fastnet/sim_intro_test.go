@@ -35,19 +35,13 @@ func newIntroWorld(t *testing.T, seed uint64, srv fastnet.Config, link fastnette
 	t.Helper()
 	n := fastnettest.NewNetwork(seed)
 	n.SetDefaultLink(link)
-	srv.Role, srv.Rand, srv.Punch.Introducer = fastnet.Server, n.Rand(), true
-	s, err := fastnet.NewEndpoint(srv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv.Role, srv.Punch.Introducer = fastnet.Server, true
+	s := netEndpoint(t, n, srv)
 	n.Add(iwS, s)
 	w := &introWorld{t: t, n: n, s: s}
 	for i, cfg := range peers {
-		cfg.Role, cfg.Rand = fastnet.Peer, n.Rand()
-		ep, err := fastnet.NewEndpoint(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg.Role = fastnet.Peer
+		ep := netEndpoint(t, n, cfg)
 		n.Add(iwAddr(i), ep)
 		h, err := ep.Connect(n.Now(), iwS)
 		if err != nil {
@@ -111,6 +105,16 @@ func (w *introWorld) introduce(a int, target uint32, limit time.Duration) (fastn
 }
 
 func consentAll(fastnet.IntroOffer) error { return nil }
+
+// consenting returns the configurations of n peers that consent to every
+// introduction and may ask for 16 at once.
+func consenting(n int) []fastnet.Config {
+	peers := make([]fastnet.Config, n)
+	for i := range peers {
+		peers[i] = fastnet.Config{Punch: fastnet.PunchConfig{MaxIntros: 16, Consent: consentAll}}
+	}
+	return peers
+}
 
 // The introduction of X4-X6 end to end: A asks for B's id, B's
 // application consents, and both get EventIntroduced naming each other's
@@ -230,12 +234,7 @@ func TestSimIntroFailures(t *testing.T) {
 // second; past each, code 4.
 func TestSimIntroLimits(t *testing.T) {
 	link := fastnettest.Link{Delay: 10 * time.Millisecond}
-	many := fastnet.Config{Punch: fastnet.PunchConfig{MaxIntros: 16, Consent: consentAll}}
-	peers := make([]fastnet.Config, 7)
-	for i := range peers {
-		peers[i] = many
-	}
-	w := newIntroWorld(t, 13, fastnet.Config{Punch: fastnet.PunchConfig{MaxOffers: 2}}, link, peers...)
+	w := newIntroWorld(t, 13, fastnet.Config{Punch: fastnet.PunchConfig{MaxOffers: 2}}, link, consenting(7)...)
 	codes := func(a int) (ok, busy int) {
 		for _, ev := range w.n.Events(w.addrs[a]) {
 			var ie *fastnet.IntroError
@@ -287,12 +286,7 @@ func TestSimIntroLimits(t *testing.T) {
 // starts 4 at once, then 2 a second.
 func TestSimIntroRate(t *testing.T) {
 	link := fastnettest.Link{Delay: 10 * time.Millisecond}
-	consent := fastnet.Config{Punch: fastnet.PunchConfig{MaxIntros: 16, Consent: consentAll}}
-	peers := make([]fastnet.Config, 10)
-	for i := range peers {
-		peers[i] = consent
-	}
-	w := newIntroWorld(t, 14, fastnet.Config{Punch: fastnet.PunchConfig{MaxIntros: 16}}, link, peers...)
+	w := newIntroWorld(t, 14, fastnet.Config{Punch: fastnet.PunchConfig{MaxIntros: 16}}, link, consenting(10)...)
 	for b := 1; b <= 6; b++ {
 		if _, err := w.peers[0].Introduce(w.n.Now(), w.toS[0], w.ids[b]); err != nil {
 			t.Fatal(err)

@@ -53,14 +53,7 @@ func newPeerWorld(t *testing.T, seed uint64, peer fastnet.Config) *peerWorld {
 	t.Helper()
 	n := fastnettest.NewNetwork(seed)
 	n.SetDefaultLink(fastnettest.Link{Delay: 15 * time.Millisecond})
-	mk := func(cfg fastnet.Config) *fastnet.Endpoint {
-		cfg.Rand = n.Rand()
-		ep, err := fastnet.NewEndpoint(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ep
-	}
+	mk := func(cfg fastnet.Config) *fastnet.Endpoint { return netEndpoint(t, n, cfg) }
 	peer.Role = fastnet.Peer
 	w := &peerWorld{t: t, n: n,
 		s: mk(fastnet.Config{Role: fastnet.Server, Punch: fastnet.PunchConfig{Introducer: true}}),
@@ -222,4 +215,16 @@ func TestSimPeerRefusesStrangers(t *testing.T) {
 	if !errors.As(ev.Err, &re) || re.Reason != "server full" {
 		t.Errorf("the second client: %v, want refused as full", ev.Err)
 	}
+}
+
+// netEndpoint returns an endpoint configured by cfg, drawing from n's
+// random source so that the run replays from n's seed.
+func netEndpoint(t *testing.T, n *fastnettest.Network, cfg fastnet.Config) *fastnet.Endpoint {
+	t.Helper()
+	cfg.Rand = n.Rand()
+	ep, err := fastnet.NewEndpoint(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep
 }
