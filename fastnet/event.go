@@ -65,6 +65,19 @@ const (
 	// introducer, Intro the introduction, Err an *IntroError that says
 	// which step failed (X6, X7, X13).
 	EventIntroFailed
+	// EventRelayHost: the target found no direct path, and the introducer
+	// named a URP relay (X13): the application hosts a group on
+	// Intro.Relay with the password Intro.RelayPassword (as
+	// urpdriver.Listen does, with Config.Password), then calls
+	// Endpoint.RelayHosted with the group's id, or 0 if it could not.
+	// Conn is the connection to the introducer.
+	EventRelayHost
+	// EventRelayJoin: the target hosts a relay group for an introduction
+	// this Peer asked for (X13): the application joins group
+	// Intro.RelayGroup on Intro.Relay with Intro.RelayPassword and
+	// connects to its host (urpdriver.Dial), within RelayTimeout (5 s).
+	// The introduction ends here at this side.
+	EventRelayJoin
 )
 
 var eventKindNames = [...]string{
@@ -80,6 +93,8 @@ var eventKindNames = [...]string{
 	EventRejected:      "Rejected",
 	EventIntroduced:    "Introduced",
 	EventIntroFailed:   "IntroFailed",
+	EventRelayHost:     "RelayHost",
+	EventRelayJoin:     "RelayJoin",
 }
 
 func (k EventKind) String() string {

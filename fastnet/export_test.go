@@ -59,3 +59,6 @@ func ProvedAddrs(ep *Endpoint, id IntroID) []netip.AddrPort {
 	}
 	return out
 }
+
+// RelayPassword is the relay group's password for token (X13).
+func RelayPassword(token [16]byte) uint32 { return relayPassword(&token) }

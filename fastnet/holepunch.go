@@ -174,22 +174,74 @@ func (e *Endpoint) punchTimer(now clock.Time, in *intro) {
 // forgotten, so that a late "connect?" is refused, and A hears of it
 // through the introducer. No relay is used: gid 0.
 func (e *Endpoint) fallBack(now clock.Time, in *intro) {
-	in.state, in.punching = introFellBack, false
+	password := relayPassword(&in.token)
+	in.punching = false
 	in.token, in.npaths = [16]byte{}, 0
-	in.every = 0
+	if in.countedTaken {
+		in.countedTaken = false
+		e.intros.takingPart--
+	}
 	if in.via == nil {
-		e.forget(in)
+		e.forget(in) // nobody to tell
 		return
 	}
-	e.sendExt(in.via, &extMsg{kind: extIntroRelay, id: in.id})
+	if in.relay != "" {
+		// The application hosts the group, and RelayHosted sends its id.
+		in.state = introHosting
+		x := in.public()
+		x.RelayPassword = password
+		e.emit(Event{Kind: EventRelayHost, Conn: in.via.handle, Addr: in.peerAddr, Intro: x})
+		e.intros.schedule(in)
+		return
+	}
+	e.decide(now, in, 0)
+}
+
+// decide sends B's decision, "intro^" with the relay group gid (0: none),
+// to S, repeated until echoed (X13).
+func (e *Endpoint) decide(now clock.Time, in *intro, gid uint32) {
+	in.state, in.gid, in.every = introFellBack, gid, 0
+	e.sendExt(in.via, &extMsg{kind: extIntroRelay, id: in.id, gid: gid})
 	in.retry(now)
 	e.intros.schedule(in)
+}
+
+// RelayHosted tells the endpoint that the application hosts, for the
+// introduction id, the URP group gid that an EventRelayHost asked for, or
+// that it could not (gid 0); the introducer passes it on to the initiator
+// (X13). It returns ErrUnknownIntro if id names no introduction waiting
+// for it.
+func (e *Endpoint) RelayHosted(now clock.Time, id IntroID, gid uint32) error {
+	in := e.intros.byID[id]
+	if in == nil || in.side != sideTarget || in.state != introHosting || in.via == nil {
+		return ErrUnknownIntro
+	}
+	e.at(now)
+	e.decide(now, in, gid)
+	return nil
+}
+
+// relayPassword is the password of the relay group of an introduction
+// (X13): the first 4 bytes of HMAC-SHA256(token, "fastnet relay
+// password"), a big-endian u32, 1 if that is 0 (U3: 0 means none).
+func relayPassword(token *[16]byte) uint32 {
+	mac := punchMAC(token, []byte("fastnet relay password"))
+	if p := binary.BigEndian.Uint32(mac[:4]); p != 0 {
+		return p
+	}
+	return 1
 }
 
 // introEnd ends A's introduction with err, kept until its lifetime ends to
 // echo the introducer's repeats (X7).
 func (e *Endpoint) introEnd(now clock.Time, in *intro, err *IntroError) {
-	e.introReport(in, err)
+	if err != nil {
+		e.introReport(in, err)
+	}
+	if !in.askDone {
+		in.askDone = true
+		e.intros.asking--
+	}
 	in.state, in.punching, in.decideBy = introFailed, false, 0
 	in.token, in.npaths = [16]byte{}, 0
 	if in.direct != nil {
@@ -323,7 +375,7 @@ func (e *Endpoint) introRelay(now clock.Time, c *conn, m *extMsg) {
 	case in != nil && in.side == sideIntroducer && in.state == introGoing && c == in.b && e.introducee(c):
 		e.sendExt(c, m) // the echo
 		if !in.forwarded {
-			in.forwarded = true
+			in.forwarded, in.gid = true, m.gid
 			e.sendExt(in.a, m)
 			in.every = 0
 			in.retry(now)
@@ -334,8 +386,16 @@ func (e *Endpoint) introRelay(now clock.Time, c *conn, m *extMsg) {
 		e.intros.schedule(in)
 	case in != nil && in.side == sideInitiator && c == in.via && e.toIntroducer(c):
 		e.sendExt(c, m) // the echo
-		if in.state == introGoing {
+		switch {
+		case in.state != introGoing:
+		case m.gid == 0 || in.relay == "":
+			// No group, or one on no relay this side knows.
 			e.introEnd(now, in, &IntroError{Code: IntroNoPath})
+		default:
+			x := in.public()
+			x.RelayGroup, x.RelayPassword = m.gid, relayPassword(&in.token)
+			e.emit(Event{Kind: EventRelayJoin, Conn: in.via.handle, Addr: in.peerAddr, Intro: x})
+			e.introEnd(now, in, nil)
 		}
 	case in != nil && in.side == sideTarget && c == in.via && in.state == introFellBack:
 		in.retryAt = 0 // S echoed

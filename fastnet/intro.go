@@ -28,6 +28,9 @@ var (
 	// ErrTooManyIntros is returned by Introduce when
 	// Config.Punch.MaxIntros introductions are under way.
 	ErrTooManyIntros = errors.New("fastnet: too many introductions under way")
+	// ErrUnknownIntro is returned by RelayHosted for an introduction
+	// that does not wait for a relay group.
+	ErrUnknownIntro = errors.New("fastnet: no introduction waits for that")
 	// ErrIntroFailed is matched by every *IntroError.
 	ErrIntroFailed = errors.New("fastnet: introduction failed")
 )
@@ -106,6 +109,11 @@ type Introduction struct {
 	Relay string
 	// TTL is the introduction's lifetime from the go (X7).
 	TTL time.Duration
+	// RelayGroup and RelayPassword, on EventRelayJoin, are the URP group
+	// on Relay the target hosts and its password; on EventRelayHost the
+	// password the group must have (X13). They are what urpdriver.Listen
+	// (Config.Password) and urpdriver.Dial take.
+	RelayGroup, RelayPassword uint32
 	// Path and Addr, on the events of a connection an introduction made
 	// (EventConnected, and EventRefused or EventConnectFailed of the
 	// initiator's handshake): how it reaches the peer, and at which
@@ -143,6 +151,7 @@ const (
 	introGoing                          // "intro=" sent (S) or received (A, B)
 	introFailed                         // S: "intro!" sent, kept to answer repeats; A: ended, kept to echo "intro^"
 	introFellBack                       // B: punching failed, "intro^" sent (X13)
+	introHosting                        // B: punching failed, the application hosts a relay group (X13)
 )
 
 const (
@@ -180,9 +189,11 @@ type intro struct {
 	endAt        clock.Time // when this side gives up or forgets
 	at           clock.Time // heap key: the earlier of retryAt and endAt
 	heapIdx      int
-	countedLive  bool // S: counted in its requester's and target's live counts
-	countedTaken bool // B: counted in takingPart
-	forwarded    bool // S: "intro^" passed on to A (X13)
+	countedLive  bool   // S: counted in its requester's and target's live counts
+	countedTaken bool   // B: counted in takingPart
+	forwarded    bool   // S: "intro^" passed on to A (X13)
+	askDone      bool   // A: no longer counted in asking
+	gid          uint32 // B: the relay group its "intro^" names (X13)
 
 	// Punching (A, B; holepunch.go): the candidates checked, the
 	// peer-reflexive ones among them and the answers sent (X9, X14); the
@@ -310,7 +321,9 @@ func (e *Endpoint) forget(in *intro) {
 		delete(t.sReq, sReqKey{in.a, in.req})
 	case sideInitiator:
 		delete(t.byReq, in.req)
-		t.asking--
+		if !in.askDone {
+			t.asking--
+		}
 	case sideTarget:
 		t.remembered--
 		if in.countedTaken {
@@ -790,9 +803,9 @@ func (e *Endpoint) introTimeout(now clock.Time) {
 		case in.side == sideTarget && in.state == introOffered:
 			e.sendDecision(in)
 		case in.side == sideIntroducer && in.forwarded:
-			e.sendExt(in.a, &extMsg{kind: extIntroRelay, id: in.id}) // until A echoes (X7, X13)
+			e.sendExt(in.a, &extMsg{kind: extIntroRelay, id: in.id, gid: in.gid}) // until A echoes (X7, X13)
 		case in.side == sideTarget && in.state == introFellBack:
-			e.sendExt(in.via, &extMsg{kind: extIntroRelay, id: in.id}) // until S echoes
+			e.sendExt(in.via, &extMsg{kind: extIntroRelay, id: in.id, gid: in.gid}) // until S echoes
 		}
 		in.retry(now)
 		t.schedule(in)

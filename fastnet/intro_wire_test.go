@@ -181,3 +181,11 @@ func FuzzParseExt(f *testing.F) {
 		}
 	})
 }
+
+// The relay group's password of X13, for goldenToken: the first 4 bytes
+// of HMAC-SHA256(token, "fastnet relay password"), big-endian.
+func TestRelayPasswordGolden(t *testing.T) {
+	if got := relayPassword(&goldenToken); got != 0x9c71a11a {
+		t.Errorf("password %#x, want 0x9c71a11a", got)
+	}
+}

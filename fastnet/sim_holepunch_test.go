@@ -30,6 +30,7 @@ type natScenario struct {
 	// introduction starts: a peer vanishing, or a path that never opens.
 	block func(from, to netip.AddrPort, b []byte) bool
 	trace io.Writer
+	relay string // the relay S names (X13)
 }
 
 var (
@@ -58,7 +59,7 @@ func (sc natScenario) build(t *testing.T) *natRun {
 	n.Trace = sc.trace
 	r := &natRun{n: n}
 	mk := func(cfg fastnet.Config) *fastnet.Endpoint { return netEndpoint(t, n, cfg) }
-	r.s = mk(fastnet.Config{Role: fastnet.Server, Punch: fastnet.PunchConfig{Introducer: true}})
+	r.s = mk(fastnet.Config{Role: fastnet.Server, Punch: fastnet.PunchConfig{Introducer: true, Relay: sc.relay}})
 	n.Add(nsS, r.s)
 	natCfg := func(typ fastnettest.NATType) fastnettest.NATConfig {
 		c := typ.Config()
@@ -497,5 +498,65 @@ func TestSimPunchSameSeed(t *testing.T) {
 	}
 	if traces[0].Len() == 0 || !bytes.Equal(traces[0].Bytes(), traces[1].Bytes()) {
 		t.Errorf("traces of %d and %d bytes differ", traces[0].Len(), traces[1].Len())
+	}
+}
+
+// X13, the relay decision: where no direct path opens and S named a
+// relay, B's application is asked to host a group with the password
+// derived from the token; the group's id it reports reaches A, whose
+// application is told to join it with the same password, all within A's
+// bound of 6 s after its go; a group B could not host (gid 0) gives A "no
+// direct path and no relay".
+func TestSimPunchRelayDecision(t *testing.T) {
+	for _, gid := range []uint32{77, 0} {
+		r := natScenario{a: fastnettest.Symmetric, b: fastnettest.Symmetric, seed: 8, relay: "relay.example:7100"}.build(t)
+		var token [16]byte
+		r.n.OnEvent = func(at clock.Time, node netip.AddrPort, ev fastnet.Event) {
+			switch {
+			case node == r.aAt && ev.Kind == fastnet.EventIntroduced:
+				token = fastnet.IntroToken(r.a, ev.Intro.ID)
+			case node == r.bAt && ev.Kind == fastnet.EventRelayHost:
+				if ev.Intro.Relay != "relay.example:7100" || ev.Intro.RelayPassword == 0 || ev.Intro.RelayPassword != fastnet.RelayPassword(token) {
+					t.Errorf("gid %d: B asked to host %+v", gid, ev.Intro)
+				}
+				if err := r.b.RelayHosted(at, ev.Intro.ID, gid); err != nil {
+					t.Errorf("gid %d: RelayHosted: %v", gid, err)
+				}
+				if err := r.b.RelayHosted(at, ev.Intro.ID, gid); !errors.Is(err, fastnet.ErrUnknownIntro) {
+					t.Errorf("gid %d: RelayHosted twice: %v", gid, err)
+				}
+			}
+			if node == r.aAt {
+				r.evA = append(r.evA, ev)
+			}
+		}
+		start := r.n.Now()
+		if _, err := r.a.Introduce(r.n.Now(), r.aS, r.bID); err != nil {
+			t.Fatal(err)
+		}
+		var end fastnet.Event
+		err := r.n.RunUntilCond(func() bool {
+			for _, ev := range r.evA {
+				if ev.Kind == fastnet.EventRelayJoin || ev.Kind == fastnet.EventIntroFailed {
+					end = ev
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second)
+		if err != nil {
+			t.Fatalf("gid %d: %v", gid, err)
+		}
+		if took := r.n.Now().Sub(start); took > 6*time.Second {
+			t.Errorf("gid %d: A's answer after %v", gid, took)
+		}
+		var ie *fastnet.IntroError
+		switch {
+		case gid != 0 && (end.Kind != fastnet.EventRelayJoin || end.Intro.RelayGroup != gid || end.Intro.Relay != "relay.example:7100" ||
+			end.Intro.RelayPassword != fastnet.RelayPassword(token)):
+			t.Errorf("gid %d: A got %v %+v", gid, end.Kind, end.Intro)
+		case gid == 0 && (!errors.As(end.Err, &ie) || ie.Code != fastnet.IntroNoPath):
+			t.Errorf("gid 0: A got %v %v", end.Kind, end.Err)
+		}
 	}
 }
