@@ -43,12 +43,20 @@ func (e *Endpoint) bundlesOn() bool {
 // fewer than bundleAsks times so far. It is called when c originates a
 // heartbeat, and when a server's connection is validated (N69).
 func (c *conn) askBundles() {
-	e := c.ep
-	if c.bundleTo || c.bundleAsks >= bundleAsks || c.unvalidated || !c.established() || !e.bundlesOn() {
+	c.askExtension(c.bundleTo, &c.bundleAsks, c.ep.bundlesOn(), ctlQueryBundle)
+}
+
+// askExtension queues the query of an extension negotiated in the style
+// of D24 (bundles, N69; the punch extension, X2) for c's peer, and counts
+// it in asks, unless the peer answered already, it was asked bundleAsks
+// times, c is not established or (a server's) not validated, or the
+// endpoint does not speak the extension (on).
+func (c *conn) askExtension(answered bool, asks *uint8, on bool, query controlKind) {
+	if answered || *asks >= bundleAsks || c.unvalidated || !c.established() || !on {
 		return
 	}
-	c.bundleAsks++
-	e.queueCtl(c.addr, control{kind: ctlQueryBundle})
+	*asks++
+	c.ep.queueCtl(c.addr, control{kind: query})
 }
 
 // bundleControl handles the channel -1 literals of D24 from addr, whose

@@ -11,14 +11,22 @@ import (
 	"github.com/fastnet-engine/fastnet/mtu"
 )
 
-// Role says whether an endpoint is a client or a server. The specification
-// makes every entity one or the other, never both.
+// Role says whether an endpoint is a client, a server or a peer. The
+// specification makes every entity one or the other, never both; the
+// project reads that per connection (X19, docs/nat.md): each connection
+// has exactly one client and one server, and a Peer endpoint holds
+// connections of both roles on one transport.
 type Role uint8
 
-// The two roles.
+// The roles.
 const (
 	Client Role = iota + 1
 	Server
+	// Peer is an endpoint that both dials and accepts on one socket: its
+	// Connect opens client-role connections, and a "connect?" from an
+	// address without a connection opens a server-role one if it is
+	// accepted (by default only an introduced peer is, X12, X19).
+	Peer
 )
 
 func (r Role) String() string {
@@ -27,6 +35,8 @@ func (r Role) String() string {
 		return "client"
 	case Server:
 		return "server"
+	case Peer:
+		return "peer"
 	}
 	return "Role(?)"
 }
@@ -66,7 +76,7 @@ func (t Transport) String() string {
 // clock.Never instead of overflowing, so a duration too long for the
 // clock's range (math.MaxInt64, or about 290 years) means "never" (N36).
 type Config struct {
-	// Role is Client or Server. Required.
+	// Role is Client, Server or Peer. Required.
 	Role Role
 	// Transport is Datagram (default) or Stream.
 	Transport Transport
@@ -79,8 +89,15 @@ type Config struct {
 
 	// Accept, on a server, decides whether to accept a connection from addr.
 	// A non-nil error refuses it, and the error's text is sent to the client
-	// as the "abort" reason. Nil accepts everything.
+	// as the "abort" reason. Nil accepts everything. On a Peer it is asked
+	// only about addresses it may accept at all: introduced ones, and
+	// strangers if AcceptStrangers is set (X19).
 	Accept func(addr netip.AddrPort) error
+	// AcceptStrangers lets a Peer accept a "connect?" from an address no
+	// introduction proved, as a server does (subject to Accept). Default
+	// false: a Peer refuses strangers with the reason "not introduced"
+	// (X12, X19).
+	AcceptStrangers bool
 
 	// MaxPacketSize is the largest packet, channel id included, this
 	// endpoint sends (the specification's "maximum packet size", advertised
@@ -226,6 +243,9 @@ type Config struct {
 
 	// Congestion control (D30), on Datagram transports.
 	Congestion CongestionConfig
+	// Punch holds the settings of introductions and hole punching
+	// (docs/nat.md), on Datagram transports.
+	Punch PunchConfig
 
 	// UnreliableMaxDelay bounds how long an unreliable message may wait
 	// to be sent, behind the pacer, a full window or the messages queued
@@ -238,6 +258,9 @@ type Config struct {
 
 	// MTU estimation (D19), on Datagram transports.
 	MTU MTUConfig
+
+	// defaultRand records that Rand was left to its predictable default.
+	defaultRand bool
 }
 
 // CongestionConfig holds the settings of congestion control (D30, N76-N83).
@@ -262,6 +285,66 @@ type CongestionConfig struct {
 	// MinWindow is the smallest window losses reduce it to. Default 2400
 	// (two datagrams of a common path).
 	MinWindow int
+}
+
+// PunchConfig holds the settings of the punch extension: introductions
+// through a server both peers are connected to, and hole punching between
+// them (docs/nat.md, X1-X23). An endpoint speaks it, and so asks and
+// answers "query:ext:punch" (X2), when it is an introducer or a Peer; a
+// plain Client or Server endpoint does not.
+type PunchConfig struct {
+	// Disabled makes the endpoint a strict 1.0 peer for this extension
+	// whatever else is set: it neither asks nor answers
+	// "query:ext:punch", and drops both literals as bad-control, as 1.0
+	// drops any unknown one (X2, X20).
+	Disabled bool
+	// Introducer makes a Server or Peer endpoint an introducer (S of docs/nat.md):
+	// it negotiates the extension with its clients. An introducer draws
+	// intro ids and tokens from Config.Rand, which must then be set: the
+	// default PCG is predictable (X16). Not for a Client.
+	Introducer bool
+	// Relay, on an introducer, is the "host:port" of a URP relay named to
+	// both peers in "intro=" for when punching fails (X6, X13): at most
+	// 255 printable ASCII bytes. Empty: none.
+	Relay string
+	// Candidates are a Peer's local candidates (X9): the addresses of its
+	// socket on its own interfaces, at most 4, reported to the introducer
+	// and so to the other peer. A driver fills them in; only private,
+	// unique-local and global addresses are kept on the way.
+	Candidates []netip.AddrPort
+	// Consent, on a Peer, decides whether to take part in an introduction
+	// another peer asked for (X5): nil accepts, an error refuses and its
+	// text (cut to 64 bytes) is the reason the initiator gets. It is
+	// called once per introduction, inside HandleDatagram, and must not
+	// call the endpoint. Nil refuses every offer with the reason "no
+	// consent": an introduction happens only with the target's consent
+	// (X1).
+	Consent func(IntroOffer) error
+	// TTL is an introduction's lifetime from "intro=", sent by the
+	// introducer (X6, X7). Default 30 s; at most 2^32-1 ms.
+	TTL time.Duration
+	// IntroTimeout bounds an initiator's wait for the introducer's
+	// answer (X7). Default 10 s.
+	IntroTimeout time.Duration
+	// ConsentTimeout bounds an introducer's wait for the target's
+	// answer; and a target that accepted forgets the introduction this
+	// long after without an "intro=" (X7). Default 5 s.
+	ConsentTimeout time.Duration
+	// PunchTimeout bounds the checks of each side after its go, and is
+	// when the target gives up if no "connect?" came (X11, X13). Default
+	// 3 s.
+	PunchTimeout time.Duration
+	// MaxIntros bounds the live introductions one requester may have at
+	// an introducer, and that a Peer asks for at once (X4). Default 4.
+	MaxIntros int
+	// IntroRate and IntroBurst are the bucket of X4: a requester may
+	// start IntroBurst introductions at once and IntroRate a second.
+	// Defaults 2 and 4.
+	IntroRate, IntroBurst int
+	// MaxOffers bounds the live offers to one target at an introducer,
+	// and the live introductions a Peer takes part in as a target (it
+	// refuses more with the reason "busy") (X4, X5). Default 8.
+	MaxOffers int
 }
 
 // MTUConfig holds the settings of MTU estimation (D19).
@@ -327,6 +410,15 @@ const (
 	DefaultMTUProbeInterval = mtu.DefaultProbeInterval
 	DefaultMTUFinalTimeout  = mtu.DefaultFinalTimeout
 	DefaultMTUPeriod        = mtu.DefaultPeriod
+	// The defaults of PunchConfig (X4-X7).
+	DefaultIntroTTL       = 30 * time.Second
+	DefaultIntroTimeout   = 10 * time.Second
+	DefaultConsentTimeout = 5 * time.Second
+	DefaultPunchTimeout   = 3 * time.Second
+	DefaultMaxIntros      = 4
+	DefaultIntroRate      = 2
+	DefaultIntroBurst     = 4
+	DefaultMaxOffers      = 8
 	// DefaultMTUMaxConcurrent is the default of MTUConfig.MaxConcurrent.
 	DefaultMTUMaxConcurrent = 128
 
@@ -350,6 +442,7 @@ const (
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
 	if c.Rand == nil {
+		c.defaultRand = true
 		c.Rand = rand.New(rand.NewPCG(0x66617374, 0x6e6574))
 	}
 	if c.MaxMessageSize == 0 {
@@ -438,6 +531,30 @@ func (c Config) withDefaults() Config {
 	if c.Congestion.MinWindow == 0 {
 		c.Congestion.MinWindow = DefaultMinWindow
 	}
+	if c.Punch.TTL == 0 {
+		c.Punch.TTL = DefaultIntroTTL
+	}
+	if c.Punch.IntroTimeout == 0 {
+		c.Punch.IntroTimeout = DefaultIntroTimeout
+	}
+	if c.Punch.ConsentTimeout == 0 {
+		c.Punch.ConsentTimeout = DefaultConsentTimeout
+	}
+	if c.Punch.PunchTimeout == 0 {
+		c.Punch.PunchTimeout = DefaultPunchTimeout
+	}
+	if c.Punch.MaxIntros == 0 {
+		c.Punch.MaxIntros = DefaultMaxIntros
+	}
+	if c.Punch.IntroRate == 0 {
+		c.Punch.IntroRate = DefaultIntroRate
+	}
+	if c.Punch.IntroBurst == 0 {
+		c.Punch.IntroBurst = DefaultIntroBurst
+	}
+	if c.Punch.MaxOffers == 0 {
+		c.Punch.MaxOffers = DefaultMaxOffers
+	}
 	if c.MTU.ProbeInterval == 0 {
 		c.MTU.ProbeInterval = DefaultMTUProbeInterval
 	}
@@ -466,8 +583,8 @@ func (c Config) resolve() (Config, error) {
 		return c, errors.New("fastnet: invalid config: " + fmt.Sprintf(format, args...))
 	}
 	switch {
-	case c.Role != Client && c.Role != Server:
-		return bad("Role must be Client or Server")
+	case c.Role != Client && c.Role != Server && c.Role != Peer:
+		return bad("Role must be Client, Server or Peer")
 	case c.Transport != Datagram && c.Transport != Stream:
 		return bad("unknown Transport %d", c.Transport)
 	case c.MaxPacketSize < 4096:
@@ -529,6 +646,22 @@ func (c Config) resolve() (Config, error) {
 		return bad("MTU intervals must be positive")
 	case c.MTU.MaxConcurrent < 1:
 		return bad("MTU.MaxConcurrent %d is not positive", c.MTU.MaxConcurrent)
+	case c.Punch.Introducer && c.Role == Client:
+		return bad("Punch.Introducer: a Client cannot introduce; want a Server or a Peer")
+	case c.Punch.TTL < time.Millisecond || c.Punch.TTL > 0xffffffff*time.Millisecond:
+		return bad("Punch.TTL %v is outside 1ms..2^32-1 ms", c.Punch.TTL)
+	case c.Punch.IntroTimeout <= 0 || c.Punch.ConsentTimeout <= 0 || c.Punch.PunchTimeout <= 0:
+		return bad("Punch.IntroTimeout, ConsentTimeout and PunchTimeout must be positive")
+	case c.Punch.MaxIntros < 1 || c.Punch.IntroRate < 1 || c.Punch.IntroBurst < 1 || c.Punch.MaxOffers < 1:
+		return bad("Punch.MaxIntros, IntroRate, IntroBurst and MaxOffers must be positive")
+	case !validRelay(c.Punch.Relay):
+		return bad("Punch.Relay %q: want at most 255 printable ASCII bytes", c.Punch.Relay)
+	case len(c.Punch.Candidates) > maxCands:
+		return bad("Punch.Candidates: %d addresses, at most %d", len(c.Punch.Candidates), maxCands)
+	case c.Transport == Stream && c.Role == Peer:
+		return bad("Role Peer needs a Datagram transport: a stream is one connection of one role")
+	case c.Punch.Introducer && c.defaultRand:
+		return bad("Punch.Introducer needs Rand: intro ids and tokens must be unguessable (X16)")
 	}
 	if c.Transport == Datagram {
 		if err := c.mtuConfig().Validate(); err != nil {

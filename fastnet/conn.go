@@ -28,6 +28,9 @@ type conn struct {
 	addr   netip.AddrPort
 	id     uint32
 	state  connState
+	// role is this side's role on the connection: Client or Server, never
+	// Peer (X19).
+	role Role
 
 	// heap bookkeeping of the endpoint's timer heap.
 	heapIdx  int
@@ -63,6 +66,16 @@ type conn struct {
 	bundleAsks           uint8
 	// bundling is set while bundle fills a datagram (N79).
 	bundling bool
+	// The punch extension (X2, docs/nat.md): punchTo once the peer
+	// answered "query:ext:punch=yes" (it speaks introductions), and
+	// punchAsks the queries sent so far.
+	punchTo   bool
+	punchAsks uint8
+	// punch is the introduction whose proved path a client-role
+	// connection dials (X12); intro what its events say of the
+	// introduction that made it.
+	punch *intro
+	intro *Introduction
 
 	// Channels.
 	chans     map[int16]*chanState
@@ -213,11 +226,12 @@ const (
 	ptrSize        = 4 << (^uintptr(0) >> 63) // 4 or 8
 )
 
-func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
+func newConn(ep *Endpoint, h Handle, addr netip.AddrPort, role Role) *conn {
 	c := &conn{
 		ep:         ep,
 		handle:     h,
 		addr:       addr,
+		role:       role,
 		heapIdx:    -1,
 		chans:      make(map[int16]*chanState),
 		payloadMTU: ep.cfg.InitialPayloadMTU,
@@ -230,7 +244,7 @@ func newConn(ep *Endpoint, h Handle, addr netip.AddrPort) *conn {
 	c.recvBudget.Parent = &ep.recvBudget
 	c.recvBudget.Reserve = ep.recvBudget.Reserve
 	c.liveReceivers, c.liveSenders = ep.liveReceivers, ep.liveReceivers
-	c.hb.init(ep.cfg.Role)
+	c.hb.init(role)
 	c.cc.init(&ep.cfg, ep.now)
 	c.stats.PayloadMTU = c.payloadMTU
 	return c

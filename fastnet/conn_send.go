@@ -141,7 +141,7 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 	}
 	cfg := &c.ep.cfg
 	if v, ok := c.hb.popEcho(); ok {
-		if c.ep.cfg.Role == Client && c.inFlight == 0 && now >= c.hb.earlyUntil {
+		if c.role == Client && c.inFlight == 0 && now >= c.hb.earlyUntil {
 			// The echo is this side's heartbeat for the interval (N54).
 			c.hb.echoSent(now, heartbeatInterval(cfg.Timeout))
 		}
@@ -150,6 +150,7 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 	if now >= c.hb.nextSend {
 		v := c.hb.originate(now, heartbeatInterval(cfg.Timeout))
 		c.askBundles() // with each of the first few heartbeats (D24, N69)
+		c.askPunch()   // and the punch extension's likewise (X2)
 		return appendHeartbeat(appendPacketHeader(buf, chHeartbeat), v), true
 	}
 	if c.pendingAcks() > 0 {

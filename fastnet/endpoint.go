@@ -20,7 +20,8 @@ type Endpoint struct {
 	conns      map[Handle]*conn
 	byAddr     map[netip.AddrPort]*conn
 	lastConn   *conn            // the connection of the latest datagram, saving a lookup
-	ids        map[uint32]*conn // server: IDs in use
+	ids        map[uint32]*conn // IDs in use by server-role connections (N1, X19)
+	served     int              // server-role connections (X19)
 	nextHandle Handle
 	pending    int // client: connections still in their handshake
 
@@ -74,6 +75,9 @@ type Endpoint struct {
 	// now is the latest time the endpoint was given, which Stats reads
 	// rates at (N58).
 	now clock.Time
+	// intros holds the introductions this endpoint takes part in, as
+	// introducer or peer (docs/nat.md).
+	intros introTable
 }
 
 // ctlOut is a channel -1 packet waiting to be sent.
@@ -118,11 +122,12 @@ func (e *Endpoint) Config() Config { return e.cfg }
 
 // Connect starts a client's handshake with the server at to and returns the
 // handle of the new connection. EventConnected, EventRefused or
-// EventConnectFailed follows. It fails with ErrWrongRole on a server,
+// EventConnectFailed follows: the connection is client-role, on a Peer
+// as on a Client (X19). It fails with ErrWrongRole on a server,
 // ErrTooManyHandshakes when Config.MaxPendingHandshakes are under way, and
 // ErrAlreadyConnected if a connection to the same address exists.
 func (e *Endpoint) Connect(now clock.Time, to netip.AddrPort) (Handle, error) {
-	if e.cfg.Role != Client {
+	if e.cfg.Role == Server {
 		return 0, ErrWrongRole
 	}
 	if e.pending >= e.cfg.MaxPendingHandshakes {
@@ -132,14 +137,14 @@ func (e *Endpoint) Connect(now clock.Time, to netip.AddrPort) (Handle, error) {
 		return 0, ErrAlreadyConnected
 	}
 	e.at(now)
-	c := e.addConn(now, to)
+	c := e.addConn(now, to, Client)
 	e.pending++
 	c.startHandshake(now)
 	e.touch(c, now)
 	return c.handle, nil
 }
 
-func (e *Endpoint) addConn(now clock.Time, addr netip.AddrPort) *conn {
+func (e *Endpoint) addConn(now clock.Time, addr netip.AddrPort, role Role) *conn {
 	// Handles wrap after 2^32 connections; one still in use is skipped,
 	// so two live connections never share one.
 	for {
@@ -148,7 +153,10 @@ func (e *Endpoint) addConn(now clock.Time, addr netip.AddrPort) *conn {
 			break
 		}
 	}
-	c := newConn(e, e.nextHandle, addr)
+	c := newConn(e, e.nextHandle, addr, role)
+	if role == Server {
+		e.served++
+	}
 	c.startWindow(now)
 	e.conns[c.handle] = c
 	e.byAddr[addr] = c
@@ -160,12 +168,18 @@ func (e *Endpoint) removeConn(c *conn) {
 	if e.lastConn == c {
 		e.lastConn = nil
 	}
+	if e.intros.n() > 0 {
+		e.introConnGone(c) // X7
+	}
 	delete(e.conns, c.handle)
 	if e.byAddr[c.addr] == c {
 		delete(e.byAddr, c.addr)
 	}
-	if c.id != 0 && e.ids[c.id] == c && e.cfg.Role == Server {
-		delete(e.ids, c.id)
+	if c.role == Server {
+		e.served--
+		if c.id != 0 && e.ids[c.id] == c {
+			delete(e.ids, c.id)
+		}
 	}
 	if c.heapIdx >= 0 {
 		e.timers.remove(c.heapIdx)
@@ -484,6 +498,9 @@ func (e *Endpoint) HandleTransportClosed(now clock.Time, addr netip.AddrPort) {
 func (e *Endpoint) HandleTimeout(now clock.Time) {
 	e.at(now)
 	e.settle()
+	if e.intros.n() > 0 {
+		e.introTimeout(now)
+	}
 	for len(e.timers) > 0 && e.timers[0].deadline <= now {
 		c := e.timers[0]
 		c.handleTimeout(now)
@@ -512,8 +529,12 @@ func (e *Endpoint) HandleTimeout(now clock.Time) {
 // when nothing is scheduled.
 func (e *Endpoint) NextDeadline() (deadline clock.Time, ok bool) {
 	e.settle()
+	intro, ok := e.intros.next()
 	if len(e.timers) == 0 {
-		return 0, false
+		return intro, ok
+	}
+	if ok && intro < e.timers[0].deadline {
+		return intro, true
 	}
 	return e.timers[0].deadline, true
 }
@@ -598,7 +619,7 @@ func (e *Endpoint) PollEvent() (ev Event, ok bool) {
 	ev = *p
 	// Do not keep the message, the error or the statistics alive; the
 	// rest is overwritten when the place is used again.
-	p.Data, p.Err, p.Stats = nil, nil, nil
+	p.Data, p.Err, p.Stats, p.Intro = nil, nil, nil, nil
 	e.evHead++
 	if e.evHead == len(e.events) {
 		e.events, e.evHead = e.events[:0], 0

@@ -54,6 +54,30 @@ const (
 	// (N67). Each "connect?" refused is one, a client's retries and
 	// forged ones included.
 	EventRejected
+	// EventIntroduced: the introducer's go ("intro=") arrived for an
+	// introduction this Peer asked for (Endpoint.Introduce) or consented
+	// to (X6): Intro says with whom, and punching starts. Conn is the
+	// connection to the introducer, Addr the other peer's reflexive
+	// address.
+	EventIntroduced
+	// EventIntroFailed: an introduction this Peer asked for failed
+	// before it gave a connection. Conn is the connection to the
+	// introducer, Intro the introduction, Err an *IntroError that says
+	// which step failed (X6, X7, X13).
+	EventIntroFailed
+	// EventRelayHost: the target found no direct path, and the introducer
+	// named a URP relay (X13): the application hosts a group on
+	// Intro.Relay with the password Intro.RelayPassword (as
+	// urpdriver.Listen does, with Config.Password), then calls
+	// Endpoint.RelayHosted with the group's id, or 0 if it could not.
+	// Conn is the connection to the introducer.
+	EventRelayHost
+	// EventRelayJoin: the target hosts a relay group for an introduction
+	// this Peer asked for (X13): the application joins group
+	// Intro.RelayGroup on Intro.Relay with Intro.RelayPassword and
+	// connects to its host (urpdriver.Dial), within RelayTimeout (5 s).
+	// The introduction ends here at this side.
+	EventRelayJoin
 )
 
 var eventKindNames = [...]string{
@@ -67,6 +91,10 @@ var eventKindNames = [...]string{
 	EventOutcome:       "Outcome",
 	EventQuality:       "Quality",
 	EventRejected:      "Rejected",
+	EventIntroduced:    "Introduced",
+	EventIntroFailed:   "IntroFailed",
+	EventRelayHost:     "RelayHost",
+	EventRelayJoin:     "RelayJoin",
 }
 
 func (k EventKind) String() string {
@@ -93,6 +121,7 @@ type Event struct {
 	Message  MessageID      // EventOutcome: the message, as SendTracked returned it
 	Quality  *Quality       // EventQuality: a value of its own, kept off the Event so that every other event stays small (N57)
 	Stats    *Stats         // EventDisconnected: the connection's final statistics
+	Intro    *Introduction  // EventIntroduced, EventIntroFailed: the introduction (X6)
 }
 
 // Transmit describes one datagram written by Endpoint.PollTransmit: send the

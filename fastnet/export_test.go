@@ -1,5 +1,7 @@
 package fastnet
 
+import "net/netip"
+
 // SetLiveReceivers sets how many receivers and senders ep's connections
 // keep, for good, before they park those of channels that fall idle (N25),
 // so that tests with few channels make them park and revive all the time.
@@ -15,3 +17,48 @@ func BundlesNegotiated(ep *Endpoint, h Handle) (to, from bool) {
 	}
 	return c.bundleTo, c.bundleFrom
 }
+
+// IntroToken returns the token ep holds for introduction id, zero if none
+// (X6).
+func IntroToken(ep *Endpoint, id IntroID) [16]byte {
+	if in := ep.intros.byID[id]; in != nil {
+		return in.token
+	}
+	return [16]byte{}
+}
+
+// AppendIntroGo appends an "intro=" payload to b (X6), for forgeries.
+func AppendIntroGo(b []byte, req uint32, id IntroID, role uint8, peer uint32, addr netip.AddrPort) []byte {
+	return appendExt(b, &extMsg{kind: extIntroGo, req: req, id: id, role: role, ttl: 30000, target: peer, addr: addr}, nil)
+}
+
+// AppendIntroOffer appends an "intro>" payload to b (X5).
+func AppendIntroOffer(b []byte, id IntroID, initiator uint32, addr netip.AddrPort) []byte {
+	return appendExt(b, &extMsg{kind: extIntroOffer, id: id, target: initiator, addr: addr}, nil)
+}
+
+// AppendIntroAccept appends an "intro+" payload to b (X5).
+func AppendIntroAccept(b []byte, id IntroID) []byte {
+	return appendExt(b, &extMsg{kind: extIntroAccept, id: id}, nil)
+}
+
+// AppendIntroRequest appends an "intro?" payload to b (X4).
+func AppendIntroRequest(b []byte, req, target uint32) []byte {
+	return appendExt(b, &extMsg{kind: extIntroReq, req: req, target: target}, nil)
+}
+
+// ProvedAddrs returns the addresses ep proved for introduction id (X11).
+func ProvedAddrs(ep *Endpoint, id IntroID) []netip.AddrPort {
+	var out []netip.AddrPort
+	if in := ep.intros.byID[id]; in != nil {
+		for i := range in.npaths {
+			if in.paths[i].proved {
+				out = append(out, in.paths[i].addr)
+			}
+		}
+	}
+	return out
+}
+
+// RelayPassword is the relay group's password for token (X13).
+func RelayPassword(token [16]byte) uint32 { return relayPassword(&token) }

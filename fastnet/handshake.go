@@ -19,6 +19,10 @@ import (
 // errServerFull is the reason a server full of connections refuses another.
 var errServerFull = errors.New("server full")
 
+// errNotIntroduced is the reason a Peer refuses a "connect?" from an
+// address no introduction proved (X12, X19).
+var errNotIntroduced = errors.New("not introduced")
+
 // startHandshake sends the client's first queries (D15).
 func (c *conn) startHandshake(now clock.Time) {
 	c.state = stateQuerying
@@ -56,11 +60,15 @@ func (c *conn) handshakeTimeout(now clock.Time) {
 	if c.retryAt == 0 || now < c.retryAt {
 		return
 	}
+	e := c.ep
+	if c.punch != nil {
+		e.repeatPunchAck(c) // before each retry, so that B proves A's address (X12)
+	}
 	if c.state == stateQuerying {
 		c.sendQueries(now)
 		return
 	}
-	c.ep.queueCtl(c.addr, control{kind: ctlConnect})
+	e.queueCtl(c.addr, control{kind: ctlConnect})
 	c.armRetry(now)
 }
 
@@ -70,13 +78,24 @@ func (e *Endpoint) failHandshake(c *conn, err error) {
 	if errors.Is(err, ErrRefused) {
 		kind = EventRefused
 	}
+	var intro *Introduction
+	if c.punch != nil {
+		intro = c.punch.directInfo(c.addr) // X12
+	}
 	e.removeConn(c)
-	e.emit(Event{Kind: kind, Conn: c.handle, Addr: c.addr, Err: err})
+	e.emit(Event{Kind: kind, Conn: c.handle, Addr: c.addr, Err: err, Intro: intro})
 }
 
 // handleControl handles a channel -1 payload from addr; c is the connection
 // with that address, if any.
 func (e *Endpoint) handleControl(now clock.Time, from netip.AddrPort, c *conn, p []byte) {
+	if k := extKindOf(p); k != 0 {
+		e.handleExt(now, from, c, p)
+		if c != nil && c.state != 0 {
+			e.touch(c, now)
+		}
+		return
+	}
 	m, err := parseControl(p)
 	if err != nil {
 		e.drop(c, DropBadControl)
@@ -84,10 +103,14 @@ func (e *Endpoint) handleControl(now clock.Time, from netip.AddrPort, c *conn, p
 	}
 	if m.kind == ctlQueryBundle || m.kind == ctlBundleYes {
 		e.bundleControl(from, c, m) // either role (D24)
-	} else if e.cfg.Role == Server {
-		e.serverControl(now, from, c, m, 2+len(p))
-	} else {
+	} else if m.kind == ctlQueryPunch || m.kind == ctlPunchYes {
+		e.punchControl(from, c, m) // either role (X2)
+	} else if c != nil && c.role == Client || c == nil && e.cfg.Role == Client {
+		// By the connection's role; from an address without one, by
+		// the server's rules unless this is a client (X19).
 		e.clientControl(now, c, m)
+	} else {
+		e.serverControl(now, from, c, m, 2+len(p))
 	}
 	if c != nil {
 		e.touch(c, now)
@@ -143,6 +166,21 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 	if e.cfg.Transport == Stream {
 		room = maxReason // the transport's handshake proved the address
 	}
+	var via *intro
+	if e.cfg.Role == Peer {
+		var unproved bool
+		via, unproved = e.introducedBy(from)
+		switch {
+		case via == nil && unproved:
+			// A candidate of a live introduction, not proved yet: A's
+			// next retry follows a "punch." that proves it (X12).
+			e.drop(nil, DropNotConnected)
+			return
+		case via == nil && !e.cfg.AcceptStrangers:
+			e.reject(from, cutTo(errNotIntroduced.Error(), room))
+			return
+		}
+	}
 	if e.validated() >= e.cfg.MaxConnections {
 		e.reject(from, cutTo(errServerFull.Error(), room))
 		return
@@ -161,7 +199,13 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 			e.disconnect(now, old, ErrTimeout, false)
 		}
 	}
-	c := e.addConn(now, from)
+	c := e.addConn(now, from, Server)
+	if via != nil {
+		// B answers the "connect?": the introduction is over, its token
+		// forgotten (X12, X16).
+		c.intro = via.directInfo(from)
+		e.forget(via)
+	}
 	c.id = e.newID()
 	e.ids[c.id] = c
 	if datagram {
@@ -176,14 +220,14 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 	c.establish(now)
 	if !c.unvalidated {
 		e.estats.ConnectionsOpened++
-		e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: from, ID: c.id})
+		e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: from, ID: c.id, Intro: c.intro})
 	}
 	e.touch(c, now)
 }
 
 // validated returns the number of a server's validated connections, those
-// counted against Config.MaxConnections.
-func (e *Endpoint) validated() int { return len(e.conns) - e.unvalidated.n }
+// counted against Config.MaxConnections: server-role ones only (X19).
+func (e *Endpoint) validated() int { return e.served - e.unvalidated.n }
 
 // afterHeartbeat validates c once its client echoed the challenge, or ends
 // it silently if the client echoed a value never sent (D25).
@@ -218,8 +262,9 @@ func (e *Endpoint) validate(now clock.Time, c *conn) {
 	c.recvBudget.Limit = e.cfg.ConnReceiveMemory
 	c.startMTU(now)
 	c.askBundles() // not before: the query would spend the challenge's budget (N73)
+	c.askPunch()   // likewise (X2)
 	e.estats.ConnectionsOpened++
-	e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id})
+	e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id, Intro: c.intro})
 	for i, ev := range c.held {
 		e.emit(ev)
 		c.held[i] = Event{}
@@ -288,7 +333,13 @@ func (e *Endpoint) clientControl(now clock.Time, c *conn, m control) {
 			e.pending--
 			c.establish(now)
 			e.estats.ConnectionsOpened++
-			e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id})
+			if in := c.punch; in != nil {
+				// Connected over the proved path: the introduction is
+				// over, its token forgotten (X12, X16).
+				c.intro = in.directInfo(c.addr)
+				e.forget(in)
+			}
+			e.emit(Event{Kind: EventConnected, Conn: c.handle, Addr: c.addr, ID: c.id, Intro: c.intro})
 		case ctlAbort:
 			e.failHandshake(c, &RefusedError{Reason: m.text})
 		default:
@@ -317,7 +368,7 @@ func (c *conn) establish(now clock.Time) {
 	c.state = stateConnected
 	c.retryAt = 0
 	c.hb.start(now)
-	if c.ep.cfg.Role == Client && c.ep.cfg.Transport == Datagram {
+	if c.role == Client && c.ep.cfg.Transport == Datagram {
 		// The server may be validating this client's address (D25): its
 		// heartbeats give the server the bytes it may answer with, and
 		// it echoes every challenge, so they go out every ConnectRetry

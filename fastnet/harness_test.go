@@ -27,6 +27,8 @@ type testEndpoint struct {
 	// default the scripted peer is a strict 1.0 peer, which ignores them
 	// (D24), and so do the tests that play it.
 	bundleQueries bool
+	// punchQueries likewise keeps its "query:ext:punch" (X2).
+	punchQueries bool
 }
 
 type sentPacket struct {
@@ -65,6 +67,9 @@ func (tc *testEndpoint) drain() {
 			tc.t.Fatalf("endpoint sent a packet of %d bytes", tr.N)
 		}
 		if ch == chControl && string(p) == litQueryBundle && !tc.bundleQueries {
+			continue
+		}
+		if ch == chControl && string(p) == litQueryPunch && !tc.punchQueries {
 			continue
 		}
 		tc.sent = append(tc.sent, sentPacket{tr.To, ch, bytes.Clone(p)})

@@ -14,7 +14,7 @@ import (
 // mtuChannels returns the channel this side estimates on and the one it
 // answers on.
 func (c *conn) mtuChannels() (own, peer int16) {
-	if c.ep.cfg.Role == Server {
+	if c.role == Server {
 		return chMTUServer, chMTUClient
 	}
 	return chMTUClient, chMTUServer

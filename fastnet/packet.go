@@ -61,6 +61,9 @@ const (
 	ctlDisconnect                          // "disconnect" + UTF-8 reason (D18)
 	ctlQueryBundle                         // "query:ext:bundle" (D24)
 	ctlBundleYes                           // "query:ext:bundle=yes" (D24)
+	ctlQueryPunch                          // "query:ext:punch" (X2, docs/nat.md)
+	ctlPunchYes                            // "query:ext:punch=yes" (X2)
+	ctlExt                                 // a literal of the punch extension, encoded in raw (X3)
 )
 
 // The channel -1 literals, exactly as they travel (ASCII, no terminator).
@@ -75,6 +78,8 @@ const (
 	litDisconnect   = "disconnect"
 	litQueryBundle  = "query:ext:bundle"
 	litBundleYes    = "query:ext:bundle=yes"
+	litQueryPunch   = "query:ext:punch"
+	litPunchYes     = "query:ext:punch=yes"
 
 	// Version is the protocol version this package speaks.
 	Version = "1.0"
@@ -89,6 +94,7 @@ type control struct {
 	kind controlKind
 	id   uint32 // ctlConnected
 	text string // ctlVersion: the version; ctlAbort, ctlDisconnect: the reason
+	raw  []byte // ctlExt: the whole payload
 }
 
 // parseControl parses a channel -1 payload. Reasons that are not valid UTF-8
@@ -107,6 +113,10 @@ func parseControl(p []byte) (control, error) {
 		return control{kind: ctlQueryBundle}, nil
 	case litBundleYes:
 		return control{kind: ctlBundleYes}, nil
+	case litQueryPunch:
+		return control{kind: ctlQueryPunch}, nil
+	case litPunchYes:
+		return control{kind: ctlPunchYes}, nil
 	}
 	switch {
 	case len(p) == len(litConnected)+4 && string(p[:len(litConnected)]) == litConnected:
@@ -161,6 +171,12 @@ func appendControl(b []byte, c control) []byte {
 		return append(b, litQueryBundle...)
 	case ctlBundleYes:
 		return append(b, litBundleYes...)
+	case ctlQueryPunch:
+		return append(b, litQueryPunch...)
+	case ctlPunchYes:
+		return append(b, litPunchYes...)
+	case ctlExt:
+		return append(b, c.raw...)
 	}
 	panic("fastnet: internal: unknown control kind")
 }

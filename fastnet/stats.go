@@ -26,6 +26,8 @@ const (
 	DropBundleUnnegotiated                   // a channel -6 bundle from a peer never answered "query:ext:bundle=yes", or over a Stream transport (D24, N72)
 	DropBundleMalformed                      // the rest of a bundle from a length that does not add up, or an empty bundle (D24, N72)
 	DropBundleNested                         // the rest of a bundle from an inner packet on channel -6 (D24, N72)
+	DropBadIntro                             // a well-formed introduction message that answers nothing, or from a connection it does not belong to (X16, X18)
+	DropBadPunch                             // a punch packet naming no live introduction, of the wrong role, or whose mac does not verify (X10)
 	numDropReasons
 )
 
@@ -49,6 +51,8 @@ var dropReasonNames = [...]string{
 	DropBundleUnnegotiated: "bundle-unnegotiated",
 	DropBundleMalformed:    "bundle-malformed",
 	DropBundleNested:       "bundle-nested",
+	DropBadIntro:           "bad-intro",
+	DropBadPunch:           "bad-punch",
 }
 
 func (r DropReason) String() string {

@@ -160,6 +160,16 @@ func (t NATType) String() string {
 	return fmt.Sprintf("NATType(%d)", t)
 }
 
+// OpensDirectPath reports whether hole punching opens a direct path
+// between two peers behind different NATs of types a and b (0: no NAT),
+// as X23 of docs/nat.md reasons it out from the rules of these models: it
+// does unless one side is symmetric and the other port-restricted or
+// symmetric.
+func OpensDirectPath(a, b NATType) bool {
+	hard := func(x NATType) bool { return x == PortRestricted || x == Symmetric }
+	return !(a == Symmetric && hard(b) || b == Symmetric && hard(a))
+}
+
 // Config returns the preset of t, with the defaults of NATConfig
 // otherwise. It panics for an unknown t.
 func (t NATType) Config() NATConfig {

@@ -490,14 +490,8 @@ func typeName(t fastnettest.NATType) string {
 
 var kinds = []fastnettest.NATType{0, fastnettest.FullCone, fastnettest.AddressRestricted, fastnettest.PortRestricted, fastnettest.Symmetric}
 
-// opens is X23's rule for two different NATs: a direct path opens unless
-// one side is symmetric and the other port-restricted or symmetric.
-func opens(a, b fastnettest.NATType) bool {
-	hard := func(x fastnettest.NATType) bool {
-		return x == fastnettest.PortRestricted || x == fastnettest.Symmetric
-	}
-	return !(a == fastnettest.Symmetric && hard(b) || b == fastnettest.Symmetric && hard(a))
-}
+// opens is X23's rule for two different NATs.
+var opens = fastnettest.OpensDirectPath
 
 // X23: every ordered pair of NAT types, on a lossless network, gives the
 // outcome X23 reasons out, and the time printed in docs/nat.md's table.
