@@ -240,25 +240,10 @@ func measure(ctx context.Context, exe string, sys System, w Workload, o Options,
 	}
 	cmd := exec.CommandContext(ctx, exe, serverCommand, string(spec))
 	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
+	stdin, lines, err := startLines(cmd, 0)
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
 	waited := false
 	defer func() {
 		if !waited {
@@ -651,4 +636,33 @@ func si(x float64) string {
 		return fmt.Sprintf("%.0fk", x/1e3)
 	}
 	return fmt.Sprintf("%.0f", x)
+}
+
+// startLines starts cmd with a pipe to its standard input and returns it,
+// with a channel of its standard output's lines (of at most maxLine bytes,
+// 0 for bufio's default), closed when the output ends.
+func startLines(cmd *exec.Cmd, maxLine int) (io.WriteCloser, <-chan string, error) {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		if maxLine > 0 {
+			sc.Buffer(make([]byte, 1<<16), maxLine)
+		}
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return stdin, lines, nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -465,7 +464,7 @@ func udpReceiveErrors() uint64 {
 type w6Child struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	lines chan string
+	lines <-chan string
 	done  bool
 }
 
@@ -479,27 +478,11 @@ func startW6Child(ctx context.Context, exe string, prefix []string, spec w6Spec)
 	argv := append(slices.Clone(prefix), exe, w6Command, string(b))
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	stdin, lines, err := startLines(cmd, 64<<20)
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	c := &w6Child{cmd: cmd, stdin: stdin, lines: make(chan string)}
-	go func() {
-		defer close(c.lines)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<16), 64<<20)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-	}()
-	return c, nil
+	return &w6Child{cmd: cmd, stdin: stdin, lines: lines}, nil
 }
 
 // next waits for the child's line that starts with prefix and returns the
