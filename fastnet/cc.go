@@ -189,13 +189,15 @@ func (cc *congestion) ready(now clock.Time, rate float64, datagram int) bool {
 // (MTU probes, owe), or takes only what the bucket holds (acks and
 // heartbeats): those packets slow data down, and cannot stop it for longer
 // than a burst takes (N79).
-func (cc *congestion) spend(n int, rate float64, datagram int, owe bool) {
+func (cc *congestion) spend(n int, datagram int, owe bool) {
 	if !cc.on {
 		return
 	}
-	floor := -capacity(rate, datagram)
-	if !owe {
-		floor = min(cc.tokens, 0)
+	floor := min(cc.tokens, 0)
+	if owe {
+		// The rate the bucket was last filled at: every packet that
+		// owes first passed ready, or is a probe polled just after.
+		floor = -capacity(cc.rateVal, datagram)
 	}
 	cc.tokens = max(cc.tokens-float64(n), floor)
 }

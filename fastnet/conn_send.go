@@ -113,7 +113,13 @@ func (c *conn) paceRate() float64 {
 func (c *conn) paceReady(now clock.Time) bool {
 	// A bundle whose first packet the pacer let go fills its datagram:
 	// the pacer paces datagrams (N79).
-	return c.bundling || c.cc.ready(now, c.paceRate(), c.payloadMTU+2)
+	if c.bundling || !c.cc.on {
+		return true
+	}
+	if now <= c.cc.filled {
+		return c.cc.tokens > 0 // no time to fill the bucket for
+	}
+	return c.cc.ready(now, c.paceRate(), c.payloadMTU+2)
 }
 
 // poll writes the connection's next packet into buf (see pollPacket) and
@@ -126,7 +132,7 @@ func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 		// carries would otherwise owe its tokens for good, its data
 		// and resends never let go (N79).
 		ch := int16(binary.BigEndian.Uint16(b[len(buf):]))
-		c.cc.spend(len(b)-len(buf), c.paceRate(), c.payloadMTU+2, ch != chAck && ch != chHeartbeat)
+		c.cc.spend(len(b)-len(buf), c.payloadMTU+2, ch != chAck && ch != chHeartbeat)
 	}
 	return b, ok
 }
