@@ -85,6 +85,7 @@ const (
 	// ccBurst is the time of the pacing rate the bucket holds, and
 	// ccBurstDatagrams the datagrams it holds at least.
 	ccBurst          = time.Millisecond
+	ccBurstSeconds   = float64(ccBurst) / float64(time.Second)
 	ccBurstDatagrams = 4
 	// lossReorder is how many packets sent after the oldest in flight on
 	// a channel must be acked for it to count as lost (N81), as TCP's
@@ -162,7 +163,7 @@ func (cc *congestion) computeRate(hbRTT time.Duration) float64 {
 // capacity returns the most tokens the bucket holds, and the most it may
 // owe: a millisecond of the rate, or a few datagrams.
 func capacity(rate float64, datagram int) float64 {
-	return max(rate*ccBurst.Seconds(), float64(ccBurstDatagrams*datagram))
+	return max(rate*ccBurstSeconds, float64(ccBurstDatagrams*datagram))
 }
 
 // fill adds the tokens earned since the bucket was last filled, within
@@ -171,7 +172,8 @@ func (cc *congestion) fill(now clock.Time, rate float64, datagram int) {
 	if now <= cc.filled {
 		return
 	}
-	cc.tokens = min(capacity(rate, datagram), cc.tokens+rate*now.Sub(cc.filled).Seconds())
+	// Nanoseconds times 1e-9: Duration.Seconds divides, at every fill.
+	cc.tokens = min(capacity(rate, datagram), cc.tokens+rate*float64(now.Sub(cc.filled))*1e-9)
 	cc.filled = now
 }
 
