@@ -64,8 +64,9 @@ type conn struct {
 	// bundles), and bundleAsks the queries sent so far (N69).
 	bundleTo, bundleFrom bool
 	bundleAsks           uint8
-	// bundling is set while bundle fills a datagram (N79).
-	bundling bool
+	// bundling is set while bundle fills a datagram (N79); newTurn
+	// after a resend, for first sends to go next (N80).
+	bundling, newTurn bool
 	// The punch extension (X2, docs/nat.md): punchTo once the peer
 	// answered "query:ext:punch=yes" (it speaks introductions), and
 	// punchAsks the queries sent so far.

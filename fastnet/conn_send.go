@@ -185,6 +185,15 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 	if !c.paceReady(now) {
 		return buf, false
 	}
+	if c.newTurn {
+		// Resends and first sends take turns for the pacer's tokens
+		// while both wait: a channel whose packets keep being lost
+		// cannot hold up the new messages of another (N80).
+		c.newTurn = false
+		if b, ok := c.pollNew(now, buf); ok {
+			return b, true
+		}
+	}
 	if resend, _ := c.sendTimes(); resend != 0 && resend <= now {
 		rtt := c.resendRTT()
 		c.timesStale = true // a resend moves its packet later; nothing due means the times were early
@@ -210,6 +219,7 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 				}
 				c.stats.PacketsResent++
 				c.stats.BytesResent += uint64(len(b))
+				c.newTurn = c.cc.on
 				return b, true
 			}
 		}

@@ -306,10 +306,10 @@ func TestCongestionBottleneck(t *testing.T) {
 		{"defaults-20mbit-40ms-1bdp-4flows", fastnet.Config{}, ccPath{20 * mbit, 40 * time.Millisecond, 100_000}, 4, 4 << 20, 0.7, 0.05, 0.9},
 		{"defaults-5mbit-40ms-halfbdp-1flow", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 1, 3 << 20, 0.7, 0.05, 0},
 		// Four estimations' probes on a 5 Mbit/s link with 12.5 kB of
-		// queue: 7.3 % of the datagrams dropped and a fairness of 0.69,
+		// queue: 64 % of the link and 7.5 % of the datagrams dropped,
 		// short of the targets (N83); the same without estimation
 		// (above) meets them.
-		{"defaults-5mbit-40ms-halfbdp-4flows", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 4, 1 << 20, 0.7, 0.08, 0.65},
+		{"defaults-5mbit-40ms-halfbdp-4flows", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 4, 1 << 20, 0.6, 0.08, 0.9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newCCSim(t, 1, tc.path, tc.cfg, tc.flows, tc.total)
@@ -566,4 +566,31 @@ func TestCongestionAcksDoNotStarveData(t *testing.T) {
 	if got < 195 {
 		t.Errorf("the server's 200 messages: %d delivered while it acked a bulk transfer", got)
 	}
+}
+
+// Resends and first sends take turns for the pacer (N80): while every
+// packet of one channel is lost (a middlebox dropping it) and its resends
+// come due again and again, another channel's new messages still go. At a
+// fixed 20 kB/s, channel 2's 20 kB take 8 s beside channel 1's resends;
+// without the turns, 38 of its 40 messages had arrived after 30 s.
+func TestCongestionResendsShareWithNewData(t *testing.T) {
+	link := fastnettest.Link{Delay: 10 * time.Millisecond}
+	cfg := ccControllerOnly
+	cfg.Congestion = fastnet.CongestionConfig{FixedRate: 20_000}
+	cfg.Timeout = time.Minute
+	s := newSim(t, simSetup{Seed: 5, Cli: cfg, Srv: cfg, Up: link, Down: link, KeepMessages: true})
+	s.connect(5 * time.Second)
+	s.net.Filter = func(from, to netip.AddrPort, b []byte) bool {
+		return from != cliAddr || len(b) < 2 || binary.BigEndian.Uint16(b) != 1
+	}
+	s.send(cliSide, 1, payload(1, 60_000), true) // 50 packets, every one lost
+	s.run(500 * time.Millisecond)                // their resends come due
+	start := s.net.Now()
+	for i := range 40 {
+		s.send(cliSide, 2, payload(uint32(100+i), 500), true)
+	}
+	if !s.runUntil(func() bool { return len(s.messagesOn(srvSide, 2)) == 40 }, 12*time.Second) {
+		t.Fatalf("%d of 40 messages on channel 2 in 12 s while channel 1's resends wait", len(s.messagesOn(srvSide, 2)))
+	}
+	t.Logf("channel 2's 20 kB in %v beside channel 1's resends", s.net.Now().Sub(start))
 }
