@@ -282,4 +282,4 @@ func (p *Peer) DriverStats() DriverStats { return p.e.Stats() }
 
 // Close ends every connection of the Peer gracefully (each gets the
 // configured linger) and closes its socket.
-func (p *Peer) Close() error { return p.l.Close() }
+func (p *Peer) Close() error { return p.l.CloseWithReason("") }
