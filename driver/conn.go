@@ -460,15 +460,30 @@ func (c *Conn) Err() error {
 // The returned connection owns the engine: closing it closes the engine.
 // On failure the engine is closed.
 func (e *Engine) Dial(ctx context.Context, addr netip.AddrPort) (*Conn, error) {
+	return e.dial(ctx, addr, true)
+}
+
+// dial connects to addr and waits for the handshake; a connection that
+// owns the engine closes it when it fails or ends.
+func (e *Engine) dial(ctx context.Context, addr netip.AddrPort, own bool) (*Conn, error) {
+	closeOwn := func() {
+		if own {
+			e.Close()
+		}
+	}
 	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrListenerClosed
+	}
 	h, err := e.ep.Connect(e.clk.Now(), addr)
 	if err != nil {
 		e.mu.Unlock()
-		e.Close()
+		closeOwn()
 		return nil, err
 	}
 	c := e.newConnLocked(h, addr)
-	c.owner = true
+	c.owner = own
 	e.flushLocked()
 	e.unlock()
 	for {
@@ -481,13 +496,16 @@ func (e *Engine) Dial(ctx context.Context, addr netip.AddrPort) (*Conn, error) {
 		case est:
 			return c, nil
 		case cerr != nil:
-			e.Close()
+			closeOwn()
 			return nil, cerr
 		}
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			e.Close()
+			if !own {
+				c.Abort("dial cancelled")
+			}
+			closeOwn()
 			return nil, ctx.Err()
 		}
 	}

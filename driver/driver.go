@@ -98,6 +98,16 @@ type Options struct {
 	// once, with the messages it received (Stats.BacklogEnded). Default
 	// DefaultBacklog; negative is refused.
 	Backlog int
+	// Intro, if not nil, hears the events of introductions (docs/nat.md,
+	// X19): a Peer's EventIntroduced, EventIntroFailed, EventRelayHost
+	// and EventRelayJoin, and the EventConnected, EventRefused and
+	// EventConnectFailed of a connection an introduction made. c is the
+	// connection the event is about, if the driver has one: the
+	// introducer's for the first four, the introduced one for
+	// EventConnected. It runs under the engine's lock and must not block
+	// or call the engine; an initiator's introduced connection is handed
+	// to it rather than to the listener.
+	Intro func(ev fastnet.Event, c *Conn)
 }
 
 // DefaultBacklog is the default of Options.Backlog.
@@ -255,7 +265,7 @@ func NewEngine(cfg fastnet.Config, opts Options) (*Engine, error) {
 		opts.Backlog = DefaultBacklog
 	}
 	var e *Engine
-	if cfg.Role == fastnet.Server {
+	if cfg.Role != fastnet.Client { // a Server, or a Peer's server-role connections (X19)
 		// A full backlog refuses a client before the application's hook
 		// is asked (N47). The hook runs inside the endpoint's inputs,
 		// under the engine's lock.
@@ -626,10 +636,23 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 	c := e.conns[ev.Conn]
 	switch ev.Kind {
 	case fastnet.EventConnected:
+		if c == nil && ev.Intro != nil && ev.Intro.Initiator && e.opts.Intro != nil {
+			// A Peer's handshake over a punched path (X12): the
+			// connection is the introduction's, not the listener's.
+			c = e.newConnLocked(ev.Conn, ev.Addr)
+			c.id = ev.ID
+			c.established = true
+			e.notifyLocked(Event{Kind: EventConnected, Conn: c, Addr: c.remote})
+			e.opts.Intro(ev, c)
+			return
+		}
 		if c == nil { // a server's new connection
 			c = e.newConnLocked(ev.Conn, ev.Addr)
 			c.id = ev.ID
 			c.established = true
+			if ev.Intro != nil && e.opts.Intro != nil {
+				e.opts.Intro(ev, c)
+			}
 			if l := e.listener; l != nil && !l.pushLocked(c) {
 				// The backlog filled after the accept hook let the
 				// client in: it is refused now (N47).
@@ -646,6 +669,12 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 	case fastnet.EventRefused, fastnet.EventConnectFailed:
 		if c != nil {
 			c.endLocked(ev.Err, false)
+		} else if ev.Intro != nil && e.opts.Intro != nil {
+			e.opts.Intro(ev, nil)
+		}
+	case fastnet.EventIntroduced, fastnet.EventIntroFailed, fastnet.EventRelayHost, fastnet.EventRelayJoin:
+		if e.opts.Intro != nil {
+			e.opts.Intro(ev, c)
 		}
 	case fastnet.EventDisconnected:
 		if c != nil {

@@ -93,6 +93,9 @@ type Config struct {
 	// together cross the network stack as one buffer, and datagrams
 	// arriving together are read as one (N28).
 	NoOffload bool
+
+	// intro is a Peer's hook for the events of introductions (Open).
+	intro func(ev fastnet.Event, c *Conn)
 }
 
 // Listen starts a Fastnet server on the UDP address addr ("host:port").
@@ -174,7 +177,7 @@ func startOn(uc *udpio.Conn, pc net.PacketConn, cfg Config) (*driver.Engine, *Li
 		return nil, nil, err
 	}
 	var l *Listener
-	if cfg.Engine.Role == fastnet.Server {
+	if cfg.Engine.Role != fastnet.Client { // a Server, or a Peer (X19)
 		l = e.NewListener(localAddr(uc, pc)) // before the socket is read
 	}
 	if uc != nil {
@@ -203,7 +206,7 @@ func dialError(raddr netip.AddrPort, err error) error {
 
 func newEngine(cfg Config) (*driver.Engine, error) {
 	cfg.Engine.Transport = fastnet.Datagram
-	return driver.NewEngine(cfg.Engine, driver.Options{Network: "udp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, Events: cfg.Events, Logger: cfg.Logger, CombineWrites: true})
+	return driver.NewEngine(cfg.Engine, driver.Options{Network: "udp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, Events: cfg.Events, Logger: cfg.Logger, CombineWrites: true, Intro: cfg.intro})
 }
 
 // resolve turns "host:port" into one address, IPv4 unmapped.

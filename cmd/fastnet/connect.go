@@ -154,6 +154,13 @@ func connect(ctx context.Context, s *stdio, o connectOptions) int {
 		return exitFailure
 	}
 	s.errorf("connected to %s over %s, id %d", c.RemoteAddr(), connectTransport(o), c.ID())
+	return converse(ctx, s, c, o, maxMessage)
+}
+
+// converse is connect once connected: it sends standard input over c and
+// writes what c receives, until the input ends and the peer is quiet, c is
+// lost or ctx is done, and closes c.
+func converse(ctx context.Context, s *stdio, c *conn, o connectOptions, maxMessage int) int {
 	// A relay is a stream, as TCP is: no MTU estimation to report.
 	tcp, channel, reliable, drain := o.tcp || o.viaURP != "", o.channel, o.reliable, o.drain
 

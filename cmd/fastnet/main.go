@@ -14,6 +14,9 @@
 //	fastnet probe   HOST:PORT [--tcp] [--timeout D]
 //	fastnet impair  LISTEN --to TARGET [--loss P] [--delay D] [--jitter D] [--dup P]
 //	                [--reorder P] [--mtu BYTES] [--seed N]
+//	fastnet introducer [LISTEN] [--max-conns N]
+//	fastnet peer    --via SERVER [--listen HOST:PORT] [--accept [--echo] [--print]]
+//	fastnet peer    --via SERVER --to ID [--listen HOST:PORT] [connect's flags]
 //	fastnet demo    [--clients N] [--duration D] [--wait D] [--loss P] [--delay D]
 //	                [--jitter D] [--dup P] [--reorder P] [--mtu BYTES] [--seed N]
 //	fastnet version
@@ -76,6 +79,12 @@
 // and group event; listen --via-urp hosts a group on it and prints the
 // group's id and password, and connect --via-urp joins that group and
 // speaks Fastnet to its host through the relay (package urp/urpdriver).
+//
+// introducer serves Fastnet over UDP as an introducer (docs/nat.md): peer
+// connects to it, prints its id and waits to be introduced (consenting
+// with --accept), or with --to ID gets introduced to that peer, punches a
+// direct path from the same socket and then behaves as connect, saying on
+// standard error which path it got.
 //
 // version prints the module version, the revision it was built from, the
 // Go version and the protocol version, from runtime/debug.ReadBuildInfo.
@@ -184,7 +193,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{listenCommand(), connectCommand(), probeCommand(), impairCommand(), relayCommand(), demoCommand(), versionCommand()}
+	return []*command{listenCommand(), connectCommand(), probeCommand(), impairCommand(), relayCommand(), introducerCommand(), peerCommand(), demoCommand(), versionCommand()}
 }
 
 func findCommand(name string) *command {
