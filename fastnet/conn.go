@@ -499,6 +499,9 @@ func (c *conn) snapshot() Stats {
 		s.PacingRate = c.paceRate()
 		s.SlowStart = c.cc.fixed == 0 && c.cc.cwnd < c.cc.ssthresh
 	}
+	if c.intro != nil {
+		s.Path = c.intro.Path
+	}
 	s.ReceiveBytes = c.recvBudget.Used
 	s.OpenChannels = len(c.chans)
 	if n := s.ReliablePacketsSent + s.PacketsResent; n > 0 {

@@ -276,6 +276,13 @@ func checkDirect(t *testing.T, name string, r *natRun, res result) {
 	if !got(r.evB, "from A") || !got(r.evA, "from B") {
 		t.Errorf("%s: messages did not cross the direct path", name)
 	}
+	// The statistics say which path each side's connection uses.
+	if st, ok := r.a.Stats(res.conn); !ok || st.Path != fastnet.PathDirect {
+		t.Errorf("%s: A's Stats.Path %v", name, st.Path)
+	}
+	if st, ok := r.b.Stats(hb); !ok || st.Path != fastnet.PathDirect {
+		t.Errorf("%s: B's Stats.Path %v", name, st.Path)
+	}
 	// Both forgot the introduction once connected (X12, X16).
 	if tok := fastnet.IntroToken(r.a, res.intro.ID); tok != ([16]byte{}) {
 		t.Errorf("%s: A still holds the token", name)

@@ -133,6 +133,11 @@ type Stats struct {
 	CongestionEvents  uint64
 	UnreliableExpired uint64
 
+	// Path says how a connection an introduction made reaches its peer
+	// (docs/nat.md X12): PathDirect over a punched path; 0 for a
+	// connection no introduction made.
+	Path IntroPath
+
 	SendQueueBytes  int // encoded message bytes waiting to be sent
 	InFlightBytes   int // reliable bytes sent and not acknowledged
 	InFlightPackets int
