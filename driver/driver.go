@@ -699,6 +699,8 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 		}
 	case fastnet.EventRejected:
 		e.notifyLocked(Event{Kind: EventRefused, Addr: ev.Addr, Err: ev.Err})
+	case fastnet.EventIntroduction:
+		e.notifyLocked(Event{Kind: EventIntroduction, Conn: c, Addr: ev.Addr, Target: ev.ID, Err: ev.Err})
 	case fastnet.EventQuality:
 		if c != nil {
 			c.quality = *ev.Quality

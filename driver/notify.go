@@ -31,14 +31,20 @@ const (
 	// the client's, Err a *fastnet.RefusedError with the reason it was
 	// sent, and Conn is nil (N67).
 	EventRefused
+	// EventIntroduction: an introducer introduced Conn's peer to the
+	// connection whose id is Target (Err nil), or refused or failed to
+	// (Err a *fastnet.IntroError with the code the peer was sent;
+	// docs/nat.md X4-X7).
+	EventIntroduction
 )
 
 var eventKindNames = [...]string{
-	EventConnected: "connected",
-	EventEnded:     "ended",
-	EventMTU:       "mtu",
-	EventQuality:   "quality",
-	EventRefused:   "refused",
+	EventConnected:    "connected",
+	EventEnded:        "ended",
+	EventMTU:          "mtu",
+	EventQuality:      "quality",
+	EventRefused:      "refused",
+	EventIntroduction: "introduction",
 }
 
 func (k EventKind) String() string {
@@ -57,7 +63,8 @@ type Event struct {
 	MTU     int             // EventMTU
 	Quality fastnet.Quality // EventQuality
 	Stats   *fastnet.Stats  // EventEnded: the final statistics
-	Err     error           // EventEnded, EventRefused
+	Err     error           // EventEnded, EventRefused, EventIntroduction
+	Target  uint32          // EventIntroduction: the connection id asked for
 }
 
 // notifyLocked hands ev to the application's channel, without blocking,
@@ -134,6 +141,12 @@ func (e *Engine) log(evs []Event) {
 			lg.LogAttrs(ctx, slog.LevelInfo, "fastnet: ended", attrs...)
 		case EventRefused:
 			lg.LogAttrs(ctx, slog.LevelInfo, "fastnet: refused", net, addr, slog.String("reason", reasonOf(ev.Err)))
+		case EventIntroduction:
+			attrs := []slog.Attr{net, addr, slog.Uint64("target", uint64(ev.Target))}
+			if ev.Err != nil {
+				attrs = append(attrs, slog.String("failed", reasonOf(ev.Err)))
+			}
+			lg.LogAttrs(ctx, slog.LevelInfo, "fastnet: introduction", attrs...)
 		case EventMTU:
 			lg.LogAttrs(ctx, slog.LevelDebug, "fastnet: mtu", net, addr, slog.Int("mtu", ev.MTU))
 		case EventQuality:

@@ -78,6 +78,12 @@ const (
 	// connects to its host (urpdriver.Dial), within RelayTimeout (5 s).
 	// The introduction ends here at this side.
 	EventRelayJoin
+	// EventIntroduction: this introducer introduced two of its
+	// connections (X6), or refused or failed to (X4, X7). Conn and Addr
+	// are the initiator's connection, ID the target's connection id it
+	// asked for; Err is nil when the introducer sent both its go
+	// ("intro="), or an *IntroError with the code the initiator was sent.
+	EventIntroduction
 )
 
 var eventKindNames = [...]string{
@@ -95,6 +101,7 @@ var eventKindNames = [...]string{
 	EventIntroFailed:   "IntroFailed",
 	EventRelayHost:     "RelayHost",
 	EventRelayJoin:     "RelayJoin",
+	EventIntroduction:  "Introduction",
 }
 
 func (k EventKind) String() string {

@@ -478,6 +478,7 @@ func (e *Endpoint) introRequest(now clock.Time, c *conn, m *extMsg) {
 	if b == nil || b == c || !e.introducee(b) {
 		// One code for all three (X4, X8).
 		e.sendExt(c, &extMsg{kind: extIntroFail, req: m.req, code: uint8(IntroUnknownTarget)})
+		e.introduced(c, m.target, &IntroError{Code: IntroUnknownTarget})
 		return
 	}
 	p := &e.cfg.Punch
@@ -490,6 +491,7 @@ func (e *Endpoint) introRequest(now clock.Time, c *conn, m *extMsg) {
 	}
 	if busy {
 		e.sendExt(c, &extMsg{kind: extIntroFail, req: m.req, code: uint8(IntroBusy)})
+		e.introduced(c, m.target, &IntroError{Code: IntroBusy})
 		return
 	}
 	ka.tokens--
@@ -545,11 +547,22 @@ func (e *Endpoint) introAnswer(now clock.Time, c *conn, m *extMsg) {
 		e.intros.schedule(in)
 		e.sendGo(in, in.a)
 		e.sendGo(in, in.b)
+		e.introduced(in.a, in.target, nil)
 	case in.state == introOffered:
 		e.introFailAt(now, in, IntroRefused, m.reason)
 	case in.state == introGoing && m.kind == extIntroAccept:
 		e.sendGo(in, in.b) // B lost its "intro=" (X7)
 	}
+}
+
+// introduced reports at the introducer what became of a's request to be
+// introduced to target (EventIntroduction).
+func (e *Endpoint) introduced(a *conn, target uint32, err *IntroError) {
+	ev := Event{Kind: EventIntroduction, Conn: a.handle, Addr: a.addr, ID: target}
+	if err != nil {
+		ev.Err = err
+	}
+	e.emit(ev)
 }
 
 // introFailAt ends S's introduction in with an "intro!" to A, kept to
@@ -558,6 +571,7 @@ func (e *Endpoint) introFailAt(now clock.Time, in *intro, code IntroCode, reason
 	in.state, in.code, in.reason = introFailed, uint8(code), cutTo(reason, maxExtText)
 	e.introUncount(in)
 	e.sendExt(in.a, &extMsg{kind: extIntroFail, req: in.req, code: in.code, reason: in.reason})
+	e.introduced(in.a, in.target, &IntroError{Code: code, Reason: in.reason})
 	in.retryAt, in.endAt = 0, now.Add(introFailKeep)
 	e.intros.schedule(in)
 }

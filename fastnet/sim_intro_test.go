@@ -170,6 +170,9 @@ func TestSimIntroduction(t *testing.T) {
 		if tt.link.Loss == 0 && took != 4*tt.link.Delay {
 			t.Errorf("%s: took %v, want four crossings of the S legs", tt.name, took)
 		}
+		if sev, ok := w.serverEvent(fastnet.EventIntroduction); !ok || sev.Err != nil || sev.ID != w.ids[1] || sev.Addr != w.addrs[0] {
+			t.Errorf("%s: the introducer's EventIntroduction %+v (found %v), want A's introduction to %d", tt.name, sev, ok, w.ids[1])
+		}
 	}
 }
 
@@ -226,7 +229,28 @@ func TestSimIntroFailures(t *testing.T) {
 		if _, ok := w.introEvent(1, fastnet.EventIntroduced); ok {
 			t.Errorf("%s: B introduced all the same", tt.name)
 		}
+		// The introducer reports the failure it sent, with its code,
+		// when it saw the request at all.
+		sev, ok := w.serverEvent(fastnet.EventIntroduction)
+		switch {
+		case tt.cut == "S":
+			if ok {
+				t.Errorf("%s: the introducer reported %v for a request it never saw", tt.name, sev.Err)
+			}
+		case !ok || !errors.As(sev.Err, &ie) || ie.Code != tt.code || sev.ID != tt.target(w) || sev.Addr != w.addrs[0]:
+			t.Errorf("%s: the introducer's EventIntroduction %+v (found %v), want code %d for target %d from %v", tt.name, sev, ok, tt.code, tt.target(w), w.addrs[0])
+		}
 	}
+}
+
+// serverEvent returns the introducer's first event of kind, if any.
+func (w *introWorld) serverEvent(kind fastnet.EventKind) (fastnet.Event, bool) {
+	for _, ev := range w.n.Events(iwS) {
+		if ev.Kind == kind {
+			return ev, true
+		}
+	}
+	return fastnet.Event{}, false
 }
 
 // The introducer's limits (X4, X17): 4 live introductions per requester,

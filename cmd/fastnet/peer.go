@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"github.com/fastnet-engine/fastnet/driver"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,13 +67,36 @@ The introductions themselves are reported by the peers.`,
 // introduce is the introducer command.
 func introduce(ctx context.Context, s *stdio, addr string, maxConns int) int {
 	cfg := fastnet.Config{MaxConnections: maxConns, Punch: fastnet.PunchConfig{Introducer: true}}
-	l, err := udpdriver.Listen(ctx, addr, udpdriver.Config{Engine: cfg})
+	events := make(chan driver.Event, eventBacklog)
+	l, err := udpdriver.Listen(ctx, addr, udpdriver.Config{Engine: cfg, Events: events})
 	if err != nil {
 		s.errorf("fastnet introducer: %v", err)
 		return exitFailure
 	}
 	s.printf("introducing udp %s", l.Addr())
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		// A line per introduction made, refused or failed (X6, X4, X7).
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-events:
+				if ev.Kind != driver.EventIntroduction {
+					continue
+				}
+				var id uint32
+				if ev.Conn != nil {
+					id = ev.Conn.ID()
+				}
+				if ev.Err != nil {
+					s.printf("introduction udp %s id=%d to=%d failed: %s", ev.Addr, id, ev.Target, strings.TrimPrefix(ev.Err.Error(), "fastnet: introduction failed: "))
+					continue
+				}
+				s.printf("introduced udp %s id=%d to=%d", ev.Addr, id, ev.Target)
+			}
+		}
+	})
 	wg.Go(func() {
 		for {
 			c, err := l.Accept(ctx)

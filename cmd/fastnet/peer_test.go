@@ -77,6 +77,16 @@ func TestPeerCommands(t *testing.T) {
 		if d := disconnectedRE.FindStringSubmatch(intro.waitLine(t, "disconnected ")); d == nil || d[3] != m[1] || d[5] != "closed by peer" {
 			t.Errorf("introducer said %q", d)
 		}
+		// And it printed the introduction it made (X6), before A left.
+		made := false
+		for _, l := range intro.seenLines() {
+			if strings.HasPrefix(l, "introduced udp ") && strings.HasSuffix(l, " id="+m[1]+" to="+bID) {
+				made = true
+			}
+		}
+		if !made {
+			t.Errorf("the introducer printed no introduction of %s to %s: %q", m[1], bID, intro.seenLines())
+		}
 	})
 
 	fails := []struct {
