@@ -57,6 +57,10 @@ type IntroPath uint8
 const (
 	// PathDirect: over an address proved by hole punching (X11, X12).
 	PathDirect IntroPath = iota + 1
+	// PathRelay: through a group on the URP relay the introducer named,
+	// when punching found no direct path (X13). The engine never makes
+	// such a connection itself; a driver that joins the group reports it.
+	PathRelay
 )
 
 // punching reports whether in still checks: its token is live.

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/udpio"
+	"github.com/fastnet-engine/fastnet/urp/urpdriver"
 )
 
 // Peer is a Fastnet endpoint of role fastnet.Peer on one UDP socket
@@ -20,38 +23,69 @@ import (
 // all through the one socket and so through one NAT mapping. Its
 // connections do not own it: closing one leaves the others and the socket
 // open, and Close ends them all.
+//
+// When punching finds no direct path and the introducer names a URP relay
+// (X13), the Peer falls back to it by itself: as the target it hosts the
+// introduction's group on the relay (urpdriver.Listen) and hands the
+// initiator's connection to Accept; as the initiator, Introduce joins the
+// group (urpdriver.Dial). Such a connection runs over the relay's TCP
+// connection, not the Peer's socket, and its path is fastnet.PathRelay.
 type Peer struct {
 	e    *driver.Engine
 	l    *Listener
 	cand []netip.AddrPort
+	cfg  fastnet.Config // the engine's, for the relayed connections
 
-	mu     sync.Mutex
-	waits  map[uint32]*introWait           // Introduce calls, by request number
-	intros map[*Conn]*fastnet.Introduction // introduced connections, while open
+	mu          sync.Mutex
+	waits       map[uint32]*introWait           // Introduce calls, by request number
+	intros      map[*Conn]*fastnet.Introduction // introduced connections, while open
+	relays      map[*Conn]io.Closer             // relayed connections, while open, and what ends each
+	relayed     []*Conn                         // relayed connections for Accept
+	relayNotify chan struct{}                   // closed and replaced when one is added to relayed
+	closed      bool
 }
 
 // introWait is one Introduce call waiting for its outcome.
 type introWait struct {
-	done chan struct{} // closed once c or err is set
-	c    *Conn
-	err  error
+	done  chan struct{} // closed once c, err or relay is set
+	c     *Conn
+	err   error
+	relay *fastnet.Introduction // EventRelayJoin's: the group to join (X13)
 }
 
-// RelayError is Introduce's error when the target found no direct path and
-// hosts a group on the URP relay the introducer named instead (X13): the
-// application may join it with urpdriver.Dial(ctx, Relay, Group,
-// Password, ...). It matches fastnet.ErrIntroFailed.
+// RelayError is Introduce's error when the target found no direct path
+// and hosts a group on the URP relay the introducer named (X13), but
+// joining it and connecting to the target there failed. Err is
+// urpdriver.Dial's error. It matches fastnet.ErrIntroFailed.
 type RelayError struct {
-	Relay           string
-	Group, Password uint32
+	Relay string
+	Group uint32
+	Err   error
 }
 
 func (e *RelayError) Error() string {
-	return fmt.Sprintf("udpdriver: no direct path: the peer hosts group %d on relay %s", e.Group, e.Relay)
+	return fmt.Sprintf("udpdriver: no direct path, and joining group %d on relay %s failed: %v", e.Group, e.Relay, e.Err)
 }
 
 // Is reports whether target is fastnet.ErrIntroFailed.
 func (e *RelayError) Is(target error) bool { return target == fastnet.ErrIntroFailed }
+
+// Unwrap returns Err.
+func (e *RelayError) Unwrap() error { return e.Err }
+
+// The bounds of the relay fallback (X13), variables for the tests.
+var (
+	// relayHostWait bounds the target's hosting of the group: its
+	// decision must reach the initiator within the 2 s the initiator
+	// waits for it beyond the punch.
+	relayHostWait = 1500 * time.Millisecond
+	// relayJoinWait is RelayTimeout, the initiator's bound on joining.
+	relayJoinWait = 5 * time.Second
+	// relayAcceptWait bounds how long the target's group waits for the
+	// initiator: the decision's way through the introducer, and
+	// RelayTimeout.
+	relayAcceptWait = 8 * time.Second
+)
 
 // negotiationWait bounds how long Introduce waits for the connection to
 // the introducer to negotiate the punch extension (X2), which a new
@@ -82,7 +116,8 @@ func OpenPacket(ctx context.Context, pc net.PacketConn, cfg Config) (*Peer, erro
 }
 
 func openOn(uc *udpio.Conn, pc net.PacketConn, cfg Config) (*Peer, error) {
-	p := &Peer{waits: make(map[uint32]*introWait), intros: make(map[*Conn]*fastnet.Introduction)}
+	p := &Peer{waits: make(map[uint32]*introWait), intros: make(map[*Conn]*fastnet.Introduction),
+		relays: make(map[*Conn]io.Closer), relayNotify: make(chan struct{})}
 	cfg.Engine.Role = fastnet.Peer
 	if cfg.Engine.Punch.Candidates == nil {
 		if ap, ok := udpio.AddrPort(localAddr(uc, pc)); ok {
@@ -94,7 +129,7 @@ func openOn(uc *udpio.Conn, pc net.PacketConn, cfg Config) (*Peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.e, p.l, p.cand = e, l, cfg.Engine.Punch.Candidates
+	p.e, p.l, p.cand, p.cfg = e, l, cfg.Engine.Punch.Candidates, cfg.Engine
 	return p, nil
 }
 
@@ -151,9 +186,47 @@ func (p *Peer) Dial(ctx context.Context, addr string) (*Conn, error) {
 }
 
 // Accept returns the next connection a peer made to this one: one an
-// introduction made (this Peer consented, X5, X12), or a stranger's if
-// Engine.AcceptStrangers is set. It fails as Listener.Accept does.
-func (p *Peer) Accept(ctx context.Context) (*Conn, error) { return p.l.Accept(ctx) }
+// introduction made (this Peer consented, X5), directly (X12) or through
+// the relay (X13), or a stranger's if Engine.AcceptStrangers is set. It
+// fails as Listener.Accept does.
+func (p *Peer) Accept(ctx context.Context) (*Conn, error) {
+	for {
+		p.mu.Lock()
+		if len(p.relayed) > 0 {
+			c := p.relayed[0]
+			p.relayed[0] = nil
+			p.relayed = p.relayed[1:]
+			p.mu.Unlock()
+			return c, nil
+		}
+		notify := p.relayNotify
+		p.mu.Unlock()
+		actx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-notify:
+				cancel()
+			case <-actx.Done():
+			}
+		}()
+		c, err := p.l.Accept(actx)
+		cancel()
+		if err != nil && ctx.Err() == nil && isClosed(notify) {
+			continue // a relayed connection came
+		}
+		return c, err
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
 
 // Introduction returns the introduction that made c, if one did and c is
 // still open: with whom (PeerID, the other peer's connection id at the
@@ -167,17 +240,22 @@ func (p *Peer) Introduction(c *Conn) (*fastnet.Introduction, bool) {
 
 // Introduce asks the introducer at the other end of via, a connection
 // this Peer dialed, to introduce it to the peer whose connection there has
-// the id target (X4), and returns the connection to that peer once the
-// punch proved a path and the handshake over it completed (X11, X12), with
-// the path it takes (fastnet.PathDirect).
+// the id target (X4), and returns the connection to that peer with the
+// path it takes: fastnet.PathDirect once the punch proved a path and the
+// handshake over it completed (X11, X12), or fastnet.PathRelay when the
+// punch found none and the target hosts a group on the URP relay the
+// introducer named, which Introduce joins (X13). A relayed connection runs
+// over its own TCP connection to the relay; it does not own the Peer, and
+// Close ends it with the others.
 //
 // A failure of the introduction is a *fastnet.IntroError (errors.As) whose
 // Code says which step failed: the target unknown, refusing or silent, the
-// introducer busy or silent, no direct path. When the target hosts a relay
-// group instead (X13) the error is a *RelayError. Both match
+// introducer busy or silent, no direct path and no relay. A failure to
+// join the relay group is a *RelayError. Both match
 // fastnet.ErrIntroFailed. If via's peer has not negotiated the extension
 // within a few seconds, the error matches fastnet.ErrNoIntroducer. The
-// engine bounds every step, so Introduce returns within about 20 seconds
+// engine bounds every step, and the relay's join is bounded by
+// RelayTimeout (5 s), so Introduce returns within about 25 seconds
 // without a deadline on ctx.
 func (p *Peer) Introduce(ctx context.Context, via *Conn, target uint32) (*Conn, fastnet.IntroPath, error) {
 	w := &introWait{done: make(chan struct{})}
@@ -214,15 +292,134 @@ func (p *Peer) Introduce(ctx context.Context, via *Conn, target uint32) (*Conn, 
 	}
 	p.mu.Lock()
 	delete(p.waits, req)
-	c, err := w.c, w.err
+	c, err, relay := w.c, w.err, w.relay
 	p.mu.Unlock()
 	switch {
 	case c != nil:
 		return c, fastnet.PathDirect, nil
 	case err != nil:
 		return nil, 0, wrap(err)
+	case relay != nil:
+		c, err := p.joinRelay(ctx, relay)
+		if err != nil {
+			return nil, 0, wrap(err)
+		}
+		return c, fastnet.PathRelay, nil
 	}
 	return nil, 0, wrap(ctx.Err())
+}
+
+// relayConfig is the engine configuration of a relayed connection: the
+// Peer's, without what belongs to its socket and its introductions.
+func (p *Peer) relayConfig() fastnet.Config {
+	cfg := p.cfg
+	cfg.Role, cfg.Transport = 0, 0
+	cfg.Punch = fastnet.PunchConfig{}
+	cfg.AcceptStrangers = false
+	cfg.MTU.Path = nil
+	return cfg
+}
+
+// bounded returns a context that ends after d, with parent, or when the
+// Peer's engine shuts down.
+func (p *Peer) bounded(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(parent, d)
+	go func() {
+		select {
+		case <-p.e.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// joinRelay is the initiator's fallback (X13): it joins the group the
+// target hosts, within RelayTimeout, and connects to the target there.
+func (p *Peer) joinRelay(ctx context.Context, x *fastnet.Introduction) (*Conn, error) {
+	jctx, cancel := p.bounded(ctx, relayJoinWait)
+	c, err := urpdriver.Dial(jctx, x.Relay, x.RelayGroup, x.RelayPassword, urpdriver.Config{Engine: p.relayConfig()})
+	cancel()
+	if err != nil {
+		return nil, &RelayError{Relay: x.Relay, Group: x.RelayGroup, Err: err}
+	}
+	if !p.addRelayed(c, x, c, false) {
+		c.Abort("peer closed")
+		return nil, driver.ErrListenerClosed
+	}
+	return c, nil
+}
+
+// addRelayed records c, a connection through the relay that x made, and
+// what ends it, for Introduction and Close, and for Accept if accept is
+// set; false if the Peer is closed.
+func (p *Peer) addRelayed(c *Conn, x *fastnet.Introduction, end io.Closer, accept bool) bool {
+	rx := *x
+	rx.Path, rx.Addr = fastnet.PathRelay, c.RemoteAddr()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.intros[c], p.relays[c] = &rx, end
+	if accept {
+		p.relayed = append(p.relayed, c)
+		close(p.relayNotify)
+		p.relayNotify = make(chan struct{})
+	}
+	go func() {
+		<-c.Done()
+		p.mu.Lock()
+		delete(p.intros, c)
+		delete(p.relays, c)
+		if i := slices.Index(p.relayed, c); i >= 0 {
+			p.relayed = slices.Delete(p.relayed, i, i+1)
+		}
+		p.mu.Unlock()
+	}()
+	return true
+}
+
+// hostRelay is the target's fallback (X13): it hosts the group x asks for
+// on the relay, reports its id (0 if it could not) and waits for the
+// initiator's connection, which it hands to Accept. The group takes that
+// one member: the connections of any other are aborted, and the group
+// ends with the connection.
+func (p *Peer) hostRelay(x *fastnet.Introduction) {
+	hctx, cancel := p.bounded(context.Background(), relayHostWait)
+	l, err := urpdriver.Listen(hctx, x.Relay, urpdriver.Config{Engine: p.relayConfig(), Password: x.RelayPassword})
+	cancel()
+	var gid uint32
+	if err == nil {
+		gid, _ = l.Group()
+	}
+	if err := p.e.RelayHosted(x.ID, gid); err != nil || gid == 0 {
+		if l != nil {
+			l.Close() // too late: the introduction is over
+		}
+		return
+	}
+	actx, cancel := p.bounded(context.Background(), relayAcceptWait)
+	c, err := l.Accept(actx)
+	cancel()
+	if err != nil || !p.addRelayed(c, x, l.Listener, true) {
+		l.Close()
+		return
+	}
+	p.e.Go(func() {
+		for {
+			o, err := l.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			o.Abort("the group takes one member")
+		}
+	})
+	select {
+	case <-c.Done():
+	case <-p.e.Done():
+	}
+	l.Close()
 }
 
 // hear is the engine's hook for the events of introductions
@@ -240,9 +437,7 @@ func (p *Peer) hear(ev fastnet.Event, c *Conn) {
 	}
 	if !x.Initiator {
 		if ev.Kind == fastnet.EventRelayHost {
-			// This driver hosts no relay group: the initiator hears
-			// that there is no path (X13).
-			p.e.Go(func() { p.e.RelayHosted(x.ID, 0) })
+			p.e.Go(func() { p.hostRelay(x) })
 		}
 		return
 	}
@@ -263,7 +458,7 @@ func (p *Peer) hear(ev fastnet.Event, c *Conn) {
 			w.err = &fastnet.IntroError{Code: fastnet.IntroNoPeer}
 		}
 	case fastnet.EventRelayJoin:
-		w.err = &RelayError{Relay: x.Relay, Group: x.RelayGroup, Password: x.RelayPassword}
+		w.relay = x // Introduce joins the group
 	default:
 		return
 	}
@@ -281,5 +476,19 @@ func (p *Peer) forgetWhenDone(c *Conn) {
 func (p *Peer) DriverStats() DriverStats { return p.e.Stats() }
 
 // Close ends every connection of the Peer gracefully (each gets the
-// configured linger) and closes its socket.
-func (p *Peer) Close() error { return p.l.CloseWithReason("") }
+// configured linger), the relayed ones included, and closes its socket.
+func (p *Peer) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	var ends []io.Closer
+	for _, end := range p.relays {
+		ends = append(ends, end)
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, end := range ends {
+		wg.Go(func() { end.Close() })
+	}
+	wg.Wait()
+	return p.l.CloseWithReason("")
+}

@@ -212,8 +212,11 @@ type peerOptions struct {
 
 // pathName names an introduced connection's path in output.
 func pathName(p fastnet.IntroPath) string {
-	if p == fastnet.PathDirect {
+	switch p {
+	case fastnet.PathDirect:
 		return "direct"
+	case fastnet.PathRelay:
+		return "relay"
 	}
 	return "unknown"
 }
@@ -265,7 +268,11 @@ func peer(ctx context.Context, s *stdio, o peerOptions) int {
 		}
 		return exitFailure
 	}
-	s.errorf("connected to %s over udp (%s path), id %d", c.RemoteAddr(), pathName(path), c.ID())
+	over := "udp"
+	if path == fastnet.PathRelay {
+		over = "a urp relay"
+	}
+	s.errorf("connected to %s over %s (%s path), id %d", c.RemoteAddr(), over, pathName(path), c.ID())
 	return converse(ctx, s, c, o.c, fastnet.DefaultMaxMessageSize)
 }
 
