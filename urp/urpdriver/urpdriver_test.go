@@ -211,9 +211,16 @@ func TestDialFailures(t *testing.T) {
 	}
 	plain.Set(ctx, urp.Respond, urp.KeyGroupFlags, urpdriver.GroupFlags)
 	go func() {
-		ev, _ := plain.Receive(ctx)
-		if ev.Kind == urp.GotJoined {
-			plain.Quit(ctx)
+		// The answer to Set (RESPOND, U8) may come first.
+		for {
+			ev, err := plain.Receive(ctx)
+			if err != nil {
+				return
+			}
+			if ev.Kind == urp.GotJoined {
+				plain.Quit(ctx)
+				return
+			}
 		}
 	}()
 	if _, err := urpdriver.Dial(ctx, s.Addr().String(), pgid, 0, urpdriver.Config{}); !errors.Is(err, urpdriver.ErrHostLeft) {
