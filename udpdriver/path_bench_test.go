@@ -2,14 +2,10 @@ package udpdriver
 
 import (
 	"context"
-	"errors"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
-	"github.com/fastnet-engine/fastnet/internal/udpio"
-	"github.com/fastnet-engine/fastnet/urp/urpserver"
 )
 
 // BenchmarkTimeToConnection measures, over loopback, the time from asking
@@ -29,25 +25,7 @@ func BenchmarkTimeToConnection(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			relay, err := urpserver.Listen(ctx, "127.0.0.1:0", urpserver.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer relay.Close()
-			s, err := Listen(ctx, "127.0.0.1:0", Config{Engine: fastnet.Config{MaxConnections: 4096,
-				Punch: fastnet.PunchConfig{Introducer: true, Relay: relay.Addr().String()}}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			go func() {
-				for {
-					if _, err := s.Accept(ctx); err != nil {
-						return
-					}
-				}
-			}()
-			saddr, _ := udpio.AddrPort(s.Addr())
+			s, _ := relayIntroducer(b, ctx)
 			punch := fastnet.PunchConfig{PunchTimeout: 300 * time.Millisecond}
 			bp := punch
 			bp.Consent = consentAll
@@ -55,29 +33,18 @@ func BenchmarkTimeToConnection(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				a, aS := openPeer(b, ctx, s, nil, Config{Engine: fastnet.Config{Punch: punch}})
-				var pc net.PacketConn
+				var t *Peer
+				var tS *Conn
 				if relayed {
-					raw, err := net.ListenPacket("udp", "127.0.0.1:0")
-					if err != nil {
-						b.Fatal(err)
-					}
-					pc = &onlyFrom{PacketConn: raw, from: saddr}
+					t, tS = hiddenPeer(b, ctx, s, Config{Engine: fastnet.Config{Punch: bp}})
+				} else {
+					t, tS = openPeer(b, ctx, s, nil, Config{Engine: fastnet.Config{Punch: bp}})
 				}
-				t, tS := openPeer(b, ctx, s, pc, Config{Engine: fastnet.Config{Punch: bp}})
 				// Both negotiate with S (X2), with their first heartbeats,
 				// before the clock starts.
 				time.Sleep(300 * time.Millisecond)
 				b.StartTimer()
-				c, path, err := a.Introduce(ctx, aS, tS.ID())
-				for retry := 0; retry < 100; retry++ {
-					var ie *fastnet.IntroError
-					if !errors.As(err, &ie) || ie.Code != fastnet.IntroUnknownTarget {
-						break
-					}
-					// S has not heard the target's answer yet (X2).
-					time.Sleep(time.Millisecond)
-					c, path, err = a.Introduce(ctx, aS, tS.ID())
-				}
+				c, path, err := introduceKnown(ctx, a, aS, tS.ID())
 				b.StopTimer()
 				if err != nil {
 					b.Fatal(err)

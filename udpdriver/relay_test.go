@@ -23,44 +23,14 @@ func TestPeerIntroduceRelay(t *testing.T) {
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	relay, err := urpserver.Listen(ctx, "127.0.0.1:0", urpserver.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer relay.Close()
-	s, err := Listen(ctx, "127.0.0.1:0", Config{Engine: fastnet.Config{Punch: fastnet.PunchConfig{Introducer: true, Relay: relay.Addr().String()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	go func() {
-		for {
-			if _, err := s.Accept(ctx); err != nil {
-				return
-			}
-		}
-	}()
-	saddr, _ := udpio.AddrPort(s.Addr())
+	s, stop := relayIntroducer(t, ctx)
 	punch := fastnet.PunchConfig{PunchTimeout: 300 * time.Millisecond}
 	a, aS := openPeer(t, ctx, s, nil, Config{Engine: fastnet.Config{Punch: punch}})
-	raw, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	bp := punch
 	bp.Consent = consentAll
-	b, bS := openPeer(t, ctx, s, &onlyFrom{PacketConn: raw, from: saddr}, Config{Engine: fastnet.Config{Punch: bp}})
+	b, bS := hiddenPeer(t, ctx, s, Config{Engine: fastnet.Config{Punch: bp}})
 
-	c, path, err := a.Introduce(ctx, aS, bS.ID())
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
-		// B is an unknown target until it has negotiated with S (X2).
-		var ie *fastnet.IntroError
-		if !errors.As(err, &ie) || ie.Code != fastnet.IntroUnknownTarget {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-		c, path, err = a.Introduce(ctx, aS, bS.ID())
-	}
+	c, path, err := introduceKnown(ctx, a, aS, bS.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +93,7 @@ func TestPeerIntroduceRelay(t *testing.T) {
 	}
 	a.Close()
 	b.Close()
-	s.Close()
-	relay.Close()
+	stop()
 	waitGoroutines(t, before)
 }
 
@@ -133,40 +102,11 @@ func TestPeerIntroduceRelay(t *testing.T) {
 func TestPeerCloseEndsRelayed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	relay, err := urpserver.Listen(ctx, "127.0.0.1:0", urpserver.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer relay.Close()
-	s, err := Listen(ctx, "127.0.0.1:0", Config{Engine: fastnet.Config{Punch: fastnet.PunchConfig{Introducer: true, Relay: relay.Addr().String()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	go func() {
-		for {
-			if _, err := s.Accept(ctx); err != nil {
-				return
-			}
-		}
-	}()
-	saddr, _ := udpio.AddrPort(s.Addr())
+	s, _ := relayIntroducer(t, ctx)
 	punch := fastnet.PunchConfig{PunchTimeout: 300 * time.Millisecond, Consent: consentAll}
 	a, aS := openPeer(t, ctx, s, nil, Config{Engine: fastnet.Config{Punch: punch}})
-	raw, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, bS := openPeer(t, ctx, s, &onlyFrom{PacketConn: raw, from: saddr}, Config{Engine: fastnet.Config{Punch: punch}})
-	c, _, err := a.Introduce(ctx, aS, bS.ID())
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
-		var ie *fastnet.IntroError
-		if !errors.As(err, &ie) || ie.Code != fastnet.IntroUnknownTarget {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-		c, _, err = a.Introduce(ctx, aS, bS.ID())
-	}
+	b, bS := hiddenPeer(t, ctx, s, Config{Engine: fastnet.Config{Punch: punch}})
+	c, _, err := introduceKnown(ctx, a, aS, bS.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,4 +123,63 @@ func TestPeerCloseEndsRelayed(t *testing.T) {
 			t.Fatalf("relayed connection to %v still open after Close", x.RemoteAddr())
 		}
 	}
+}
+
+// relayIntroducer starts a URP relay and an introducer that names it
+// (X13), which keeps its clients' connections open. stop closes both;
+// the test's end does too.
+func relayIntroducer(tb testing.TB, ctx context.Context) (s *Listener, stop func()) {
+	tb.Helper()
+	relay, err := urpserver.Listen(ctx, "127.0.0.1:0", urpserver.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err = Listen(ctx, "127.0.0.1:0", Config{Engine: fastnet.Config{MaxConnections: 4096,
+		Punch: fastnet.PunchConfig{Introducer: true, Relay: relay.Addr().String()}}})
+	if err != nil {
+		relay.Close()
+		tb.Fatal(err)
+	}
+	go func() {
+		for {
+			if _, err := s.Accept(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	stop = func() {
+		s.Close()
+		relay.Close()
+	}
+	tb.Cleanup(stop)
+	return s, stop
+}
+
+// hiddenPeer opens a Peer whose socket hears nobody but the introducer s,
+// so that no punch reaches it (X13), and connects it to s.
+func hiddenPeer(tb testing.TB, ctx context.Context, s *Listener, cfg Config) (*Peer, *Conn) {
+	tb.Helper()
+	saddr, _ := udpio.AddrPort(s.Addr())
+	raw, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return openPeer(tb, ctx, s, &onlyFrom{PacketConn: raw, from: saddr}, cfg)
+}
+
+// introduceKnown is p.Introduce, asked again while the target is unknown
+// to the introducer for up to 5 s: the introducer asks its new clients
+// whether they speak the extension with its first heartbeats (X2), and
+// knows the target only once it has answered.
+func introduceKnown(ctx context.Context, p *Peer, via *Conn, target uint32) (*Conn, fastnet.IntroPath, error) {
+	c, path, err := p.Introduce(ctx, via, target)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+		var ie *fastnet.IntroError
+		if !errors.As(err, &ie) || ie.Code != fastnet.IntroUnknownTarget {
+			break
+		}
+		time.Sleep(time.Millisecond)
+		c, path, err = p.Introduce(ctx, via, target)
+	}
+	return c, path, err
 }
