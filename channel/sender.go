@@ -390,9 +390,8 @@ func (s *Sender) NextResend(rtt, maxInterval time.Duration) clock.Time {
 
 // Resent describes a packet appended by AppendResend.
 type Resent struct {
-	// First is when the packet was first sent and Prev its send before
-	// this one.
-	First, Prev clock.Time
+	// Prev is the packet's send before this one.
+	Prev clock.Time
 	// N is the number of times it was resent, this time included.
 	N uint32
 	// Bytes is the chunk's length.
@@ -415,7 +414,7 @@ func (s *Sender) AppendResend(b []byte, now clock.Time, rtt, maxInterval time.Du
 	r := &s.recs[idx]
 	b = Header{Reliable: true, Start: r.start, Seq: r.seq, Rel: r.rel}.Append(b)
 	b = append(b, r.chunk...)
-	rs := Resent{First: r.first, Prev: r.last, N: r.resends + 1, Bytes: len(r.chunk)}
+	rs := Resent{Prev: r.last, N: r.resends + 1, Bytes: len(r.chunk)}
 	r.resends++
 	r.last = now
 	r.ticket++

@@ -493,3 +493,81 @@ func TestSenderSeqDistanceBound(t *testing.T) {
 		})
 	}
 }
+
+// TestDropExpired checks what D30 asks of a sender: unreliable messages
+// queued before the cut and not yet started are dropped from the front,
+// whole; a reliable message, a started one or a younger one stops it, and
+// messages queued without a time never expire.
+func TestDropExpired(t *testing.T) {
+	t0 := clock.Epoch
+	ms := time.Millisecond
+	msg := []byte("twenty bytes, near x")
+	enc := coalesce.EncodedLen(len(msg))
+	tests := []struct {
+		name      string
+		queue     []bool // reliable or not, queued 1 ms apart from t0
+		untimed   bool   // queued with Queue, not QueueAt
+		startOne  bool   // the first message's first chunk was sent
+		cut       time.Duration
+		wantMsgs  int
+		wantBytes int
+	}{
+		{"all old unreliable", []bool{false, false, false}, false, false, 10 * ms, 3, 3 * enc},
+		{"younger ones stay", []bool{false, false, false}, false, false, 2 * ms, 2, 2 * enc},
+		{"a reliable one stops it", []bool{false, true, false}, false, false, 10 * ms, 1, enc},
+		{"a started one stays", []bool{false, false}, false, true, 10 * ms, 0, 0},
+		{"untimed never expire", []bool{false, false}, true, false, time.Hour, 0, 0},
+	}
+	for _, tt := range tests {
+		s := NewSender(1)
+		for i, r := range tt.queue {
+			if tt.untimed {
+				s.Queue(msg, r)
+			} else {
+				s.QueueAt(msg, r, t0.Add(time.Duration(i)*ms))
+			}
+		}
+		if tt.startOne {
+			s.AppendNew(nil, t0, 5) // the first 5 bytes of the first message
+		}
+		before := s.QueuedBytes()
+		n, b := s.DropExpired(t0.Add(tt.cut))
+		if n != tt.wantMsgs || b != tt.wantBytes || s.QueuedBytes() != before-b {
+			t.Errorf("%s: dropped %d messages, %d bytes, queued %d -> %d; want %d, %d", tt.name, n, b, before, s.QueuedBytes(), tt.wantMsgs, tt.wantBytes)
+		}
+	}
+}
+
+// TestAckedAndResent checks what a sender tells of the packets it frees and
+// resends (D30): their send times, resends and R, and the oldest in flight.
+func TestAckedAndResent(t *testing.T) {
+	t0 := clock.Epoch
+	ms := time.Millisecond
+	s := NewSender(1)
+	for range 3 {
+		s.QueueAt(payload(1, 10), true, t0)
+	}
+	var seqs []Seq
+	for range 3 {
+		_, sent := s.AppendNew(nil, t0, 1000)
+		seqs = append(seqs, sent.Seq)
+	}
+	if rel, last, n, ok := s.Oldest(); !ok || rel != 1 || last != t0 || n != 0 {
+		t.Errorf("Oldest = %d, %v, %d, %v; want R 1 sent at t0, never resent", rel, last, n, ok)
+	}
+	_, rs, ok := s.AppendResend(nil, t0.Add(time.Second), 100*ms, 0)
+	if !ok || rs.Prev != t0 || rs.N != 1 || rs.Bytes == 0 {
+		t.Errorf("resend %+v, %v; want the first packet's first resend, previous send at t0", rs, ok)
+	}
+	a, ok := s.HandleAck(seqs[2])
+	if !ok || a.First != t0 || a.Last != t0 || a.Resends != 0 || a.Rel != 3 {
+		t.Errorf("ack of the third packet %+v; want sent once at t0, R 3", a)
+	}
+	a, ok = s.HandleAck(seqs[0])
+	if !ok || a.Last != t0.Add(time.Second) || a.Resends != 1 || a.Rel != 1 {
+		t.Errorf("ack of the resent first packet %+v; want its resend's time and count", a)
+	}
+	if rel, _, _, ok := s.Oldest(); !ok || rel != 2 {
+		t.Errorf("oldest in flight R %d, %v; want 2", rel, ok)
+	}
+}

@@ -41,10 +41,10 @@ type congestion struct {
 	// turned into window growth.
 	acked int
 
-	// Round trips measured from acks of packets never resent (Karn):
-	// smoothed, and the smallest; sampled once there is one (N77).
-	srtt, minRTT time.Duration
-	sampled      bool
+	// Round trips measured from acks of packets never resent (Karn),
+	// smoothed; sampled once there is one (N77).
+	srtt    time.Duration
+	sampled bool
 
 	// HyStart++'s delay test (N78): the smallest RTT of the current round
 	// and of the last, the samples of this round, and when it began (a
@@ -256,11 +256,10 @@ func (cc *congestion) onAck(now, first, last clock.Time, resends uint32, n, inFl
 func (cc *congestion) sample(now clock.Time, r time.Duration) {
 	if !cc.sampled {
 		cc.sampled = true
-		cc.srtt, cc.minRTT = r, r
+		cc.srtt = r
 		cc.roundStart = now
 	} else {
 		cc.srtt = (7*cc.srtt + r) / 8
-		cc.minRTT = min(cc.minRTT, r)
 	}
 	if cc.roundSamples == 0 || r < cc.roundMin {
 		cc.roundMin = r
