@@ -167,7 +167,7 @@ func converse(ctx context.Context, s *stdio, c *conn, o connectOptions, maxMessa
 	// With --stats, the statistics are printed at exit: those the
 	// connection ended with, which it keeps (N66).
 	if o.stats {
-		defer printStats(s, c, tcp)
+		defer printStats(s, c, connectTransport(o), tcp)
 	}
 
 	// The receiver prints every message until the connection ends.

@@ -1,10 +1,12 @@
 package main
 
 // printStats writes c's statistics to standard error: once c has ended,
-// those it ended with.
-func printStats(s *stdio, c *conn, tcp bool) {
+// those it ended with. transport names what c runs over (udp, tcp, urp);
+// tcp says it is a stream, with no MTU estimation nor congestion control
+// of the engine's.
+func printStats(s *stdio, c *conn, transport string, tcp bool) {
 	st, ds := c.Stats(), c.DriverStats()
-	s.errorf("statistics of the connection to %s over %s:", c.RemoteAddr(), transportName(tcp))
+	s.errorf("statistics of the connection to %s over %s:", c.RemoteAddr(), transport)
 	s.errorf("  payload MTU: %d sent; largest payload received %d (the peer's payload MTU once it sends full packets)", st.PayloadMTU, st.PeerPayloadMTU)
 	if !tcp {
 		limited := st.MTULimited

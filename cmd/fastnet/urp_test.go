@@ -211,3 +211,19 @@ func TestRelayLimits(t *testing.T) {
 		t.Errorf("relay printed %q", l)
 	}
 }
+
+// connect --via-urp --stats names the relay as the transport, and prints
+// no MTU estimation nor congestion control line: a relay is a stream.
+func TestViaURPStats(t *testing.T) {
+	t.Parallel()
+	_, addr := startRelay(t)
+	_, gid, pass := hostVia(t, addr, "--echo")
+	r := runBin(t, "hello\n", 20*time.Second, "connect", "--via-urp", addr, "--group", gid, "--password", pass, "--stats")
+	if r.code != 0 || r.stdout != "hello\n" {
+		t.Fatalf("connect: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if !regexp.MustCompile(`(?m)^statistics of the connection to \[fd55:5250::[0-9a-f:]+\]:0 over urp:$`).MatchString(r.stderr) ||
+		strings.Contains(r.stderr, "MTU estimation:") || strings.Contains(r.stderr, "congestion control:") {
+		t.Errorf("connect --stats said %q", r.stderr)
+	}
+}
