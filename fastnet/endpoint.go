@@ -590,7 +590,7 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 			continue
 		}
 		c.tick(now)
-		paced := c.bundleTo && c.paceReady(now) // before the first packet takes its tokens
+		paced := c.paceReady(now) // before the first packet takes its tokens
 		b, ok := c.poll(now, buf)
 		if ok && c.bundleTo {
 			b = c.bundle(now, b, paced)
