@@ -352,11 +352,25 @@ func (t *transport) Ended(addr netip.AddrPort) {
 	switch {
 	case closing:
 	case t.listener == nil:
-		go t.c.Close()
+		go func() {
+			t.flushed()
+			t.c.Close()
+		}()
 	default:
-		go t.c.Kick(context.Background(), uid)
+		go func() {
+			t.flushed()
+			t.c.Kick(context.Background(), uid)
+		}()
 	}
 }
+
+// flushed returns once the engine's current round of output is queued on
+// the relay connection: Ended runs while the engine dispatches the end,
+// before it writes the "disconnect" that goes with it (D18), and a kick or
+// a close queued first would reach the member before it. The engine writes
+// under its lock (no driver.Options.CombineWrites), so taking the lock
+// waits for that write.
+func (t *transport) flushed() { t.e.Endpoint(func(*fastnet.Endpoint) {}) }
 
 // Close closes the relay connection once what is queued is written.
 func (t *transport) Close() error {
