@@ -214,7 +214,10 @@ func join(ctx context.Context, c *urpclient.Conn, gid, password uint32) (uint32,
 		return 0, err
 	}
 	flags, err := c.Get(ctx, urp.KeyGroupFlags)
-	if errors.Is(err, urpclient.ErrLeft) {
+	// The host may leave between the join and the Get: the Get is then
+	// given up (ErrLeft), or refused before it is sent, the client already
+	// knowing the user is in no group (ErrRole).
+	if errors.Is(err, urpclient.ErrLeft) || errors.Is(err, urp.ErrRole) {
 		return 0, ErrHostLeft
 	}
 	if err != nil {
