@@ -802,7 +802,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative groups", Config{MaxGroups: -1}, "MaxGroups"},
 		{"group above users", Config{MaxUsers: 10, MaxGroupSize: 11}, "MaxGroupSize"},
 		{"negative message", Config{MaxMessage: -1}, "MaxMessage"},
-		{"message above 1 GiB", Config{MaxMessage: 1<<30 + 1, MaxOutput: 1 << 31}, "MaxMessage"},
+		{"message above 1 GiB", Config{MaxMessage: 1<<30 + 1, MaxOutput: 1<<31 - 1}, "MaxMessage"},
 		{"output below a message", Config{MaxMessage: 100, MaxOutput: 108}, "MaxOutput"},
 		{"output negative", Config{MaxOutput: -1}, "MaxOutput"},
 		{"long brand", Config{Brand: strings.Repeat("x", 65)}, "Brand"},

@@ -143,8 +143,8 @@ type held struct {
 // outside 0..65535.
 func (n *Network) NewBottleneck(c BottleneckConfig) *Bottleneck {
 	switch {
-	case c.Rate <= 0 || c.Rate > MaxBottleneckRate:
-		panic(fmt.Sprintf("fastnettest: BottleneckConfig.Rate %d: want 1 to %d bytes a second", c.Rate, MaxBottleneckRate))
+	case c.Rate <= 0 || int64(c.Rate) > MaxBottleneckRate:
+		panic(fmt.Sprintf("fastnettest: BottleneckConfig.Rate %d: want 1 to %d bytes a second", c.Rate, int64(MaxBottleneckRate)))
 	case c.Delay < 0 || c.QueueLimit < 0:
 		panic("fastnettest: BottleneckConfig.Delay and QueueLimit must not be negative")
 	case c.Overhead < 0 || c.Overhead > 65535:
@@ -177,8 +177,8 @@ func (b *Bottleneck) Stats() BottleneckStats {
 // new rate, and so does everything behind it. It panics if rate is outside
 // 1..MaxBottleneckRate.
 func (b *Bottleneck) SetRate(rate int) {
-	if rate <= 0 || rate > MaxBottleneckRate {
-		panic(fmt.Sprintf("fastnettest: Bottleneck.SetRate(%d): want 1 to %d bytes a second", rate, MaxBottleneckRate))
+	if rate <= 0 || int64(rate) > MaxBottleneckRate {
+		panic(fmt.Sprintf("fastnettest: Bottleneck.SetRate(%d): want 1 to %d bytes a second", rate, int64(MaxBottleneckRate)))
 	}
 	n := b.n
 	old := b.rate
