@@ -80,6 +80,10 @@ type ReceiverConfig struct {
 	// SkipEvidenceTime bounds the time between the first and the last of
 	// the SkipEvidence packets' arrivals. Default DefaultSkipEvidenceTime.
 	SkipEvidenceTime time.Duration
+	// Presums, if not nil, may hold the digest of the message a packet
+	// given to Handle carries whole, computed ahead with those of other
+	// messages (coalesce.Presums); Handle then does not compute it again.
+	Presums *coalesce.Presums
 }
 
 // Result says what Receiver.Handle did with a packet and so whether to ack
@@ -586,7 +590,7 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 	whole := false
 	if h.Start {
 		if hdr, err := coalesce.ParseHeader(chunk, r.cfg.MaxMessage); err == nil && hdr.EncodedLen() <= len(chunk) {
-			m, err := coalesce.ParseMessage(chunk, r.cfg.MaxMessage)
+			m, err := coalesce.ParseMessageWith(r.cfg.Presums, chunk, r.cfg.MaxMessage)
 			switch {
 			case err == nil && m.Reliable == h.Reliable:
 				msg, whole = m, true

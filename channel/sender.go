@@ -52,6 +52,7 @@ type message struct {
 	off      int    // bytes already sent for the first time
 	refs     int    // in-flight packets whose chunks alias buf
 	reliable bool
+	deferred bool       // its MD5 checksum is still to be computed (fillSums)
 	at       clock.Time // when it was queued (QueueAt), 0 if not known
 }
 
@@ -136,7 +137,9 @@ func ResendInterval(n int, rtt, maxInterval time.Duration) time.Duration {
 }
 
 // Queue copies msg, encodes it as one message (coalesce.AppendMessage) and
-// queues it behind the messages already queued. It returns the encoded
+// queues it behind the messages already queued; its MD5 checksum may be
+// computed only when its first packet leaves, with those of the messages
+// behind it (fillSums). It returns the encoded
 // length, which is added to QueuedBytes. The caller has checked the
 // message against its size limits.
 func (s *Sender) Queue(msg []byte, reliable bool) int {
@@ -155,7 +158,11 @@ func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 	} else {
 		m = new(message)
 	}
-	m.buf = coalesce.AppendMessage(s.bufs.get(n)[:0], msg, reliable)
+	if len(msg) <= maxDeferred && coalesce.Batched() {
+		m.buf, m.deferred = coalesce.AppendMessageDeferred(s.bufs.get(n)[:0], msg, reliable)
+	} else {
+		m.buf, m.deferred = coalesce.AppendMessage(s.bufs.get(n)[:0], msg, reliable), false
+	}
 	m.off, m.refs, m.reliable, m.at = 0, 0, reliable, now
 	s.pending.push(m)
 	s.queued += n
@@ -267,6 +274,9 @@ func (s *Sender) AppendNew(b []byte, now clock.Time, messageMTU int) ([]byte, Se
 	}
 	now = s.tick(now)
 	m := *s.pending.at(0)
+	if m.deferred {
+		s.fillSums()
+	}
 	n := min(max(messageMTU, 1), len(m.buf)-m.off)
 	chunk := m.buf[m.off : m.off+n : m.off+n]
 	h := Header{Reliable: m.reliable, Start: m.off == 0, Seq: s.seq}
@@ -290,6 +300,44 @@ func (s *Sender) AppendNew(b []byte, now clock.Time, messageMTU int) ([]byte, Se
 		}
 	}
 	return b, Sent{Reliable: h.Reliable, Start: h.Start, Bytes: n, Seq: h.Seq, Rel: h.Rel}
+}
+
+// Deferred checksums. Where digests computed together cost less than one
+// at a time (coalesce.Batched), a queued message of up to maxDeferred
+// bytes gets its MD5 checksum (D3) just before its first packet leaves,
+// together with those of up to sumBatch-1 messages queued behind it,
+// looked for among the next sumScan.
+const (
+	maxDeferred = 4096
+	sumBatch    = 2 * coalesce.BatchLanes
+	sumScan     = 2 * sumBatch
+)
+
+// fillSums computes the deferred checksums of the messages at the front
+// of the queue, the first among them.
+func (s *Sender) fillSums() {
+	if s.pending.len() == 1 || !(*s.pending.at(1)).deferred {
+		// Alone: nothing to compute it with.
+		m := *s.pending.at(0)
+		coalesce.FillChecksum(m.buf)
+		m.deferred = false
+		return
+	}
+	var (
+		encs [sumBatch][]byte
+		ms   [sumBatch]*message
+	)
+	k := 0
+	for i := 0; i < s.pending.len() && i < sumScan && k < sumBatch; i++ {
+		if m := *s.pending.at(i); m.deferred {
+			encs[k], ms[k] = m.buf, m
+			k++
+		}
+	}
+	coalesce.FillChecksums(encs[:k])
+	for _, m := range ms[:k] {
+		m.deferred = false
+	}
 }
 
 // tick keeps time from going back: schedules are kept in send order.

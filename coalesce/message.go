@@ -86,7 +86,14 @@ func EncodedLen(payloadLen int) int {
 // (D3). It never fails; a payload of 4 GiB or more cannot be encoded and
 // panics, since no configuration admits one.
 func AppendMessage(b, payload []byte, reliable bool) []byte {
-	n := len(payload)
+	b = appendHeader(b, len(payload), reliable)
+	b = append(b, payload...)
+	return AppendChecksum(b, payload)
+}
+
+// appendHeader appends the flags byte and the length field of a message
+// of n payload bytes.
+func appendHeader(b []byte, n int, reliable bool) []byte {
 	if uint64(n) > 0xffffffff {
 		panic("coalesce: payload of 4 GiB or more")
 	}
@@ -99,8 +106,7 @@ func AppendMessage(b, payload []byte, reliable bool) []byte {
 	for i := ll - 1; i >= 0; i-- {
 		b = append(b, byte(n>>(8*i)))
 	}
-	b = append(b, payload...)
-	return AppendChecksum(b, payload)
+	return b
 }
 
 // ParseHeader reads the flags byte and the length field at the start of b,

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fastnet-engine/fastnet/coalesce"
 )
 
 // Golden vectors of the bundle format (D24): channel -6, then each inner
@@ -372,5 +374,44 @@ func TestBundleLimits(t *testing.T) {
 		if bundles == 0 || p.srvMsgs+p.cliMsgs != sent {
 			t.Errorf("MTU estimation %v: %d bundles, %d of %d messages delivered", mtuOn, bundles, p.srvMsgs+p.cliMsgs, sent)
 		}
+	}
+}
+
+// The digests of the whole messages of a bundle are computed together
+// before its packets are handled (N86), and each is still compared with
+// its message's checksum: a bundle of reliable messages on 40 channels,
+// one of them with a checksum that does not match, delivers the other 39
+// and drops that one as corrupt, unacked, as it would alone (D3).
+func TestBundleChecksums(t *testing.T) {
+	tc, h := bundleServer(t)
+	before, _ := tc.ep.Stats(h)
+	var payload []byte
+	const bad = 17
+	for ch := int16(1); ch <= 40; ch++ {
+		msg := bytes.Repeat([]byte{byte(ch)}, 16+int(ch)*3) // every one an MD5
+		enc := coalesce.AppendMessage(nil, msg, true)
+		if ch == bad {
+			enc[len(enc)-1] ^= 0x40
+		}
+		payload = appendBundled(payload, append(appendPacketHeader(nil, ch), dataPacket(true, true, 0, 1, enc)...))
+	}
+	tc.recv(chBundle, payload)
+	got := map[int16]bool{}
+	for _, ev := range tc.evs {
+		if ev.Kind != EventMessage {
+			continue
+		}
+		ch := int16(ev.Channel)
+		if want := bytes.Repeat([]byte{byte(ch)}, 16+int(ch)*3); !bytes.Equal(ev.Data, want) {
+			t.Errorf("channel %d: delivered %x", ch, ev.Data)
+		}
+		got[ch] = true
+	}
+	if len(got) != 39 || got[bad] {
+		t.Errorf("delivered on %d channels (channel %d: %v), want the 39 good ones", len(got), bad, got[bad])
+	}
+	st, _ := tc.ep.Stats(h)
+	if n := st.Dropped[DropMalformedMessage] - before.Dropped[DropMalformedMessage]; n != 1 {
+		t.Errorf("Dropped[malformed-message] grew by %d, want 1", n)
 	}
 }

@@ -314,6 +314,7 @@ func (c *conn) recvChannel(id int16) *chanState {
 			MaxBytes:   cfg.ChannelReceiveMemory,
 			Budget:     &c.recvBudget,
 			MCI:        cfg.CoalesceInterval,
+			Presums:    &c.ep.presums,
 		})
 	}
 	if rcv == nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/coalesce"
 )
 
 // An Endpoint is one side of Fastnet: a client with its connections to
@@ -20,6 +21,8 @@ type Endpoint struct {
 	conns      map[Handle]*conn
 	byAddr     map[netip.AddrPort]*conn
 	lastConn   *conn            // the connection of the latest datagram, saving a lookup
+	presums    coalesce.Presums // the digest of the message being handled, computed ahead (handleBundle)
+	pre        []presumed       // handleBundle's digests, kept for the next bundle
 	ids        map[uint32]*conn // IDs in use by server-role connections (N1, X19)
 	served     int              // server-role connections (X19)
 	nextHandle Handle

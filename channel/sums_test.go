@@ -1,0 +1,46 @@
+package channel
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/fastnet-engine/fastnet/coalesce"
+)
+
+// The packets of messages whose checksums are deferred (N86) carry
+// exactly the encoding AppendMessage gives, whether a message leaves in
+// one packet or in many, alone or behind others, and whatever was sent,
+// expired or dropped around it.
+func TestDeferredSumsOnTheWire(t *testing.T) {
+	for _, mtu := range []int{9000, 100, 17} {
+		s := NewSender(3)
+		var want [][]byte
+		for i := range 70 {
+			n := []int{64, 3, 16, 15, 200, 1000, 5000, 40}[i%8]
+			p := bytes.Repeat([]byte{byte(i)}, n)
+			rel := i%3 != 0
+			s.QueueAt(p, rel, 0)
+			want = append(want, coalesce.AppendMessage(nil, p, rel))
+		}
+		var got []byte
+		var all []byte
+		for _, w := range want {
+			all = append(all, w...)
+		}
+		for s.MayAppend() {
+			pkt, sent := s.AppendNew(nil, 1, mtu)
+			if sent.Bytes == 0 {
+				t.Fatal("nothing appended")
+			}
+			got = append(got, pkt[HeaderLen:]...)
+			// Ack what is in flight now and then, so that the sender
+			// never blocks on its sequence numbers.
+			if sent.Reliable {
+				s.HandleAck(sent.Seq)
+			}
+		}
+		if !bytes.Equal(got, all) {
+			t.Fatalf("MTU %d: the packets do not carry the messages' encodings", mtu)
+		}
+	}
+}

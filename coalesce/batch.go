@@ -1,0 +1,142 @@
+package coalesce
+
+import (
+	"crypto/md5"
+	"math"
+
+	"github.com/fastnet-engine/fastnet/internal/multimd5"
+)
+
+// The checksums of many messages at once. An MD5 digest per message is
+// most of what the protocol costs for small messages (D3); a processor
+// with a vector unit computes several side by side for about the price
+// of one (package multimd5). A sender that queues many messages defers
+// their digests and fills them together before they leave; a receiver
+// given a bundle of packets computes the digests of the whole messages in
+// it together, before handling the packets one by one.
+
+// Batched reports whether computing digests together is faster than one
+// at a time on this machine: whether deferring them gains anything.
+func Batched() bool { return multimd5.Vector() }
+
+// BatchLanes is the number of digests computed side by side.
+const BatchLanes = multimd5.Lanes
+
+// maxBatch is the number of digests computed in one call.
+const maxBatch = 2 * BatchLanes
+
+// AppendMessageDeferred is AppendMessage, except that the MD5 checksum of
+// a payload of more than ShortChecksumMax bytes is left as zeros, for
+// FillChecksums to compute later; deferred reports whether it was. A short
+// checksum is never deferred.
+func AppendMessageDeferred(b, payload []byte, reliable bool) (enc []byte, deferred bool) {
+	if len(payload) <= ShortChecksumMax {
+		return AppendMessage(b, payload, reliable), false
+	}
+	b = appendHeader(b, len(payload), reliable)
+	b = append(b, payload...)
+	return append(b, make([]byte, MD5Len)...), true
+}
+
+// FillChecksum computes and writes the deferred checksum of enc, one
+// message encoded by AppendMessageDeferred with its checksum deferred.
+// Anything else is left as it is.
+func FillChecksum(enc []byte) {
+	h, err := ParseHeader(enc, math.MaxInt)
+	if err != nil || h.Len <= ShortChecksumMax || h.EncodedLen() != len(enc) {
+		return
+	}
+	end := h.HeaderLen + h.Len
+	sum := md5.Sum(enc[h.HeaderLen:end])
+	copy(enc[end:], sum[:])
+}
+
+// FillChecksums computes and writes the deferred checksums of encs, each
+// exactly one message encoded by AppendMessageDeferred with its checksum
+// deferred. An encoding that is not one such message is left as it is.
+func FillChecksums(encs [][]byte) {
+	var (
+		payloads [maxBatch][]byte
+		sums     [maxBatch][]byte
+		digests  [maxBatch][multimd5.Size]byte
+	)
+	for len(encs) > 0 {
+		k := 0
+		for len(encs) > 0 && k < maxBatch {
+			enc := encs[0]
+			encs = encs[1:]
+			h, err := ParseHeader(enc, math.MaxInt)
+			if err != nil || h.Len <= ShortChecksumMax || h.EncodedLen() != len(enc) {
+				continue
+			}
+			end := h.HeaderLen + h.Len
+			payloads[k], sums[k] = enc[h.HeaderLen:end], enc[end:]
+			k++
+		}
+		multimd5.Sums(digests[:k], payloads[:k])
+		for i := 0; i < k; i++ {
+			copy(sums[i], digests[i][:])
+		}
+	}
+}
+
+// Presums holds digests computed ahead of the messages they protect, for
+// VerifyChecksumWith: a receiver handling a bundle computes the digests of
+// its whole messages together, then hands over each message's with
+// Set before the message is verified, and calls Clear after. The zero
+// value holds nothing.
+type Presums struct {
+	p      *byte
+	n      int
+	digest [MD5Len]byte
+	set    bool
+}
+
+// Set makes d the digest of payload, for VerifyChecksumWith given the
+// same slice (the same first byte in memory and the same length) until
+// Clear. payload must not change meanwhile.
+func (ps *Presums) Set(payload []byte, d [MD5Len]byte) {
+	if len(payload) == 0 {
+		ps.set = false
+		return
+	}
+	ps.p, ps.n, ps.digest, ps.set = &payload[0], len(payload), d, true
+}
+
+// Clear forgets the digest given to Set.
+func (ps *Presums) Clear() { ps.set, ps.p = false, nil }
+
+// Digests computes the MD5 digests of payloads together: digests[i] of
+// payloads[i]. digests must be at least as long as payloads.
+func Digests(digests [][MD5Len]byte, payloads [][]byte) { multimd5.Sums(digests, payloads) }
+
+// VerifyChecksumWith is VerifyChecksum, taking the digest from ps if ps
+// holds the digest of this very payload.
+func VerifyChecksumWith(ps *Presums, payload, sum []byte) bool {
+	n := len(payload)
+	if ps != nil && ps.set && n > ShortChecksumMax && ps.n == n && ps.p == &payload[0] {
+		return len(sum) == MD5Len && string(ps.digest[:]) == string(sum)
+	}
+	return VerifyChecksum(payload, sum)
+}
+
+// ParseMessageWith is ParseMessage, taking the digest from ps if ps holds
+// the digest of the message's payload.
+func ParseMessageWith(ps *Presums, b []byte, maxLen int) (Message, error) {
+	h, err := ParseHeader(b, maxLen)
+	if err != nil {
+		return Message{}, err
+	}
+	switch n := h.EncodedLen(); {
+	case len(b) < n:
+		return Message{}, ErrShort
+	case len(b) > n:
+		return Message{}, ErrTrailing
+	}
+	end := h.HeaderLen + h.Len
+	payload := b[h.HeaderLen:end:end]
+	if !VerifyChecksumWith(ps, payload, b[end:]) {
+		return Message{}, ErrChecksum
+	}
+	return Message{Reliable: h.Reliable, Payload: payload}, nil
+}

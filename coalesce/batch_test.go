@@ -1,0 +1,124 @@
+package coalesce
+
+import (
+	"bytes"
+	"crypto/md5"
+	"testing"
+)
+
+// A deferred encoding, once its checksum is filled, is the encoding of
+// AppendMessage, whether filled alone or in batches of any size (D3,
+// N86); short checksums are never deferred.
+func TestDeferredChecksums(t *testing.T) {
+	var msgs, want [][]byte
+	for n := 0; n < 300; n += 7 {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte(n*31 + i)
+		}
+		msgs = append(msgs, p)
+		want = append(want, AppendMessage(nil, p, n%2 == 0))
+	}
+	for _, batch := range []int{1, 2, 5, 16, 33, len(msgs)} {
+		encs := make([][]byte, len(msgs))
+		for i, p := range msgs {
+			enc, deferred := AppendMessageDeferred(nil, p, len(p)%2 == 0)
+			if deferred != (len(p) > ShortChecksumMax) {
+				t.Fatalf("%d bytes: deferred %v", len(p), deferred)
+			}
+			if len(enc) != len(want[i]) {
+				t.Fatalf("%d bytes: %d encoded, want %d", len(p), len(enc), len(want[i]))
+			}
+			encs[i] = enc
+		}
+		for i := 0; i < len(encs); i += batch {
+			part := encs[i:min(i+batch, len(encs))]
+			if len(part) == 1 {
+				FillChecksum(part[0])
+			} else {
+				FillChecksums(part)
+			}
+		}
+		for i := range encs {
+			if !bytes.Equal(encs[i], want[i]) {
+				t.Fatalf("batch %d, %d bytes: %x, want %x", batch, len(msgs[i]), encs[i], want[i])
+			}
+		}
+	}
+}
+
+// FillChecksums leaves alone what is not one message with a deferred
+// checksum: a truncated encoding, one with bytes after it.
+func TestFillChecksumsLeavesOthers(t *testing.T) {
+	p := bytes.Repeat([]byte{7}, 40)
+	enc, _ := AppendMessageDeferred(nil, p, true)
+	short := bytes.Clone(enc[:len(enc)-1])
+	long := append(bytes.Clone(enc), 0)
+	FillChecksums([][]byte{short, long})
+	FillChecksum(short)
+	if !bytes.Equal(short, enc[:len(enc)-1]) || !bytes.Equal(long[:len(enc)], enc) {
+		t.Error("a malformed encoding was changed")
+	}
+}
+
+// VerifyChecksumWith takes a digest from Presums only for the very slice
+// it was set for, and still compares it with the checksum: a wrong digest
+// or a wrong checksum fails, another slice of the same bytes is verified
+// on its own, and nothing is used after Clear.
+func TestPresums(t *testing.T) {
+	payload := bytes.Repeat([]byte("fastnet!"), 8)
+	sum := md5.Sum(payload)
+	copyOf := bytes.Clone(payload)
+	var ps Presums
+	ps.Set(payload, sum)
+	if !VerifyChecksumWith(&ps, payload, sum[:]) {
+		t.Error("right digest, right sum: refused")
+	}
+	bad := sum
+	bad[0] ^= 1
+	if VerifyChecksumWith(&ps, payload, bad[:]) {
+		t.Error("a wrong checksum passed")
+	}
+	ps.Set(payload, bad) // a wrong digest
+	if VerifyChecksumWith(&ps, payload, sum[:]) {
+		t.Error("a wrong digest was not noticed")
+	}
+	if !VerifyChecksumWith(&ps, copyOf, sum[:]) {
+		t.Error("another slice took the digest set for the first")
+	}
+	if !VerifyChecksumWith(&ps, payload[:len(payload)-1], AppendChecksum(nil, payload[:len(payload)-1])) {
+		t.Error("a shorter slice at the same place took the digest")
+	}
+	ps.Clear()
+	if !VerifyChecksumWith(&ps, payload, sum[:]) {
+		t.Error("after Clear: refused")
+	}
+	if !VerifyChecksumWith(nil, payload, sum[:]) {
+		t.Error("nil Presums: refused")
+	}
+	enc := AppendMessage(nil, payload, true)
+	ps.Set(enc[2:2+len(payload)], bad)
+	if _, err := ParseMessageWith(&ps, enc, 1<<20); err != ErrChecksum {
+		t.Errorf("ParseMessageWith with a wrong digest: %v, want ErrChecksum", err)
+	}
+	ps.Clear()
+	if m, err := ParseMessageWith(&ps, enc, 1<<20); err != nil || !bytes.Equal(m.Payload, payload) {
+		t.Errorf("ParseMessageWith: %v", err)
+	}
+}
+
+func TestDeferredAllocs(t *testing.T) {
+	p := make([]byte, 64)
+	buf := make([]byte, 0, 128)
+	encs := make([][]byte, 20)
+	for i := range encs {
+		encs[i], _ = AppendMessageDeferred(make([]byte, 0, 128), p, true)
+	}
+	n := testing.AllocsPerRun(100, func() {
+		AppendMessageDeferred(buf[:0], p, true)
+		FillChecksums(encs)
+	})
+	if n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}

@@ -1,0 +1,29 @@
+//go:build amd64
+
+package multimd5
+
+import "golang.org/x/sys/cpu"
+
+//go:generate go run gen.go
+
+// lanes is the width of the widest kernel this processor runs.
+var lanes = func() int {
+	switch {
+	case cpu.X86.HasAVX512F:
+		return 16
+	case cpu.X86.HasAVX2:
+		return 8
+	}
+	return 1
+}()
+
+// block8 hashes one block in each of lanes 0-7: data[w][l] is word w of
+// lane l's block, state[w][l] word w of its state. It needs AVX2.
+//
+//go:noescape
+func block8(state *[4][Lanes]uint32, data *[16][Lanes]uint32)
+
+// block16 is block8 for all 16 lanes. It needs AVX-512 (F).
+//
+//go:noescape
+func block16(state *[4][Lanes]uint32, data *[16][Lanes]uint32)

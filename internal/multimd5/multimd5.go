@@ -1,0 +1,151 @@
+// Package multimd5 computes the MD5 digests of many independent messages
+// at once. The checksum of D3 is an MD5 digest per message; MD5 is a chain
+// of dependent steps, so one message at a time leaves most of a processor's
+// arithmetic idle. Where the processor has AVX2, Sums runs eight messages
+// side by side, one in each 32-bit lane of the vector registers, which
+// costs about what one message costs alone. Elsewhere, and for a single
+// message, it is crypto/md5.
+package multimd5
+
+import (
+	"crypto/md5"
+	"encoding/binary"
+)
+
+// Size is the size of a digest in bytes.
+const Size = md5.Size
+
+// Lanes is the largest number of messages hashed side by side.
+const Lanes = 16
+
+// Vector reports whether Sums runs messages side by side on this machine.
+func Vector() bool { return lanes > 1 }
+
+// Width returns the number of messages Sums runs side by side on this
+// machine: 16, 8, or 1 where it has no vector unit it uses.
+func Width() int { return lanes }
+
+// Sums sets dst[i] to the MD5 digest of msgs[i], for every i below
+// len(msgs); dst must be at least as long as msgs. It allocates nothing.
+func Sums(dst [][Size]byte, msgs [][]byte) {
+	_ = dst[:len(msgs)]
+	if lanes == 1 || len(msgs) < 2 {
+		for i, m := range msgs {
+			dst[i] = md5.Sum(m)
+		}
+		return
+	}
+	var h hasher
+	h.run(dst, msgs)
+}
+
+// The initial state of RFC 1321.
+const (
+	init0 = 0x67452301
+	init1 = 0xefcdab89
+	init2 = 0x98badcfe
+	init3 = 0x10325476
+)
+
+// lane is what one lane is hashing: message msg, of nblocks blocks in all
+// with the padding, of which next is the one to hash next.
+type lane struct {
+	msg     int // index in msgs; -1: idle
+	next    int
+	nblocks int
+	full    int // blocks taken from the message as they are
+	tail    [2 * 64]byte
+}
+
+// hasher keeps the lanes' states, in the layout block8 and block16 take:
+// word w of lane l at state[w][l], message word w at data[w][l]. block8
+// uses lanes 0-7 only.
+type hasher struct {
+	state [4][Lanes]uint32
+	data  [16][Lanes]uint32
+	lanes [Lanes]lane
+}
+
+func (h *hasher) run(dst [][Size]byte, msgs [][]byte) {
+	nextMsg := 0
+	width := lanes
+	for l := range h.lanes[:width] {
+		h.lanes[l].msg = -1
+	}
+	for {
+		active := 0
+		for l := range h.lanes[:width] {
+			ln := &h.lanes[l]
+			if ln.msg < 0 && nextMsg < len(msgs) {
+				h.start(l, nextMsg, msgs[nextMsg])
+				nextMsg++
+			}
+			if ln.msg < 0 {
+				continue
+			}
+			active++
+			h.load(l, ln.block(msgs[ln.msg]))
+		}
+		if active == 0 {
+			return
+		}
+		if width == 16 {
+			block16(&h.state, &h.data)
+		} else {
+			block8(&h.state, &h.data)
+		}
+		for l := range h.lanes[:width] {
+			ln := &h.lanes[l]
+			if ln.msg < 0 {
+				continue
+			}
+			ln.next++
+			if ln.next == ln.nblocks {
+				d := &dst[ln.msg]
+				for w := 0; w < 4; w++ {
+					binary.LittleEndian.PutUint32(d[4*w:], h.state[w][l])
+				}
+				ln.msg = -1
+			}
+		}
+	}
+}
+
+// start puts message i, m, in lane l.
+func (h *hasher) start(l, i int, m []byte) {
+	ln := &h.lanes[l]
+	ln.msg, ln.next = i, 0
+	ln.full = len(m) / 64
+	rest := m[ln.full*64:]
+	// The padding: 0x80, zeros, and the length in bits, little-endian, in
+	// the last 8 bytes of the last block.
+	tailLen := 64
+	if len(rest) >= 56 {
+		tailLen = 128
+	}
+	ln.nblocks = ln.full + tailLen/64
+	t := ln.tail[:tailLen]
+	n := copy(t, rest)
+	t[n] = 0x80
+	clear(t[n+1 : tailLen-8])
+	binary.LittleEndian.PutUint64(t[tailLen-8:], uint64(len(m))<<3)
+	h.state[0][l], h.state[1][l], h.state[2][l], h.state[3][l] = init0, init1, init2, init3
+}
+
+// block returns the 64 bytes the lane hashes next, m being its message.
+func (ln *lane) block(m []byte) []byte {
+	if ln.next < ln.full {
+		return m[ln.next*64 : ln.next*64+64]
+	}
+	k := ln.next - ln.full
+	return ln.tail[k*64 : k*64+64]
+}
+
+// load puts block b in lane l of the data.
+func (h *hasher) load(l int, b []byte) {
+	blk := (*[64]byte)(b)
+	l &= Lanes - 1
+	for w := 0; w < 16; w++ {
+		h.data[w][l] = binary.LittleEndian.Uint32(blk[4*w : 4*w+4])
+	}
+}

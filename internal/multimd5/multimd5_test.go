@@ -1,0 +1,134 @@
+package multimd5
+
+import (
+	"crypto/md5"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// TestSums compares every digest with crypto/md5's, for every length
+// around the block and padding boundaries and batches of every size up to
+// past two rounds of lanes.
+func TestSums(t *testing.T) {
+	for _, w := range widths() {
+		t.Run(fmt.Sprint(w), func(t *testing.T) { withWidth(w, func() { testSums(t) }) })
+	}
+}
+
+func testSums(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for batch := 1; batch <= 2*Lanes+3; batch++ {
+		for base := 0; base <= 200; base++ {
+			msgs := make([][]byte, batch)
+			for i := range msgs {
+				// Lengths differ within a batch, so that lanes finish
+				// at different blocks.
+				n := (base + i*37) % 300
+				msgs[i] = make([]byte, n)
+				for j := range msgs[i] {
+					msgs[i][j] = byte(r.Uint32())
+				}
+			}
+			dst := make([][Size]byte, batch)
+			Sums(dst, msgs)
+			for i, m := range msgs {
+				if want := md5.Sum(m); dst[i] != want {
+					t.Fatalf("batch %d, message %d of %d bytes: %x, want %x", batch, i, len(m), dst[i], want)
+				}
+			}
+		}
+	}
+}
+
+func TestSumsProperty(t *testing.T) {
+	for _, w := range widths() {
+		t.Run(fmt.Sprint(w), func(t *testing.T) { withWidth(w, func() { testSumsProperty(t) }) })
+	}
+}
+
+func testSumsProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		msgs := rapid.SliceOfN(rapid.SliceOfN(rapid.Byte(), 0, 1100), 0, 40).Draw(t, "msgs")
+		dst := make([][Size]byte, len(msgs)+1)
+		sentinel := [Size]byte{1, 2, 3}
+		dst[len(msgs)] = sentinel
+		Sums(dst, msgs)
+		for i, m := range msgs {
+			if want := md5.Sum(m); dst[i] != want {
+				t.Fatalf("message %d of %d bytes: %x, want %x", i, len(m), dst[i], want)
+			}
+		}
+		if dst[len(msgs)] != sentinel {
+			t.Fatal("wrote past len(msgs)")
+		}
+	})
+}
+
+func TestSumsAllocs(t *testing.T) {
+	msgs := make([][]byte, 20)
+	for i := range msgs {
+		msgs[i] = make([]byte, 64+i)
+	}
+	dst := make([][Size]byte, len(msgs))
+	if n := testing.AllocsPerRun(100, func() { Sums(dst, msgs) }); n != 0 {
+		t.Errorf("%v allocations per call", n)
+	}
+}
+
+func FuzzSums(f *testing.F) {
+	f.Add([]byte("abc"), uint8(3))
+	f.Add(make([]byte, 1000), uint8(9))
+	ws := widths()
+	f.Fuzz(func(t *testing.T, data []byte, cuts uint8) {
+		// The width comes from the input too, so that every kernel
+		// sees every input shape.
+		saved := lanes
+		lanes = ws[int(cuts)%len(ws)]
+		defer func() { lanes = saved }()
+		// Cut data into up to 20 messages at points the fuzzer chooses.
+		var msgs [][]byte
+		k := int(cuts)%20 + 1
+		for i := 0; i < k; i++ {
+			lo, hi := len(data)*i/k, len(data)*(i+1)/k
+			msgs = append(msgs, data[lo:hi+min(i, len(data)-hi)])
+		}
+		dst := make([][Size]byte, len(msgs))
+		Sums(dst, msgs)
+		for i, m := range msgs {
+			if want := md5.Sum(m); dst[i] != want {
+				t.Fatalf("message %d: %x, want %x", i, dst[i], want)
+			}
+		}
+	})
+}
+
+func BenchmarkSums(b *testing.B) {
+	for _, size := range []int{64, 200, 1024} {
+		for _, batch := range []int{1, 8, 16, 32} {
+			msgs := make([][]byte, batch)
+			for i := range msgs {
+				msgs[i] = make([]byte, size)
+			}
+			dst := make([][Size]byte, batch)
+			b.Run(fmt.Sprintf("%dB/%d", size, batch), func(b *testing.B) {
+				b.SetBytes(int64(size * batch))
+				for b.Loop() {
+					Sums(dst, msgs)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/msg")
+			})
+			b.Run(fmt.Sprintf("%dB/%d/md5", size, batch), func(b *testing.B) {
+				b.SetBytes(int64(size * batch))
+				for b.Loop() {
+					for i, m := range msgs {
+						dst[i] = md5.Sum(m)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/msg")
+			})
+		}
+	}
+}
