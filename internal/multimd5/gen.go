@@ -114,13 +114,48 @@ func avx2() {
 // avx512 writes block16: 16 lanes, ZMM registers, each step's function
 // one ternary-logic instruction and its rotation one VPROLD. The
 // immediates are the truth tables of F, G, H and I of (b, c, d), b the
-// most significant input.
+// most significant input. Its blocks come as 16 pointers, one per lane:
+// it loads the 16 blocks as the rows of a 16x16 matrix of words and
+// transposes it in registers, so that message word w of every lane is in
+// Z16+w.
 func avx512() {
 	ternary := [4]int{0xca, 0xe4, 0x96, 0x39}
-	p("// func block16(state *[4][16]uint32, data *[16][16]uint32)")
+	p("// func block16(state *[4][16]uint32, blocks *[16]*byte)")
 	p("TEXT ·block16(SB), NOSPLIT, $0-16")
 	p("\tMOVQ state+0(FP), SI")
-	p("\tMOVQ data+8(FP), DI")
+	p("\tMOVQ blocks+8(FP), DI")
+	for l := 0; l < 16; l++ {
+		p("\tMOVQ %d(DI), AX", 8*l)
+		p("\tVMOVDQU32 (AX), Z%d", 16+l)
+	}
+	z := func(i int) string { return fmt.Sprintf("Z%d", i) }
+	// Words in pairs: t[2i], t[2i+1] from rows 2i, 2i+1, into Z0-Z15.
+	for i := 0; i < 8; i++ {
+		p("\tVPUNPCKLDQ %s, %s, %s", z(16+2*i+1), z(16+2*i), z(2*i))
+		p("\tVPUNPCKHDQ %s, %s, %s", z(16+2*i+1), z(16+2*i), z(2*i+1))
+	}
+	// Quads: u[4j+m] holds, in its 128-bit lane k, word 4k+m of rows
+	// 4j..4j+3; into Z16-Z31.
+	for j := 0; j < 4; j++ {
+		t := 4 * j
+		p("\tVPUNPCKLQDQ %s, %s, %s", z(t+2), z(t), z(16+t))
+		p("\tVPUNPCKHQDQ %s, %s, %s", z(t+2), z(t), z(16+t+1))
+		p("\tVPUNPCKLQDQ %s, %s, %s", z(t+3), z(t+1), z(16+t+2))
+		p("\tVPUNPCKHQDQ %s, %s, %s", z(t+3), z(t+1), z(16+t+3))
+	}
+	// The 128-bit lanes: word 4k+m is lane k of u[m], u[4+m], u[8+m],
+	// u[12+m], in that order.
+	for m := 0; m < 4; m++ {
+		u := [4]int{16 + m, 20 + m, 24 + m, 28 + m}
+		p("\tVSHUFI32X4 $0x44, %s, %s, Z0", z(u[1]), z(u[0]))
+		p("\tVSHUFI32X4 $0xee, %s, %s, Z1", z(u[1]), z(u[0]))
+		p("\tVSHUFI32X4 $0x44, %s, %s, Z2", z(u[3]), z(u[2]))
+		p("\tVSHUFI32X4 $0xee, %s, %s, Z3", z(u[3]), z(u[2]))
+		p("\tVSHUFI32X4 $0x88, Z2, Z0, %s", z(16+m))
+		p("\tVSHUFI32X4 $0xdd, Z2, Z0, %s", z(16+4+m))
+		p("\tVSHUFI32X4 $0x88, Z3, Z1, %s", z(16+8+m))
+		p("\tVSHUFI32X4 $0xdd, Z3, Z1, %s", z(16+12+m))
+	}
 	for w := 0; w < 4; w++ {
 		p("\tVMOVDQU32 %d(SI), Z%d", 64*w, w)
 		p("\tVMOVDQA32 Z%d, Z%d", w, w+4)
@@ -130,7 +165,7 @@ func avx512() {
 		g, s := schedule(i)
 		a, bb, c, d := reg[0], reg[1], reg[2], reg[3]
 		p("\tVPBROADCASTD ·k+%d(SB), Z8", 4*i)
-		p("\tVPADDD %d(DI), Z8, Z8", 64*g)
+		p("\tVPADDD %s, Z8, Z8", z(16+g))
 		p("\tVPADDD Z8, %s, %s", a, a)
 		p("\tVMOVDQA32 %s, Z9", bb)
 		p("\tVPTERNLOGD $0x%02x, %s, %s, Z9", ternary[i/16], d, c)

@@ -23,7 +23,8 @@ var lanes = func() int {
 //go:noescape
 func block8(state *[4][Lanes]uint32, data *[16][Lanes]uint32)
 
-// block16 is block8 for all 16 lanes. It needs AVX-512 (F).
+// block16 hashes one block in each of the 16 lanes, lane l's 64 bytes at
+// blocks[l]; state is as for block8. It needs AVX-512 (F).
 //
 //go:noescape
-func block16(state *[4][Lanes]uint32, data *[16][Lanes]uint32)
+func block16(state *[4][Lanes]uint32, blocks *[Lanes]*byte)

@@ -62,13 +62,19 @@ type lane struct {
 // uses lanes 0-7 only.
 type hasher struct {
 	state [4][Lanes]uint32
-	data  [16][Lanes]uint32
+	data  [16][Lanes]uint32 // block8's
 	lanes [Lanes]lane
 }
+
+// idleBlock is what an idle lane hashes, for block16. It is only read.
+var idleBlock [64]byte
 
 func (h *hasher) run(dst [][Size]byte, msgs [][]byte) {
 	nextMsg := 0
 	width := lanes
+	// block16's blocks: kept apart from h, which they may point into,
+	// so that h stays on the stack.
+	var blocks [Lanes]*byte
 	for l := range h.lanes[:width] {
 		h.lanes[l].msg = -1
 	}
@@ -81,16 +87,21 @@ func (h *hasher) run(dst [][Size]byte, msgs [][]byte) {
 				nextMsg++
 			}
 			if ln.msg < 0 {
+				blocks[l] = &idleBlock[0]
 				continue
 			}
 			active++
-			h.load(l, ln.block(msgs[ln.msg]))
+			if b := ln.block(msgs[ln.msg]); width == 16 {
+				blocks[l] = &b[0]
+			} else {
+				h.load(l, b)
+			}
 		}
 		if active == 0 {
 			return
 		}
 		if width == 16 {
-			block16(&h.state, &h.data)
+			block16(&h.state, &blocks)
 		} else {
 			block8(&h.state, &h.data)
 		}
