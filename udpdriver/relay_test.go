@@ -60,6 +60,13 @@ func TestPeerIntroduceRelay(t *testing.T) {
 			t.Fatalf("introduction %+v, %v", x, ok)
 		}
 	}
+	// Their statistics say relay too, though their engines know nothing
+	// of the introduction.
+	for _, x := range []*Conn{c, bc} {
+		if p := x.Stats().Path; p != fastnet.PathRelay {
+			t.Fatalf("%v: Stats.Path %v, want the relay", x.RemoteAddr(), p)
+		}
+	}
 	if err := c.Send(ctx, 1, []byte("ping"), true); err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +96,11 @@ func TestPeerIntroduceRelay(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // forgotten just after Done
 		if _, ok := b.Introduction(bc); ok {
 			t.Fatal("B still knows its ended relayed connection")
+		}
+	}
+	for _, x := range []*Conn{c, bc} {
+		if p := x.Stats().Path; p != fastnet.PathRelay {
+			t.Fatalf("%v: ended, Stats.Path %v, want the relay", x.RemoteAddr(), p)
 		}
 	}
 	a.Close()

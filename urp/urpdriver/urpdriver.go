@@ -19,7 +19,10 @@
 //
 // The connections are driver.Conn values, with the methods and errors
 // documented in package driver. Each peer has an address of its own,
-// UserAddr(uid), which names it in errors and statistics.
+// UserAddr(uid), which names it in errors and statistics. Their
+// statistics say fastnet.PathRelay (fastnet.Stats.Path): they reach the
+// peer through the relay, whether or not an introduction made them
+// (docs/nat.md, X13).
 package urpdriver
 
 import (
@@ -274,7 +277,7 @@ func newTransport(cfg Config) (*transport, error) {
 
 func (t *transport) engine(cfg Config) (*driver.Engine, error) {
 	cfg.Engine.Transport = fastnet.Stream
-	e, err := driver.NewEngine(cfg.Engine, driver.Options{Network: "urp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, Events: cfg.Events, Logger: cfg.Logger})
+	e, err := driver.NewEngine(cfg.Engine, driver.Options{Network: "urp", Path: fastnet.PathRelay, ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, Events: cfg.Events, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
