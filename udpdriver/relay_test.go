@@ -10,6 +10,8 @@ import (
 
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/udpio"
+	"github.com/fastnet-engine/fastnet/urp"
+	"github.com/fastnet-engine/fastnet/urp/urpclient"
 	"github.com/fastnet-engine/fastnet/urp/urpdriver"
 	"github.com/fastnet-engine/fastnet/urp/urpserver"
 )
@@ -59,6 +61,18 @@ func TestPeerIntroduceRelay(t *testing.T) {
 		if !ok || x.Path != fastnet.PathRelay || x.Initiator != side.initiator || x.PeerID != side.peerID || x.Addr != side.c.RemoteAddr() {
 			t.Fatalf("introduction %+v, %v", x, ok)
 		}
+	}
+	// The group is B's and A's alone: B locked it once A's connection was
+	// up, before Accept returned it, and the relay refuses anyone else,
+	// even with the password.
+	x, _ := a.Introduction(c)
+	if x.Relay == "" || x.RelayGroup == 0 || x.RelayPassword == 0 {
+		t.Fatalf("A's introduction names no group: %+v", x)
+	}
+	_, err = urpdriver.Dial(ctx, x.Relay, x.RelayGroup, x.RelayPassword, urpdriver.Config{})
+	var me *urpclient.MadeError
+	if !errors.As(err, &me) || me.Status != urp.StatLock {
+		t.Fatalf("a third party joining the group: %v, want it locked", err)
 	}
 	// Their statistics say relay too, though their engines know nothing
 	// of the introduction.

@@ -207,6 +207,44 @@ func TestStatsPath(t *testing.T) {
 	}
 }
 
+// TestLock: a locked group refuses a new member, even one with the
+// password (STAT_LOCK), and the wrong password still as before; the
+// member already in it keeps its connection.
+func TestLock(t *testing.T) {
+	s := relay(t)
+	l := listen(t, s)
+	go echo(l)
+	ctx := testCtx(t)
+	gid, pass := l.Group()
+	a := dial(t, s, l)
+	if err := l.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := s.Group(gid); !ok || g.Flags != urpdriver.GroupFlags|urp.FlagLock || len(g.Members) != 2 {
+		t.Fatalf("group %+v, %v", g, ok)
+	}
+	for _, tc := range []struct {
+		password uint32
+		want     urp.Status
+	}{{pass, urp.StatLock}, {pass + 1, urp.StatPass}} {
+		_, err := urpdriver.Dial(ctx, s.Addr().String(), gid, tc.password, urpdriver.Config{})
+		var me *urpclient.MadeError
+		if !errors.As(err, &me) || me.Status != tc.want || !errors.Is(err, urpclient.ErrRefused) {
+			t.Errorf("password %d: %v, want %v", tc.password, err, tc.want)
+		}
+	}
+	if err := a.Send(ctx, 0, []byte("still here"), true); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := a.Receive(ctx); err != nil || string(m.Data) != "still here" {
+		t.Fatalf("%q, %v", m.Data, err)
+	}
+	l.Close()
+	if err := l.Lock(ctx); err == nil {
+		t.Error("Lock after Close")
+	}
+}
+
 // TestRelayLost: when the relay goes away, every connection over it ends
 // and the listener closes.
 func TestRelayLost(t *testing.T) {
