@@ -368,8 +368,11 @@ func (c *Conn) Stats() fastnet.Stats {
 		}
 		return fastnet.Stats{}
 	}
-	s, _ := c.e.ep.Stats(c.h)
-	return s
+	s, ok := c.e.ep.Stats(c.h)
+	if !ok {
+		return s
+	}
+	return *c.e.pathed(&s)
 }
 
 // DroppedUnread returns how many unreliable messages were dropped because

@@ -108,6 +108,12 @@ type Options struct {
 	// or call the engine; an initiator's introduced connection is handed
 	// to it rather than to the listener.
 	Intro func(ev fastnet.Event, c *Conn)
+	// Path, if not 0, is how every connection of a transport of this kind
+	// reaches its peer, reported in fastnet.Stats.Path (Conn.Stats, the
+	// final statistics of EventEnded) wherever the engine reports none:
+	// urpdriver's connections, each through a group on a URP relay, say
+	// fastnet.PathRelay (docs/nat.md, X13).
+	Path fastnet.IntroPath
 }
 
 // DefaultBacklog is the default of Options.Backlog.
@@ -678,10 +684,10 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 		}
 	case fastnet.EventDisconnected:
 		if c != nil {
-			c.final = ev.Stats
+			c.final = e.pathed(ev.Stats)
 			var lc *fastnet.LocalCloseError
 			c.endLocked(ev.Err, errors.As(ev.Err, &lc))
-			e.notifyLocked(Event{Kind: EventEnded, Conn: c, Addr: c.remote, Stats: ev.Stats, Err: c.err})
+			e.notifyLocked(Event{Kind: EventEnded, Conn: c, Addr: c.remote, Stats: c.final, Err: c.err})
 		}
 	case fastnet.EventMessage:
 		if c != nil {
@@ -760,7 +766,7 @@ func (e *Engine) Close() error {
 	e.pending = 0
 	for _, c := range e.conns {
 		if st, ok := e.ep.Stats(c.h); ok {
-			c.final = &st
+			c.final = e.pathed(&st)
 		}
 		c.endLocked(&fastnet.LocalCloseError{Reason: "endpoint closed"}, true)
 		e.notifyLocked(Event{Kind: EventEnded, Conn: c, Addr: c.remote, Stats: c.final, Err: c.err})
@@ -784,4 +790,15 @@ func (e *Engine) Close() error {
 	e.wg.Wait()
 	e.idleTimers.Close()
 	return err
+}
+
+// pathed returns s with Options.Path as its Path if the engine reported
+// none: a copy when it changes, so that the engine's own is left alone.
+func (e *Engine) pathed(s *fastnet.Stats) *fastnet.Stats {
+	if s == nil || s.Path != 0 || e.opts.Path == 0 {
+		return s
+	}
+	c := *s
+	c.Path = e.opts.Path
+	return &c
 }

@@ -133,9 +133,11 @@ type Stats struct {
 	CongestionEvents  uint64
 	UnreliableExpired uint64
 
-	// Path says how a connection an introduction made reaches its peer
-	// (docs/nat.md X12): PathDirect over a punched path; 0 for a
-	// connection no introduction made.
+	// Path says how the connection reaches its peer (docs/nat.md X12,
+	// X13): PathDirect over a path an introduction punched; PathRelay
+	// through a group on a URP relay, which the engine never makes itself
+	// but a driver over a relay reports (urpdriver, driver.Options.Path);
+	// 0 otherwise.
 	Path IntroPath
 
 	SendQueueBytes  int // encoded message bytes waiting to be sent

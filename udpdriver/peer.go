@@ -383,8 +383,10 @@ func (p *Peer) addRelayed(c *Conn, x *fastnet.Introduction, end io.Closer, accep
 // hostRelay is the target's fallback (X13): it hosts the group x asks for
 // on the relay, reports its id (0 if it could not) and waits for the
 // initiator's connection, which it hands to Accept. The group takes that
-// one member: the connections of any other are aborted, and the group
-// ends with the connection.
+// one member: once the connection is up the group is locked, so that the
+// relay refuses any other join, and the connection of a member that
+// joined before (only one that knows the password can) is aborted. The
+// group ends with the connection.
 func (p *Peer) hostRelay(x *fastnet.Introduction) {
 	hctx, cancel := p.bounded(context.Background(), relayHostWait)
 	l, err := urpdriver.Listen(hctx, x.Relay, urpdriver.Config{Engine: p.relayConfig(), Password: x.RelayPassword})
@@ -402,6 +404,14 @@ func (p *Peer) hostRelay(x *fastnet.Introduction) {
 	actx, cancel := p.bounded(context.Background(), relayAcceptWait)
 	c, err := l.Accept(actx)
 	cancel()
+	if err == nil {
+		// Should the lock fail, the aborts below still keep the group to
+		// c; the relay connection has then most likely ended, and c with
+		// it.
+		lctx, cancel := p.bounded(context.Background(), relayHostWait)
+		l.Lock(lctx)
+		cancel()
+	}
 	if err != nil || !p.addRelayed(c, x, l.Listener, true) {
 		l.Close()
 		return

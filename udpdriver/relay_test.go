@@ -10,6 +10,8 @@ import (
 
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/udpio"
+	"github.com/fastnet-engine/fastnet/urp"
+	"github.com/fastnet-engine/fastnet/urp/urpclient"
 	"github.com/fastnet-engine/fastnet/urp/urpdriver"
 	"github.com/fastnet-engine/fastnet/urp/urpserver"
 )
@@ -60,6 +62,25 @@ func TestPeerIntroduceRelay(t *testing.T) {
 			t.Fatalf("introduction %+v, %v", x, ok)
 		}
 	}
+	// The group is B's and A's alone: B locked it once A's connection was
+	// up, before Accept returned it, and the relay refuses anyone else,
+	// even with the password.
+	x, _ := a.Introduction(c)
+	if x.Relay == "" || x.RelayGroup == 0 || x.RelayPassword == 0 {
+		t.Fatalf("A's introduction names no group: %+v", x)
+	}
+	_, err = urpdriver.Dial(ctx, x.Relay, x.RelayGroup, x.RelayPassword, urpdriver.Config{})
+	var me *urpclient.MadeError
+	if !errors.As(err, &me) || me.Status != urp.StatLock {
+		t.Fatalf("a third party joining the group: %v, want it locked", err)
+	}
+	// Their statistics say relay too, though their engines know nothing
+	// of the introduction.
+	for _, x := range []*Conn{c, bc} {
+		if p := x.Stats().Path; p != fastnet.PathRelay {
+			t.Fatalf("%v: Stats.Path %v, want the relay", x.RemoteAddr(), p)
+		}
+	}
 	if err := c.Send(ctx, 1, []byte("ping"), true); err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +110,11 @@ func TestPeerIntroduceRelay(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // forgotten just after Done
 		if _, ok := b.Introduction(bc); ok {
 			t.Fatal("B still knows its ended relayed connection")
+		}
+	}
+	for _, x := range []*Conn{c, bc} {
+		if p := x.Stats().Path; p != fastnet.PathRelay {
+			t.Fatalf("%v: ended, Stats.Path %v, want the relay", x.RemoteAddr(), p)
 		}
 	}
 	a.Close()

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"github.com/fastnet-engine/fastnet/driver"
+	"net"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/udpdriver"
 )
@@ -28,22 +29,27 @@ func introducerCommand() *command {
 	return &command{
 		name:    "introducer",
 		summary: "serve Fastnet over UDP and introduce the peers connected to it to each other",
-		usage:   "introducer [LISTEN] [--max-conns N]",
+		usage:   "introducer [LISTEN] [--max-conns N] [--relay HOST:PORT]",
 		details: `
 Serves Fastnet on the UDP address LISTEN (default ` + defaultIntroducer + `) as an
 introducer (docs/nat.md): a "fastnet peer" connected to it may ask to be
 introduced to another by that one's connection id, and both then punch a
 direct path through their NATs from the sockets they reached the introducer
-with. It runs until SIGINT or SIGTERM, then closes every connection
-gracefully and exits 0. Standard output has one line per event, as listen's:
+with. With --relay it names the URP relay at HOST:PORT ("fastnet relay") to
+them: when punching finds no direct path, the target hosts a group there
+and the other joins it (X13). It runs until SIGINT or SIGTERM, then closes
+every connection gracefully and exits 0. Standard output has one line per
+event, as listen's, and one per introduction made, refused or failed:
 
-	introducing udp 127.0.0.1:7000
+	introducing udp 127.0.0.1:7000 relay=127.0.0.1:7100
 	connected udp 127.0.0.1:51234 id=2271560481
+	introduced udp 127.0.0.1:43166 id=659614243 to=2271560481
 	disconnected udp 127.0.0.1:51234 id=2271560481 messages=0 reason="closed by peer"
 
-The introductions themselves are reported by the peers.`,
+The peers report the paths they get.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			maxConns := fs.Int("max-conns", fastnet.DefaultMaxConnections, "serve at most `N` peers, refuse more, 1..1048576")
+			relay := fs.String("relay", "", "name the URP relay at `HOST:PORT` to the peers, for when no direct path opens")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				addr := defaultIntroducer
 				switch {
@@ -58,22 +64,37 @@ The introductions themselves are reported by the peers.`,
 				if *maxConns < 1 || *maxConns > maxMaxConns {
 					return usageError(s, "introducer", "--max-conns %d: want 1..%d", *maxConns, maxMaxConns)
 				}
-				return introduce(ctx, s, addr, *maxConns)
+				if *relay != "" {
+					// The peers dial it as it is: a missing host would
+					// mean each its own.
+					if err := checkAddr(*relay); err != nil {
+						return usageError(s, "introducer", "--relay: %v", err)
+					}
+					if host, _, _ := net.SplitHostPort(*relay); host == "" {
+						return usageError(s, "introducer", "--relay %q: want the relay's host, as the peers reach it", *relay)
+					}
+				}
+				return introduce(ctx, s, addr, *maxConns, *relay)
 			}
 		},
 	}
 }
 
-// introduce is the introducer command.
-func introduce(ctx context.Context, s *stdio, addr string, maxConns int) int {
-	cfg := fastnet.Config{MaxConnections: maxConns, Punch: fastnet.PunchConfig{Introducer: true}}
+// introduce is the introducer command; relay, if not empty, is the URP
+// relay it names to the peers (X13).
+func introduce(ctx context.Context, s *stdio, addr string, maxConns int, relay string) int {
+	cfg := fastnet.Config{MaxConnections: maxConns, Punch: fastnet.PunchConfig{Introducer: true, Relay: relay}}
 	events := make(chan driver.Event, eventBacklog)
 	l, err := udpdriver.Listen(ctx, addr, udpdriver.Config{Engine: cfg, Events: events})
 	if err != nil {
 		s.errorf("fastnet introducer: %v", err)
 		return exitFailure
 	}
-	s.printf("introducing udp %s", l.Addr())
+	if relay != "" {
+		s.printf("introducing udp %s relay=%s", l.Addr(), relay)
+	} else {
+		s.printf("introducing udp %s", l.Addr())
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		// A line per introduction made, refused or failed (X6, X4, X7).
@@ -135,17 +156,25 @@ It consents to introductions only with --accept (without it every offer is
 refused with "no consent"). --echo and --print are listen's. It runs until
 SIGINT or SIGTERM, or until the connection to the introducer is lost.
 
+A connection that came through the introducer's relay, when punching found
+no direct path (X13), is a urp one:
+
+	introduced urp [fd55:5250::5c2e:1a07]:0 id=339180163 peer=2813171306 path=relay
+
 With --to ID it asks the introducer to introduce it to the peer whose
 connection id there is ID, punches a path to it from the same socket, and
 once connected behaves as "fastnet connect": standard input is sent, what
 arrives is written to standard output, with the same flags. Standard error
-says which path it got:
+says which path it got, direct or, when no direct path opens and the
+introducer names a relay, through the relay:
 
 	peer id 339180163 via 127.0.0.1:7000
 	connected to 127.0.0.1:41234 over udp (direct path), id 339180163
+	connected to [fd55:5250::1d3f:88a2]:0 over a urp relay (relay path), id 339180163
 
 When no path opens it exits 1 with the step that failed (the target unknown,
-refusing or not answering, no direct path).`,
+refusing or not answering, no direct path and no relay, the relay's group
+not joined).`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			var o peerOptions
 			fs.StringVar(&o.via, "via", "", "the introducer at `SERVER` (HOST:PORT)")
@@ -271,6 +300,11 @@ func peer(ctx context.Context, s *stdio, o peerOptions) int {
 	over := "udp"
 	if path == fastnet.PathRelay {
 		over = "a urp relay"
+		// converse then treats c as connect --via-urp's: a stream, and
+		// "urp" in its statistics.
+		if x, ok := p.Introduction(c); ok {
+			o.c.viaURP = x.Relay
+		}
 	}
 	s.errorf("connected to %s over %s (%s path), id %d", c.RemoteAddr(), over, pathName(path), c.ID())
 	return converse(ctx, s, c, o.c, fastnet.DefaultMaxMessageSize)
@@ -304,14 +338,19 @@ func awaitIntroductions(ctx context.Context, s *stdio, p *udpdriver.Peer, via *u
 			if err != nil {
 				return
 			}
-			line := "introduced udp %s id=%d"
-			args := []any{c.RemoteAddr(), c.ID()}
-			if x, ok := p.Introduction(c); ok {
+			network := "udp"
+			x, ok := p.Introduction(c)
+			if ok && x.Path == fastnet.PathRelay {
+				network = "urp" // through the introducer's relay (X13)
+			}
+			line := "introduced %s %s id=%d"
+			args := []any{network, c.RemoteAddr(), c.ID()}
+			if ok {
 				line += " peer=%d path=%s"
 				args = append(args, x.PeerID, pathName(x.Path))
 			}
 			s.printf(line, args...)
-			wg.Go(func() { serve(c, "udp", o.echo, o.print, s) })
+			wg.Go(func() { serve(c, network, o.echo, o.print, s) })
 		}
 	})
 	code := exitOK

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fastnet-engine/fastnet/urp"
+	"github.com/fastnet-engine/fastnet/urp/urpdriver"
 )
 
 var (
@@ -124,6 +129,79 @@ func TestPeerCommands(t *testing.T) {
 	}
 }
 
+// TestPeerRelay runs the relayed fallback of X13 from the command line: an
+// introducer naming a "fastnet relay" (--relay), a waiting peer on the IPv6
+// loopback address and one on the IPv4 one asking for it. Neither socket
+// can send to the other's family, so no punch gets through whatever the
+// timing, as with a target whose socket hears only the introducer
+// (udpdriver's TestPeerIntroduceRelay); the introducer, on every address,
+// hears both. The target hosts a group on the relay, locks it once the
+// other's connection is up, and the two talk through it.
+func TestPeerRelay(t *testing.T) {
+	t.Parallel()
+	pc, err := net.ListenPacket("udp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	pc.Close()
+	relay, raddr := startRelay(t)
+	intro := startCmd(t, "introducer", "[::]:0", "--relay", raddr)
+	m := regexp.MustCompile(`^introducing udp \[::\]:(\d+) relay=` + regexp.QuoteMeta(raddr) + `$`).FindStringSubmatch(intro.waitLine(t, "introducing "))
+	if m == nil {
+		t.Fatalf("introducer said %q", intro.seenLines())
+	}
+	via4, via6 := "127.0.0.1:"+m[1], "[::1]:"+m[1]
+	b := startCmd(t, "peer", "--via", via6, "--listen", "[::1]:0", "--accept", "--echo", "--print")
+	bm := regexp.MustCompile(`^peer udp \[::1\]:\d+ via ` + regexp.QuoteMeta(via6) + ` id=(\d+)$`).FindStringSubmatch(b.waitLine(t, "peer "))
+	if bm == nil {
+		t.Fatalf("peer said %q", b.seenLines())
+	}
+	bID := bm[1]
+
+	in := "hello\nworld\n"
+	r := runBin(t, in, 60*time.Second, "peer", "--via", via4, "--listen", "127.0.0.1:0", "--to", bID, "--stats")
+	if r.code != 0 || r.stdout != in {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	user := `\[fd55:5250::[0-9a-f:]+\]:0`
+	a := regexp.MustCompile(`(?m)^peer id (\d+) via ` + regexp.QuoteMeta(via4) + `\nconnected to ` + user + ` over a urp relay \(relay path\), id (\d+)$`).FindStringSubmatch(r.stderr)
+	if a == nil || !regexp.MustCompile(`(?m)^statistics of the connection to `+user+` over urp:$`).MatchString(r.stderr) {
+		t.Fatalf("stderr %q", r.stderr)
+	}
+	x := regexp.MustCompile(`^introduced urp ` + user + ` id=(\d+) peer=(\d+) path=relay$`).FindStringSubmatch(b.waitLine(t, "introduced "))
+	if x == nil || x[1] != a[2] || x[2] != a[1] {
+		t.Fatalf("B said %q; A is %s, its connection %s", b.seenLines(), a[1], a[2])
+	}
+	for _, want := range []string{"hello", "world"} {
+		l := b.waitLine(t, "message ")
+		if !regexp.MustCompile(`^message urp ` + user + ` id=` + x[1] + ` channel=0 reliable ` + regexp.QuoteMeta(strconv.Quote(want)) + `$`).MatchString(l) {
+			t.Errorf("B printed %q, want %q", l, want)
+		}
+	}
+	if l := b.waitLine(t, "disconnected "); !regexp.MustCompile(`^disconnected urp ` + user + ` id=` + x[1] + ` messages=2 reason="closed by peer"$`).MatchString(l) {
+		t.Errorf("B said %q", l)
+	}
+	// The relay saw B host the group, A join it, and B lock it (LOCK,
+	// 0x01, on top of urpdriver's flags).
+	made := regexp.MustCompile(`^made gid=(\d+) uid=\d+$`).FindStringSubmatch(relay.waitLine(t, "made "))
+	if made == nil {
+		t.Fatalf("relay said %q", relay.seenLines())
+	}
+	relay.waitLine(t, "joined gid="+made[1]+" ")
+	lock := fmt.Sprintf("set gid=%s uid=", made[1])
+	for {
+		l := relay.waitLine(t, lock)
+		if strings.HasSuffix(l, fmt.Sprintf(" key=GROUP_FLAGS value=%#x", urpdriver.GroupFlags|urp.FlagLock)) {
+			break
+		}
+	}
+	for _, p := range []*server{b, intro, relay} {
+		if code := p.stop(t, syscall.SIGINT); code != 0 {
+			t.Errorf("%q exited %d after SIGINT", p.cmd.Args[1:], code)
+		}
+	}
+}
+
 // TestPeerUsage checks the usage errors of introducer and peer.
 func TestPeerUsage(t *testing.T) {
 	t.Parallel()
@@ -142,6 +220,8 @@ func TestPeerUsage(t *testing.T) {
 		{[]string{"introducer", "a:1", "b:2"}, `unexpected argument "b:2"`},
 		{[]string{"introducer", "nonsense"}, `bad address "nonsense"`},
 		{[]string{"introducer", "--max-conns", "0"}, "--max-conns 0"},
+		{[]string{"introducer", "--relay", "x"}, `--relay: bad address "x"`},
+		{[]string{"introducer", "--relay", ":7100"}, `--relay ":7100": want the relay's host`},
 	}
 	for _, tt := range tests {
 		r := runBin(t, "", 10*time.Second, tt.args...)

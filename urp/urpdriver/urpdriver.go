@@ -13,13 +13,17 @@
 // The listener hosts a URP group, with a random password unless
 // Config.Password sets one, and flags NOBROD and NOP2P, so that its
 // members can reach only the host; it accepts one Fastnet connection from
-// each member, all over its one connection to the relay. A member joins
+// each member, all over its one connection to the relay. Listener.Lock
+// closes the group to new members (LOCK). A member joins
 // the group, waits for the host's greeting (an empty message: this is how
 // it learns the host's UID) and connects to it.
 //
 // The connections are driver.Conn values, with the methods and errors
 // documented in package driver. Each peer has an address of its own,
-// UserAddr(uid), which names it in errors and statistics.
+// UserAddr(uid), which names it in errors and statistics. Their
+// statistics say fastnet.PathRelay (fastnet.Stats.Path): they reach the
+// peer through the relay, whether or not an introduction made them
+// (docs/nat.md, X13).
 package urpdriver
 
 import (
@@ -122,11 +126,25 @@ func (a GroupAddr) String() string {
 // hosts: a driver.Listener, with the group's id and password.
 type Listener struct {
 	*driver.Listener
+	t             *transport
 	gid, password uint32
 }
 
 // Group returns the group's id and password, which members give Dial.
 func (l *Listener) Group() (gid, password uint32) { return l.gid, l.password }
+
+// Lock closes the group to new members: it sets the group's flag LOCK
+// (GroupFlags|urp.FlagLock) and returns once the relay has, from then on
+// refusing every join, with the right password too (STAT_LOCK, a
+// *urpclient.MadeError for urpclient's and Dial's callers). The members
+// already in the group stay, and their connections with them. It fails if
+// ctx ends first or the relay connection has ended.
+func (l *Listener) Lock(ctx context.Context) error {
+	if _, err := l.t.c.Set(ctx, urp.Respond, urp.KeyGroupFlags, GroupFlags|urp.FlagLock); err != nil {
+		return fmt.Errorf("urpdriver: locking group %d: %w", l.gid, err)
+	}
+	return nil
+}
 
 // Listen connects to the relay at relayAddr, makes a group with a
 // password and the flags GroupFlags, and accepts Fastnet connections from
@@ -158,7 +176,7 @@ func Listen(ctx context.Context, relayAddr string, cfg Config) (*Listener, error
 		c.Abort()
 		return nil, fmt.Errorf("urpdriver: hosting a group on %s: %w", relayAddr, err)
 	}
-	l := &Listener{Listener: e.NewListener(GroupAddr{Relay: relayAddr, GID: gid}), gid: gid, password: password}
+	l := &Listener{Listener: e.NewListener(GroupAddr{Relay: relayAddr, GID: gid}), t: t, gid: gid, password: password}
 	t.listener = l.Listener
 	e.Start(t)
 	e.Go(t.receiveLoop)
@@ -274,7 +292,7 @@ func newTransport(cfg Config) (*transport, error) {
 
 func (t *transport) engine(cfg Config) (*driver.Engine, error) {
 	cfg.Engine.Transport = fastnet.Stream
-	e, err := driver.NewEngine(cfg.Engine, driver.Options{Network: "urp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, Events: cfg.Events, Logger: cfg.Logger})
+	e, err := driver.NewEngine(cfg.Engine, driver.Options{Network: "urp", Path: fastnet.PathRelay, ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, Events: cfg.Events, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -159,6 +159,92 @@ func TestEnds(t *testing.T) {
 	waitFor(t, func() bool { _, ok := s.Group(gid); return !ok })
 }
 
+// TestStatsPath: every connection over a relay says so in its statistics
+// (fastnet.PathRelay, docs/nat.md X13), while it is open and once it has
+// ended, by the peer's close or its own endpoint's, and in the final
+// statistics of its EventEnded.
+func TestStatsPath(t *testing.T) {
+	s := relay(t)
+	ctx := testCtx(t)
+	events := make(chan driver.Event, 64)
+	l, err := urpdriver.Listen(ctx, s.Addr().String(), urpdriver.Config{Events: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a, b := dial(t, s, l), dial(t, s, l)
+	ha, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*driver.Conn{a, b, ha, hb} {
+		if p := c.Stats().Path; p != fastnet.PathRelay {
+			t.Errorf("%v: open, Stats.Path %v", c.RemoteAddr(), p)
+		}
+	}
+	a.CloseWithReason("bye") // ha ends by its peer's close
+	<-ha.Done()
+	for ended := false; !ended; {
+		select {
+		case ev := <-events:
+			if ended = ev.Kind == driver.EventEnded; ended && (ev.Conn != ha || ev.Stats == nil || ev.Stats.Path != fastnet.PathRelay) {
+				t.Errorf("EventEnded of %v, stats %+v", ev.Addr, ev.Stats)
+			}
+		case <-ctx.Done():
+			t.Fatal("no EventEnded")
+		}
+	}
+	l.CloseWithReason("closing") // hb ends with its endpoint
+	<-b.Done()
+	for _, c := range []*driver.Conn{a, b, ha, hb} {
+		if p := c.Stats().Path; p != fastnet.PathRelay {
+			t.Errorf("%v: ended, Stats.Path %v", c.RemoteAddr(), p)
+		}
+	}
+}
+
+// TestLock: a locked group refuses a new member, even one with the
+// password (STAT_LOCK), and the wrong password still as before; the
+// member already in it keeps its connection.
+func TestLock(t *testing.T) {
+	s := relay(t)
+	l := listen(t, s)
+	go echo(l)
+	ctx := testCtx(t)
+	gid, pass := l.Group()
+	a := dial(t, s, l)
+	if err := l.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := s.Group(gid); !ok || g.Flags != urpdriver.GroupFlags|urp.FlagLock || len(g.Members) != 2 {
+		t.Fatalf("group %+v, %v", g, ok)
+	}
+	for _, tc := range []struct {
+		password uint32
+		want     urp.Status
+	}{{pass, urp.StatLock}, {pass + 1, urp.StatPass}} {
+		_, err := urpdriver.Dial(ctx, s.Addr().String(), gid, tc.password, urpdriver.Config{})
+		var me *urpclient.MadeError
+		if !errors.As(err, &me) || me.Status != tc.want || !errors.Is(err, urpclient.ErrRefused) {
+			t.Errorf("password %d: %v, want %v", tc.password, err, tc.want)
+		}
+	}
+	if err := a.Send(ctx, 0, []byte("still here"), true); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := a.Receive(ctx); err != nil || string(m.Data) != "still here" {
+		t.Fatalf("%q, %v", m.Data, err)
+	}
+	l.Close()
+	if err := l.Lock(ctx); err == nil {
+		t.Error("Lock after Close")
+	}
+}
+
 // TestRelayLost: when the relay goes away, every connection over it ends
 // and the listener closes.
 func TestRelayLost(t *testing.T) {
