@@ -67,21 +67,14 @@ func warmUp(ctx context.Context, c *udpdriver.Conn, limit time.Duration) error {
 	return nil
 }
 
-// Settings of the engine for the benchmark. The send queue has room for
-// many messages, so that Send seldom waits.
-//
-// The bound on reliable bytes in flight was chosen by measurement on
-// 2 vCPUs (64 KiB to 4 MiB tried): beyond a point the receiver's socket
-// queue holds packets longer than the resend interval floor of twice
-// MinResendRTT (D14), and spurious resends halve the throughput; too small
-// a window stalls on the round trip of the acks. The best was 128 KiB for
-// 64-byte messages (W2, about 1,400 packets) and 512 KiB for 1 KiB ones
-// (W3, about 500 packets), hence room for 512 messages, at least 128 KiB.
-const (
-	benchSendQueue   = 16 << 20
-	benchMinInFlight = 128 << 10
-	benchInFlightMsg = 512
-)
+// The engine runs on its defaults (fastnet.DefaultSendQueueSize,
+// DefaultMaxInFlight, ...), as an application that sets nothing gets it.
+// Until 2026-11-26 the benchmark set a 16 MiB send queue and 128 KiB
+// (W2) or 512 KiB (W3) in flight, chosen when a larger window drew
+// spurious resends; with the resend timer held above the acks' RTT
+// (N77) the defaults are faster: W2 2.0-2.2M against 1.4-1.6M messages
+// a second, W3 684-727k against 512-613k, measured alternately
+// (docs/performance.md).
 
 // doneMessage is what the W2 and W3 server sends back once it has received
 // every message: the client's clock stops when it arrives.
@@ -100,11 +93,7 @@ func (s fastnetSystem) Supports(w Workload) bool {
 
 // engine is the engine's configuration for w.
 func (s fastnetSystem) engine(w Workload, o Options) fastnet.Config {
-	return fastnet.Config{
-		SendQueueSize: benchSendQueue,
-		MaxInFlight:   max(benchMinInFlight, benchInFlightMsg*w.Size),
-		MinResendRTT:  o.MinResendRTT,
-	}
+	return fastnet.Config{MinResendRTT: o.MinResendRTT}
 }
 
 func (s fastnetSystem) listen(ctx context.Context, w Workload, o Options) (*udpdriver.Listener, error) {
