@@ -134,12 +134,28 @@ func (c *Conn) deliverLocked(ev fastnet.Event) {
 		c.pauseLocked(true)
 		return
 	}
+	c.compactLocked()
 	c.queue = append(c.queue, Message{Channel: ev.Channel, Reliable: ev.Reliable, Data: ev.Data})
 	c.queueBytes += len(ev.Data)
 	if c.queueBytes >= limit {
 		c.pauseLocked(true)
 	}
 	c.signalLocked()
+}
+
+// compactLocked makes room at the end of the receive queue, before an
+// append would grow it, by moving what Receive has not taken yet to its
+// start once that frees at least half of it. Receive empties the queue
+// only when it catches up; a reader that keeps up only almost would
+// otherwise have the queue's array grow, and copied at each growth, with
+// every message ever delivered.
+func (c *Conn) compactLocked() {
+	if len(c.queue) < cap(c.queue) || c.head < cap(c.queue)/2 {
+		return
+	}
+	n := copy(c.queue, c.queue[c.head:])
+	clear(c.queue[n:])
+	c.queue, c.head = c.queue[:n], 0
 }
 
 // pauseLocked pauses or resumes the intake of c's messages (N13): a

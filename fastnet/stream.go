@@ -29,6 +29,14 @@ func (s *streamQueue) push(ch int16, msg []byte, reliable bool, id MessageID) {
 		buf, s.free = s.free[n-1][:0], s.free[:n-1]
 	}
 	enc := coalesce.AppendMessage(buf, msg, reliable)
+	if len(s.q) == cap(s.q) && s.head > 0 && s.head >= cap(s.q)/2 {
+		// Reclaim what pop took, before the array grows: a queue that
+		// the transport never quite drains would otherwise hold a place
+		// for every message ever sent.
+		n := copy(s.q, s.q[s.head:])
+		clear(s.q[n:])
+		s.q, s.head = s.q[:n], 0
+	}
 	s.q = append(s.q, streamMsg{ch: ch, enc: enc, id: id})
 	s.bytes += len(enc)
 }

@@ -577,6 +577,14 @@ func (c *Conn) dispatchLocked() {
 				delete(c.values, k)
 			}
 		}
+		if len(c.queue) == cap(c.queue) && c.head > 0 && c.head >= cap(c.queue)/2 {
+			// Reclaim what Receive took, before the array grows: a
+			// reader that never quite catches up would otherwise have
+			// it hold every event ever queued.
+			n := copy(c.queue, c.queue[c.head:])
+			clear(c.queue[n:])
+			c.queue, c.head = c.queue[:n], 0
+		}
 		c.queue = append(c.queue, ev)
 		c.qbytes += len(ev.Data)
 	}
