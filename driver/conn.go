@@ -150,7 +150,7 @@ func (c *Conn) deliverLocked(ev fastnet.Event) {
 // otherwise have the queue's array grow, and copied at each growth, with
 // every message ever delivered.
 func (c *Conn) compactLocked() {
-	if len(c.queue) < cap(c.queue) || c.head < cap(c.queue)/2 {
+	if len(c.queue) < cap(c.queue) || c.head == 0 || c.head < cap(c.queue)/2 {
 		return
 	}
 	n := copy(c.queue, c.queue[c.head:])

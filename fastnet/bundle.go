@@ -104,7 +104,7 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 		return
 	}
 	pre := e.presum(p)
-	defer e.presums.Clear()
+	defer e.endPresums(pre)
 	for k := 0; len(p) > 0; k++ {
 		inner, rest, ok := cutBundle(p)
 		if !ok {
@@ -132,6 +132,14 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 		}
 		e.handlePacket(now, from, cur, ch, payload)
 	}
+}
+
+// endPresums forgets the digests of a bundle once it is handled, and the
+// slices of it that pre, kept for the next bundle, still holds: the
+// endpoint keeps nothing of a datagram after handling it.
+func (e *Endpoint) endPresums(pre []presumed) {
+	e.presums.Clear()
+	clear(pre)
 }
 
 // presumed is the digest of the message inner packet k of a bundle

@@ -3,9 +3,10 @@
 // This program writes lanes_amd64.s: the bodies of block8 (AVX2) and
 // block16 (AVX-512), which hash one MD5 block in each of 8 or 16 lanes at
 // once, RFC 1321's 64 steps with each lane a 32-bit element of a vector
-// register. Both read the layout of hasher: word w of lane l's state at
-// byte 64*w+4*l of state, word w of its block at 64*w+4*l of data. Run
-// it with go generate.
+// register. Both keep lane l's state word w at byte 64*w+4*l of state;
+// block8 reads word w of lane l's block at byte 64*w+4*l of data (the
+// hasher transposes the blocks), block16 takes a pointer to each lane's
+// block and transposes them itself. Run it with go generate.
 package main
 
 import (
