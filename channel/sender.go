@@ -244,6 +244,17 @@ func (s *Sender) NextReliable() bool {
 	return s.pending.len() > 0 && (*s.pending.at(0)).reliable
 }
 
+// NextLen returns the length of the chunk AppendNew would cut next at
+// messageMTU (a messageMTU below 1 counting as 1), 0 if nothing is
+// queued.
+func (s *Sender) NextLen(messageMTU int) int {
+	if s.pending.len() == 0 {
+		return 0
+	}
+	m := *s.pending.at(0)
+	return min(max(messageMTU, 1), len(m.buf)-m.off)
+}
+
 // Sent describes a packet appended by AppendNew.
 type Sent struct {
 	// Reliable reports that the packet is reliable and now in flight.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"runtime"
 
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/fastnet"
@@ -238,8 +239,15 @@ func (c *Conn) send(ctx context.Context, channel int, msg []byte, reliable, trac
 				}
 				e.receipts[id] = r
 			}
-			e.sentLocked(now)
+			yield := e.sentLocked(now)
 			e.unlock()
+			if yield {
+				// The goroutines this burst woke (the timer goroutine
+				// that writes it, a reader with acks waiting for the
+				// lock) wait behind this one on its processor until it
+				// blocks or is preempted: let them run.
+				runtime.Gosched()
+			}
 			return r, nil
 		}
 		if !errors.Is(err, fastnet.ErrQueueFull) {

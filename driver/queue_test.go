@@ -1,8 +1,11 @@
 package driver
 
 import (
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/fastnet"
 )
 
@@ -29,5 +32,23 @@ func TestReceiveQueueCompacts(t *testing.T) {
 	}
 	if got := cap(c.queue); got > 16 {
 		t.Errorf("the queue grew to %d places, holding %d message", got, len(c.queue)-c.head)
+	}
+}
+
+// A Send loop yields its processor once every burstYield Sends of a burst
+// (N87), and a Send that is not part of a burst starts the count again.
+func TestBurstYields(t *testing.T) {
+	e := &Engine{opts: Options{CombineWrites: true}, kick: make(chan struct{}, 1)}
+	e.lastSend = 1
+	now := clock.Time(1)
+	var yields []int
+	for i := 1; i <= 3*burstYield; i++ {
+		now = now.Add(time.Microsecond)
+		if e.sentLocked(now) {
+			yields = append(yields, i)
+		}
+	}
+	if want := []int{burstYield, 2 * burstYield, 3 * burstYield}; !slices.Equal(yields, want) {
+		t.Errorf("yielded at Sends %v, want %v", yields, want)
 	}
 }

@@ -73,7 +73,17 @@ func (c *conn) newDataAllowed() bool {
 	if len(c.ring) == 0 {
 		return false
 	}
-	if c.roomReliable() {
+	mtu := c.payloadMTU - channel.HeaderLen
+	if c.roomReliable(mtu) {
+		return true
+	}
+	// The channel whose turn it is goes if its packet fits; behind a
+	// reliable one that does not, only unreliable packets do (pollNew).
+	turn := c.ring[0]
+	if c.ringPos < len(c.ring) {
+		turn = c.ring[c.ringPos]
+	}
+	if !turn.snd.NextReliable() || c.roomReliable(turn.snd.NextLen(mtu)) {
 		return true
 	}
 	for _, cs := range c.ring {
@@ -84,17 +94,20 @@ func (c *conn) newDataAllowed() bool {
 	return false
 }
 
-// roomReliable reports whether a reliable packet may be sent for the first
-// time: the reliable bytes in flight stay within Config.MaxInFlight (D22),
-// and those the congestion controller counts within its window, which
-// always lets one packet go, and never keeps out two of the payload MTU
-// (D30, N76).
-func (c *conn) roomReliable() bool {
+// roomReliable reports whether a reliable packet of a chunk of n bytes
+// may be sent for the first time: the reliable bytes in flight stay within
+// Config.MaxInFlight (D22), and those the congestion controller counts
+// within its window, which always lets one packet go, and never keeps out
+// two of the payload MTU (D30, N76). Within the window a packet is
+// weighed as a full one; within that floor of two, at its size: weighed
+// as full ones there, 78 messages of 64 bytes kept a 17 KB window shut to
+// a queue of small messages on a 9,214-byte payload MTU (N87).
+func (c *conn) roomReliable(n int) bool {
 	if c.inFlight+c.payloadMTU > c.ep.cfg.MaxInFlight {
 		return false
 	}
-	need := c.payloadMTU + wireOverhead
-	return c.ccInFlight == 0 || c.ccInFlight+need <= max(c.cc.window(), 2*need)
+	full := c.payloadMTU + wireOverhead
+	return c.ccInFlight == 0 || c.ccInFlight+full <= c.cc.window() || c.ccInFlight+n+wireOverhead <= 2*full
 }
 
 // paceRate returns the connection's pacing rate in bytes per second (D30).
@@ -228,10 +241,16 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 }
 
 // pollNew sends the next first-time packet, serving channels round robin.
+// A reliable packet is weighed against the window at its size; one whose
+// turn it is and that does not fit holds its turn, and no other reliable
+// packet goes before it, so that small packets cannot keep a large one
+// out (N76).
 func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 	cfg := &c.ep.cfg
-	roomReliable := c.roomReliable()
+	mtu := c.payloadMTU - channel.HeaderLen
+	roomFull := c.roomReliable(mtu)
 	expired := now.Add(-cfg.UnreliableMaxDelay)
+	held := -1 // the ring place of the reliable packet that holds its turn
 	for tries := len(c.ring); tries > 0; tries-- {
 		if c.ringPos >= len(c.ring) {
 			c.ringPos = 0
@@ -251,16 +270,18 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 		if !cs.snd.MayAppend() {
 			// Its sequence numbers wait for an ack (N41), which puts it
 			// back; or all it had expired, and it may be idle.
-			cs.inRing = false
-			c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
+			c.leaveRing(cs, &held)
 			c.senderIdle(cs)
 			continue
 		}
-		if !roomReliable && cs.snd.NextReliable() {
+		if cs.snd.NextReliable() && (held >= 0 || !roomFull && !c.roomReliable(cs.snd.NextLen(mtu))) {
+			if held < 0 {
+				held = c.ringPos
+			}
 			c.ringPos++
 			continue
 		}
-		b, sent := cs.snd.AppendNew(appendPacketHeader(buf, cs.id), now, c.payloadMTU-channel.HeaderLen)
+		b, sent := cs.snd.AppendNew(appendPacketHeader(buf, cs.id), now, mtu)
 		c.queued -= sent.Bytes
 		if cs.tracked {
 			c.trackSent(cs, sent)
@@ -280,14 +301,29 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 		if cs.snd.MayAppend() {
 			c.ringPos++
 		} else {
-			cs.inRing = false
-			c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
+			c.leaveRing(cs, &held)
 			c.senderIdle(cs) // it sent only unreliable packets
+		}
+		if held >= 0 {
+			c.ringPos = held
 		}
 		c.maybeWritable()
 		return b, true
 	}
+	if held >= 0 {
+		c.ringPos = held
+	}
 	return buf, false
+}
+
+// leaveRing takes cs, at c.ringPos, out of the ring of channels with new
+// data, keeping *held on the channel it named.
+func (c *conn) leaveRing(cs *chanState, held *int) {
+	cs.inRing = false
+	c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
+	if *held > c.ringPos {
+		*held--
+	}
 }
 
 // maybeWritable reports EventWritable once a refused Send would fit.
