@@ -147,20 +147,5 @@ type Message struct {
 // if b is longer, and ErrChecksum if the checksum does not match. The
 // payload aliases b; nothing is allocated.
 func ParseMessage(b []byte, maxLen int) (Message, error) {
-	h, err := ParseHeader(b, maxLen)
-	if err != nil {
-		return Message{}, err
-	}
-	switch n := h.EncodedLen(); {
-	case len(b) < n:
-		return Message{}, ErrShort
-	case len(b) > n:
-		return Message{}, ErrTrailing
-	}
-	end := h.HeaderLen + h.Len
-	payload := b[h.HeaderLen:end:end]
-	if !VerifyChecksum(payload, b[end:]) {
-		return Message{}, ErrChecksum
-	}
-	return Message{Reliable: h.Reliable, Payload: payload}, nil
+	return ParseMessageWith(nil, b, maxLen)
 }
