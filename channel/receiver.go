@@ -84,6 +84,9 @@ type ReceiverConfig struct {
 	// given to Handle carries whole, computed ahead with those of other
 	// messages (coalesce.Presums); Handle then does not compute it again.
 	Presums *coalesce.Presums
+	// Arena, if not nil, holds the buffers of small messages delivered
+	// whole from one packet (see Arena).
+	Arena *Arena
 }
 
 // Result says what Receiver.Handle did with a packet and so whether to ack
@@ -733,7 +736,7 @@ func (r *Receiver) fast(h Header, m coalesce.Message) Result {
 	if !r.fitsGranted(r.charge+cost, r.grant) && !(r.releaseRing() && r.fitsGranted(r.charge+cost, r.grant)) {
 		return NoMemory
 	}
-	r.deliver(h.Reliable, append(make([]byte, 0, len(m.Payload)), m.Payload...))
+	r.deliver(h.Reliable, r.cfg.Arena.Copy(m.Payload))
 	r.q.pay() // a kept ring is paid for by every packet (N39)
 	r.consumed(Distance(r.g, h.Seq), h.Reliable, h.Rel)
 	r.recharge()

@@ -14,7 +14,7 @@ import (
 type Message struct {
 	Channel  int
 	Reliable bool
-	Data     []byte // the receiver's to keep
+	Data     []byte // the receiver's to keep; small ones share 4 KiB blocks (fastnet.Event)
 }
 
 // Conn is one Fastnet connection. Its methods are safe for concurrent use.

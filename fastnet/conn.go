@@ -315,6 +315,7 @@ func (c *conn) recvChannel(id int16) *chanState {
 			Budget:     &c.recvBudget,
 			MCI:        cfg.CoalesceInterval,
 			Presums:    &c.ep.presums,
+			Arena:      &c.ep.arena,
 		})
 	}
 	if rcv == nil {

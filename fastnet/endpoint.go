@@ -23,6 +23,7 @@ type Endpoint struct {
 	lastConn   *conn            // the connection of the latest datagram, saving a lookup
 	presums    coalesce.Presums // the digest of the message being handled, computed ahead (handleBundle)
 	pre        []presumed       // handleBundle's digests, kept for the next bundle
+	arena      channel.Arena    // the buffers of small delivered messages
 	ids        map[uint32]*conn // IDs in use by server-role connections (N1, X19)
 	served     int              // server-role connections (X19)
 	nextHandle Handle

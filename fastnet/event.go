@@ -122,7 +122,7 @@ type Event struct {
 	Reliable bool           // EventMessage
 	Outcome  Outcome        // EventOutcome
 	Channel  int            // EventMessage
-	Data     []byte         // EventMessage: owned by the receiver
+	Data     []byte         // EventMessage: owned by the receiver; small ones share 4 KiB blocks (N88), so a few kept long are better copied
 	Err      error          // EventRefused, EventConnectFailed, EventDisconnected, EventRejected
 	MTU      int            // EventMTUChanged: the new payload MTU
 	Message  MessageID      // EventOutcome: the message, as SendTracked returned it
