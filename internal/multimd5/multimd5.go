@@ -71,8 +71,14 @@ type hasher struct {
 var idleBlock [64]byte
 
 func (h *hasher) run(dst [][Size]byte, msgs [][]byte) {
-	nextMsg := 0
 	width := lanes
+	if width == Lanes {
+		if nb, ok := equalBlocks(msgs); ok {
+			h.runEqual(dst, msgs, nb)
+			return
+		}
+	}
+	nextMsg := 0
 	// block16's blocks: kept apart from h, which they may point into,
 	// so that h stays on the stack.
 	var blocks [Lanes]*byte
@@ -118,6 +124,62 @@ func (h *hasher) run(dst [][Size]byte, msgs [][]byte) {
 					binary.LittleEndian.PutUint32(d[4*w:], h.state[w][l])
 				}
 				ln.msg = -1
+			}
+		}
+	}
+}
+
+// blocksOf returns the number of blocks MD5 hashes for a message of n
+// bytes, its padding included.
+func blocksOf(n int) int {
+	if n%64 >= 56 {
+		return n/64 + 2
+	}
+	return n/64 + 1
+}
+
+// equalBlocks reports whether every message of msgs hashes the same
+// number of blocks, nb: the common case of a stream of messages of one
+// size, which runEqual hashes in lockstep.
+func equalBlocks(msgs [][]byte) (nb int, ok bool) {
+	nb = blocksOf(len(msgs[0]))
+	for _, m := range msgs[1:] {
+		if blocksOf(len(m)) != nb {
+			return 0, false
+		}
+	}
+	return nb, true
+}
+
+// runEqual is run for block16 and messages that all hash nb blocks: 16 at
+// a time in lockstep, with none of run's bookkeeping of lanes that finish
+// at different blocks.
+func (h *hasher) runEqual(dst [][Size]byte, msgs [][]byte, nb int) {
+	var blocks [Lanes]*byte // apart from h, as in run
+	for g := 0; g < len(msgs); g += Lanes {
+		group := msgs[g:min(g+Lanes, len(msgs))]
+		for l := range Lanes {
+			if l < len(group) {
+				h.start(l, g+l, group[l])
+			} else {
+				blocks[l] = &idleBlock[0]
+			}
+		}
+		for b := 0; b < nb; b++ {
+			for l, m := range group {
+				ln := &h.lanes[l]
+				if b < ln.full {
+					blocks[l] = &m[b*64]
+				} else {
+					blocks[l] = &ln.tail[(b-ln.full)*64]
+				}
+			}
+			block16(&h.state, &blocks)
+		}
+		for l := range group {
+			d := &dst[g+l]
+			for w := 0; w < 4; w++ {
+				binary.LittleEndian.PutUint32(d[4*w:], h.state[w][l])
 			}
 		}
 	}

@@ -19,6 +19,42 @@ func TestSums(t *testing.T) {
 }
 
 func testSums(t *testing.T) {
+	testSumsMixed(t)
+	testSumsEqual(t)
+}
+
+// testSumsEqual hashes batches of messages of one length, which the
+// widest kernel runs in lockstep (runEqual), and batches where one
+// message has another length, which it does not.
+func testSumsEqual(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, batch := range []int{2, 15, 16, 17, 33} {
+		for n := 0; n <= 200; n++ {
+			for odd := range 2 {
+				msgs := make([][]byte, batch)
+				for i := range msgs {
+					size := n
+					if odd == 1 && i == batch/2 {
+						size = n + 64
+					}
+					msgs[i] = make([]byte, size)
+					for j := range msgs[i] {
+						msgs[i][j] = byte(r.Uint32())
+					}
+				}
+				dst := make([][Size]byte, batch)
+				Sums(dst, msgs)
+				for i, m := range msgs {
+					if want := md5.Sum(m); dst[i] != want {
+						t.Fatalf("batch %d of %d bytes (odd %d), message %d: %x, want %x", batch, n, odd, i, dst[i], want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func testSumsMixed(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for batch := 1; batch <= 2*Lanes+3; batch++ {
 		for base := 0; base <= 200; base++ {
