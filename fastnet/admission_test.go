@@ -44,3 +44,86 @@ func TestSmallPacketsFillTheFloor(t *testing.T) {
 		t.Fatalf("the window, %d, is not below the floor: the test tests nothing", st.CongestionWindow)
 	}
 }
+
+// N87: a reliable packet that does not fit the window holds its turn:
+// small packets of another channel, which would fit the floor at their
+// size, do not go before it, and it goes first once acks make room. Two
+// channels: one sends messages cut at the full payload MTU, the other
+// 64-byte ones.
+func TestLargePacketHoldsItsTurn(t *testing.T) {
+	cfg := Config{InitialPayloadMTU: 9000, MTU: MTUConfig{Disabled: true}}
+	p := newPair(t, cfg, cfg)
+	for range 4 {
+		if err := p.cli.Send(p.now, p.ch, 1, make([]byte, 20000), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 300 {
+		if err := p.cli.Send(p.now, p.ch, 2, make([]byte, 64), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 1<<16)
+	var sizes []int // the chunk sizes sent, in order
+	transmit := func() {
+		for {
+			n, ok := p.cli.PollTransmit(p.now, buf)
+			if !ok {
+				break
+			}
+			sizes = append(sizes, chunkSizes(t, buf[:n.N])...)
+		}
+	}
+	for range 20 { // time passes for the pacer, not enough for a resend
+		transmit()
+		p.now = p.now.Add(100 * time.Microsecond)
+		p.cli.HandleTimeout(p.now)
+	}
+	big, small := 0, 0
+	for _, n := range sizes {
+		if n > 1000 {
+			big++
+		} else {
+			small++
+		}
+	}
+	// The first large chunk goes alone into an empty window, one small
+	// one beside it; the second large one does not fit, and holds the
+	// small ones back with it.
+	if big != 1 || small > 1 {
+		t.Errorf("before any ack: %d large and %d small chunks sent, want 1 and at most 1", big, small)
+	}
+}
+
+// chunkSizes returns the sizes of the data chunks in datagram d, a lone
+// packet or a bundle of them.
+func chunkSizes(t *testing.T, d []byte) []int {
+	t.Helper()
+	ch, payload, err := parsePacket(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	one := func(ch int16, payload []byte) {
+		if ch >= 0 && len(payload) >= 7 {
+			out = append(out, len(payload)-7)
+		}
+	}
+	if ch != chBundle {
+		one(ch, payload)
+		return out
+	}
+	for len(payload) > 0 {
+		inner, rest, ok := cutBundle(payload)
+		if !ok {
+			t.Fatal("bad bundle")
+		}
+		payload = rest
+		ich, ipayload, err := parsePacket(inner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		one(ich, ipayload)
+	}
+	return out
+}

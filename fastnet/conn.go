@@ -83,6 +83,7 @@ type conn struct {
 	last      *chanState   // one-entry lookup cache
 	ring      []*chanState // channels with first-time data to send, served round robin
 	ringPos   int
+	holdCh    *chanState   // a channel whose reliable packet did not fit: no other reliable packet goes before it (pollNew)
 	sendChans []*chanState // channels with reliable packets in flight
 	recvChans []*chanState // channels whose receiver has a deadline (MCI)
 	// acks holds the acks waiting to be sent from acksHead on, consumed

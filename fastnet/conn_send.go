@@ -2,6 +2,7 @@ package fastnet
 
 import (
 	"encoding/binary"
+	"slices"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/channel"
@@ -77,21 +78,27 @@ func (c *conn) newDataAllowed() bool {
 	if c.roomReliable(mtu) {
 		return true
 	}
-	// The channel whose turn it is goes if its packet fits; behind a
-	// reliable one that does not, only unreliable packets do (pollNew).
-	turn := c.ring[0]
-	if c.ringPos < len(c.ring) {
-		turn = c.ring[c.ringPos]
-	}
-	if !turn.snd.NextReliable() || c.roomReliable(turn.snd.NextLen(mtu)) {
+	// Behind a held reliable packet that still does not fit, only
+	// unreliable packets go; otherwise any that fits (pollNew).
+	h := c.holding()
+	if h != nil && c.roomReliable(h.snd.NextLen(mtu)) {
 		return true
 	}
 	for _, cs := range c.ring {
-		if !cs.snd.NextReliable() {
+		if !cs.snd.NextReliable() || h == nil && c.roomReliable(cs.snd.NextLen(mtu)) {
 			return true
 		}
 	}
 	return false
+}
+
+// holding returns the channel whose reliable packet holds the others back
+// (pollNew), if it still waits with one.
+func (c *conn) holding() *chanState {
+	if h := c.holdCh; h != nil && (!h.inRing || !h.snd.NextReliable()) {
+		c.holdCh = nil
+	}
+	return c.holdCh
 }
 
 // roomReliable reports whether a reliable packet of a chunk of n bytes
@@ -241,16 +248,23 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 }
 
 // pollNew sends the next first-time packet, serving channels round robin.
-// A reliable packet is weighed against the window at its size; one whose
-// turn it is and that does not fit holds its turn, and no other reliable
-// packet goes before it, so that small packets cannot keep a large one
-// out (N76).
+// A reliable packet is weighed against the window as a full one, and
+// against its floor at its size (roomReliable). One that does not fit
+// is held: until it goes, no other channel's reliable packet goes before
+// it, so that small packets cannot keep a large one out, while
+// unreliable ones go round as before (N87).
 func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 	cfg := &c.ep.cfg
 	mtu := c.payloadMTU - channel.HeaderLen
 	roomFull := c.roomReliable(mtu)
 	expired := now.Add(-cfg.UnreliableMaxDelay)
-	held := -1 // the ring place of the reliable packet that holds its turn
+	if h := c.holding(); h != nil && (roomFull || c.roomReliable(h.snd.NextLen(mtu))) {
+		// It fits now: it goes first.
+		c.holdCh = nil
+		if i := slices.Index(c.ring, h); i >= 0 {
+			c.ringPos = i
+		}
+	}
 	for tries := len(c.ring); tries > 0; tries-- {
 		if c.ringPos >= len(c.ring) {
 			c.ringPos = 0
@@ -270,13 +284,14 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 		if !cs.snd.MayAppend() {
 			// Its sequence numbers wait for an ack (N41), which puts it
 			// back; or all it had expired, and it may be idle.
-			c.leaveRing(cs, &held)
+			cs.inRing = false
+			c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
 			c.senderIdle(cs)
 			continue
 		}
-		if cs.snd.NextReliable() && (held >= 0 || !roomFull && !c.roomReliable(cs.snd.NextLen(mtu))) {
-			if held < 0 {
-				held = c.ringPos
+		if cs.snd.NextReliable() && (c.holdCh != nil || !roomFull && !c.roomReliable(cs.snd.NextLen(mtu))) {
+			if c.holdCh == nil {
+				c.holdCh = cs
 			}
 			c.ringPos++
 			continue
@@ -301,29 +316,14 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 		if cs.snd.MayAppend() {
 			c.ringPos++
 		} else {
-			c.leaveRing(cs, &held)
+			cs.inRing = false
+			c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
 			c.senderIdle(cs) // it sent only unreliable packets
-		}
-		if held >= 0 {
-			c.ringPos = held
 		}
 		c.maybeWritable()
 		return b, true
 	}
-	if held >= 0 {
-		c.ringPos = held
-	}
 	return buf, false
-}
-
-// leaveRing takes cs, at c.ringPos, out of the ring of channels with new
-// data, keeping *held on the channel it named.
-func (c *conn) leaveRing(cs *chanState, held *int) {
-	cs.inRing = false
-	c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
-	if *held > c.ringPos {
-		*held--
-	}
 }
 
 // maybeWritable reports EventWritable once a refused Send would fit.
