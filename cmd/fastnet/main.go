@@ -14,9 +14,11 @@
 //	fastnet probe   HOST:PORT [--tcp] [--timeout D]
 //	fastnet impair  LISTEN --to TARGET [--loss P] [--delay D] [--jitter D] [--dup P]
 //	                [--reorder P] [--mtu BYTES] [--seed N]
-//	fastnet introducer [LISTEN] [--max-conns N]
-//	fastnet peer    --via SERVER [--listen HOST:PORT] [--accept [--echo] [--print]]
-//	fastnet peer    --via SERVER --to ID [--listen HOST:PORT] [connect's flags]
+//	fastnet introducer [LISTEN] [--max-conns N] [--relay HOST:PORT]
+//	fastnet peer    --via SERVER [--listen HOST:PORT] [--nat HOST:PORT] [--accept [--echo] [--print]]
+//	fastnet peer    --via SERVER --to ID [--listen HOST:PORT] [--nat HOST:PORT] [connect's flags]
+//	fastnet nat     --outside IP [--inside HOST:PORT] [--type TYPE] [--timeout D] [--hairpinning]
+//	                [--first-port N]
 //	fastnet demo    [--clients N] [--duration D] [--wait D] [--loss P] [--delay D]
 //	                [--jitter D] [--dup P] [--reorder P] [--mtu BYTES] [--seed N]
 //	fastnet version
@@ -85,6 +87,11 @@
 // with --accept), or with --to ID gets introduced to that peer, punches a
 // direct path from the same socket and then behaves as connect, saying on
 // standard error which path it got.
+//
+// nat runs a userspace NAT of a chosen type (package internal/usernat, over
+// the simulator's NAT models): mappings on its --outside address, and a
+// gateway on --inside through which "peer --nat" sends and receives. It
+// prints a line per mapping created and expired.
 //
 // version prints the module version, the revision it was built from, the
 // Go version and the protocol version, from runtime/debug.ReadBuildInfo.
@@ -193,7 +200,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{listenCommand(), connectCommand(), probeCommand(), impairCommand(), relayCommand(), introducerCommand(), peerCommand(), demoCommand(), versionCommand()}
+	return []*command{listenCommand(), connectCommand(), probeCommand(), impairCommand(), relayCommand(), introducerCommand(), peerCommand(), natCommand(), demoCommand(), versionCommand()}
 }
 
 func findCommand(name string) *command {

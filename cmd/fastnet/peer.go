@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/usernat"
 	"github.com/fastnet-engine/fastnet/udpdriver"
 )
 
@@ -138,10 +141,13 @@ func peerCommand() *command {
 	return &command{
 		name:    "peer",
 		summary: "connect to an introducer, then to another peer through a punched path",
-		usage:   "peer --via SERVER [--listen HOST:PORT] [--accept [--echo] [--print]]\n       fastnet peer --via SERVER --to ID [--listen HOST:PORT] [--channel N] [--unreliable] [--raw [--chunk N]] [--timeout D] [--drain D] [--stats]",
+		usage:   "peer --via SERVER [--listen HOST:PORT] [--nat HOST:PORT] [--accept [--echo] [--print]]\n       fastnet peer --via SERVER --to ID [--listen HOST:PORT] [--nat HOST:PORT] [--channel N] [--unreliable] [--raw [--chunk N]] [--timeout D] [--drain D] [--stats]",
 		details: `
 Opens a UDP socket (--listen, default every address and a free port) and
-connects from it to the introducer at SERVER ("fastnet introducer").
+connects from it to the introducer at SERVER ("fastnet introducer"). With
+--nat the socket is an internal host of the "fastnet nat" whose inside is at
+HOST:PORT: everything it sends goes out through that NAT, it hears only what
+the NAT lets in, and it reports no local candidates.
 
 Without --to it waits to be introduced. Standard output has its connection
 id at the introducer, which the other peer gives as --to, then one line per
@@ -179,6 +185,7 @@ not joined).`,
 			var o peerOptions
 			fs.StringVar(&o.via, "via", "", "the introducer at `SERVER` (HOST:PORT)")
 			fs.StringVar(&o.listen, "listen", ":0", "open the socket on `HOST:PORT`")
+			fs.StringVar(&o.nat, "nat", "", "send and receive everything through the \"fastnet nat\" whose inside is `HOST:PORT`")
 			fs.BoolVar(&o.accept, "accept", false, "consent to every introduction")
 			fs.BoolVar(&o.echo, "echo", false, "without --to, send every message back to its sender")
 			fs.BoolVar(&o.print, "print", false, "without --to, print every message received, quoted, one line each")
@@ -223,7 +230,12 @@ not joined).`,
 						return usageError(s, "peer", "%v", err)
 					}
 				}
-				o.via, o.c.reliable = dialAddr(o.via), !*unreliable
+				if o.nat != "" {
+					if err := checkAddr(o.nat); err != nil {
+						return usageError(s, "peer", "--nat: %v", err)
+					}
+				}
+				o.via, o.nat, o.c.reliable = dialAddr(o.via), dialAddr(o.nat), !*unreliable
 				return peer(ctx, s, o)
 			}
 		},
@@ -233,6 +245,7 @@ not joined).`,
 // peerOptions are the settings of peer.
 type peerOptions struct {
 	via, listen string
+	nat         string // the inside of a "fastnet nat" to go through, if not empty
 	accept      bool
 	echo, print bool
 	to          uint32
@@ -256,7 +269,7 @@ func peer(ctx context.Context, s *stdio, o peerOptions) int {
 	if o.accept {
 		cfg.Punch.Consent = func(fastnet.IntroOffer) error { return nil }
 	}
-	p, err := udpdriver.Open(ctx, o.listen, udpdriver.Config{Engine: cfg})
+	p, err := openPeer(ctx, o, cfg)
 	if err != nil {
 		s.errorf("fastnet peer: %v", err)
 		return exitFailure
@@ -308,6 +321,28 @@ func peer(ctx context.Context, s *stdio, o peerOptions) int {
 	}
 	s.errorf("connected to %s over %s (%s path), id %d", c.RemoteAddr(), over, pathName(path), c.ID())
 	return converse(ctx, s, c, o.c, fastnet.DefaultMaxMessageSize)
+}
+
+// openPeer opens peer's socket on o.listen, through the NAT o.nat names
+// if any.
+func openPeer(ctx context.Context, o peerOptions, cfg fastnet.Config) (*udpdriver.Peer, error) {
+	if o.nat == "" {
+		return udpdriver.Open(ctx, o.listen, udpdriver.Config{Engine: cfg})
+	}
+	gw, err := net.ResolveUDPAddr("udp", o.nat)
+	if err != nil {
+		return nil, fmt.Errorf("--nat %s: %w", o.nat, err)
+	}
+	var lc net.ListenConfig
+	pc, err := lc.ListenPacket(ctx, "udp", o.listen)
+	if err != nil {
+		return nil, err
+	}
+	// Behind the NAT the socket's own addresses are not on its inside:
+	// the peer reports no local candidates (X9), and every path goes
+	// through the NAT.
+	cfg.Punch.Candidates = []netip.AddrPort{}
+	return udpdriver.OpenPacket(ctx, usernat.NewClient(pc.(*net.UDPConn), gw.AddrPort()), udpdriver.Config{Engine: cfg})
 }
 
 // introFailure says why an introduction gave no connection.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/clock"
@@ -447,6 +448,32 @@ func (t *NAT) Owner(now clock.Time, ext netip.AddrPort) (netip.AddrPort, bool) {
 		return netip.AddrPort{}, false
 	}
 	return m.key.inside, true
+}
+
+// NATMapping describes one live mapping of a NAT.
+type NATMapping struct {
+	Inside   netip.AddrPort // the internal address it maps
+	External netip.AddrPort // the NAT's address and the mapping's port
+	// Remote is the part of the remote address that the mapping
+	// behaviour keys it by: none (the zero AddrPort) for
+	// endpoint-independent mapping, the IP with port 0 for
+	// address-dependent, the address and port otherwise.
+	Remote  netip.AddrPort
+	Expires clock.Time // the instant it expires unless refreshed
+}
+
+// Mappings returns the mappings live at now, by external port. It changes
+// nothing: a userspace NAT can see from it which mappings have expired
+// (those it knew that are no longer there) and when the next one will.
+func (t *NAT) Mappings(now clock.Time) []NATMapping {
+	var out []NATMapping
+	for _, m := range t.byKey {
+		if now < m.expires {
+			out = append(out, NATMapping{Inside: m.key.inside, External: netip.AddrPortFrom(t.public, m.ext), Remote: m.key.remote, Expires: m.expires})
+		}
+	}
+	slices.SortFunc(out, func(a, b NATMapping) int { return int(a.External.Port()) - int(b.External.Port()) })
+	return out
 }
 
 // allocate picks a free external port at now for a mapping of an internal

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -201,6 +202,44 @@ func TestNATMappingTimeout(t *testing.T) {
 			t.Fatalf("at 2 minutes: %v", err)
 		}
 	})
+}
+
+// Mappings lists the live mappings, by external port, with what keys
+// them and when each expires; a refresh moves the expiry, and an expired
+// one is gone from the list whether or not anything forgot it.
+func TestNATMappings(t *testing.T) {
+	const to = 30 * time.Second
+	for _, tc := range []struct {
+		m      Mapping
+		remote [2]netip.AddrPort // keys of X's mapping to y1p1, of X2's to y2p1
+	}{
+		{EndpointIndependentMapping, [2]netip.AddrPort{}},
+		{AddressDependentMapping, [2]netip.AddrPort{netip.AddrPortFrom(y1p1.Addr(), 0), netip.AddrPortFrom(y2p1.Addr(), 0)}},
+		{AddressAndPortDependentMapping, [2]netip.AddrPort{y1p1, y2p1}},
+	} {
+		t.Run(tc.m.String(), func(t *testing.T) {
+			nat := NewNAT(natIP, NATConfig{Mapping: tc.m, MappingTimeout: to})
+			if got := nat.Mappings(at(0)); len(got) != 0 {
+				t.Fatalf("a new NAT has %v", got)
+			}
+			mustOut(t, nat, at(0), inX, y1p1)
+			mustOut(t, nat, at(5*time.Second), inX2, y2p1)
+			mustOut(t, nat, at(10*time.Second), inX, y1p1) // X's refreshed to 40 s
+			want := []NATMapping{
+				{Inside: inX, External: ext(20000), Remote: tc.remote[0], Expires: at(40 * time.Second)},
+				{Inside: inX2, External: ext(20001), Remote: tc.remote[1], Expires: at(35 * time.Second)},
+			}
+			if got := nat.Mappings(at(20 * time.Second)); !slices.Equal(got, want) {
+				t.Fatalf("at 20 s: %v, want %v", got, want)
+			}
+			if got := nat.Mappings(at(35 * time.Second)); !slices.Equal(got, want[:1]) {
+				t.Fatalf("at 35 s: %v, want %v", got, want[:1])
+			}
+			if got := nat.Mappings(at(40 * time.Second)); len(got) != 0 {
+				t.Fatalf("at 40 s: %v, want none", got)
+			}
+		})
+	}
 }
 
 // Hairpinning (REQ-9): X sends to X2's external address; the datagram
