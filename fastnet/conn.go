@@ -380,6 +380,11 @@ func (c *conn) nextDeadline() clock.Time {
 				d = clock.Earliest(d, pace)
 			}
 		}
+		if mtuAt != 0 && c.queued > 0 && !c.probeFits(mtuAt) {
+			// An ack makes room, and its input looks again; or the
+			// window counts as stuck (probeReady).
+			mtuAt = max(mtuAt, c.probeStuckAt())
+		}
 	}
 	d = clock.Earliest(d, resend)
 	d = clock.Earliest(d, c.ackRepeatAt)

@@ -187,7 +187,31 @@ func (c *conn) mtuWantsTransmit(now clock.Time) bool {
 // end low; on an idle connection, whose window never grows, pacing them
 // would only make the estimation slow.
 func (c *conn) probeReady(now clock.Time) bool {
-	return c.queued == 0 || c.paceReady(now)
+	if c.queued == 0 {
+		return true
+	}
+	return c.paceReady(now) && c.probeFits(now)
+}
+
+// probeFits reports whether the window has room for a probe beside the
+// data in flight, or has had none for long enough: a window that no ack
+// empties, as when the path shrank under packets in flight (N16), lets
+// probes go two resend RTTs after its oldest packet.
+func (c *conn) probeFits(now clock.Time) bool {
+	if !c.cc.on || c.ccInFlight == 0 || c.ccInFlight+c.payloadMTU+wireOverhead <= c.cc.window() {
+		return true
+	}
+	return now >= c.probeStuckAt()
+}
+
+// probeStuckAt is when a full window lets probes go all the same
+// (probeFits).
+func (c *conn) probeStuckAt() clock.Time {
+	o := c.oldestUnacked()
+	if o == 0 {
+		return 0
+	}
+	return o.Add(2 * c.resendRTT())
 }
 
 // mtuPoll writes a responder reply or an estimator packet, if one is due.

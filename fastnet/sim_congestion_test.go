@@ -306,10 +306,11 @@ func TestCongestionBottleneck(t *testing.T) {
 		{"defaults-20mbit-40ms-1bdp-4flows", fastnet.Config{}, ccPath{20 * mbit, 40 * time.Millisecond, 100_000}, 4, 4 << 20, 0.7, 0.05, 0.9},
 		{"defaults-5mbit-40ms-halfbdp-1flow", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 1, 3 << 20, 0.7, 0.05, 0},
 		// Four estimations' probes on a 5 Mbit/s link with 12.5 kB of
-		// queue: 64 % of the link and 7.5 % of the datagrams dropped,
-		// short of the targets (N83); the same without estimation
-		// (above) meets them.
-		{"defaults-5mbit-40ms-halfbdp-4flows", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 4, 1 << 20, 0.6, 0.08, 0.9},
+		// queue: 77 % of the link, and 5.7 % of the datagrams dropped,
+		// short of the 5 % target (N83); it was 64 % and 7.5 % while
+		// probes went beside a full window (N89). The same without
+		// estimation (above) meets the targets.
+		{"defaults-5mbit-40ms-halfbdp-4flows", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 4, 1 << 20, 0.7, 0.065, 0.9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newCCSim(t, 1, tc.path, tc.cfg, tc.flows, tc.total)
