@@ -310,6 +310,10 @@ func (s *Sender) AppendNew(b []byte, now clock.Time, messageMTU int) ([]byte, Se
 		if m.refs == 0 {
 			s.release(m)
 		}
+		if s.pending.len() == 0 && s.inFlight == 0 {
+			// Idle after unreliable messages, which no ack follows.
+			s.trimMsgs(idleKeepSlots)
+		}
 	}
 	return b, Sent{Reliable: h.Reliable, Start: h.Start, Bytes: n, Seq: h.Seq, Rel: h.Rel}
 }
@@ -606,11 +610,16 @@ func (s *Sender) idle() {
 	}
 	if s.pending.len() == 0 {
 		s.bufs.trim(idleRetain)
-		if len(s.msgs) > idleKeepSlots {
-			// Free structs beyond the few kept, and the array of them.
-			clear(s.msgs[idleKeepSlots:])
-			s.msgs = slices.Clone(s.msgs[:idleKeepSlots])
-		}
+		s.trimMsgs(idleKeepSlots)
+	}
+}
+
+// trimMsgs keeps at most keep free message structs, and an array no
+// larger than they need.
+func (s *Sender) trimMsgs(keep int) {
+	if len(s.msgs) > keep {
+		clear(s.msgs[keep:])
+		s.msgs = slices.Clone(s.msgs[:keep])
 	}
 }
 
@@ -696,10 +705,7 @@ func (s *Sender) Trim() {
 	}
 	s.pending.reset(spareSlots)
 	s.bufs.trim(spareRetain)
-	if len(s.msgs) > 64 {
-		clear(s.msgs[64:])
-		s.msgs = s.msgs[:64]
-	}
+	s.trimMsgs(64)
 }
 
 // Reset drops everything queued and in flight and releases the memory it

@@ -74,3 +74,29 @@ func TestSenderReusesMessages(t *testing.T) {
 		t.Errorf("%.2f allocations a message", perMsg)
 	}
 }
+
+// What a sender keeps of its free message structs once idle: a burst of
+// 20,000 unreliable messages, which no ack follows, leaves at most
+// idleKeepSlots of them, and Trim 64, each in an array no larger than
+// they need.
+func TestSenderIdleKeepsFewMessages(t *testing.T) {
+	s := NewSender(1)
+	msg := make([]byte, 64)
+	for range 20000 {
+		s.QueueAt(msg, false, 0)
+	}
+	buf := make([]byte, 0, 256)
+	for s.MayAppend() {
+		s.AppendNew(buf[:0], 1, 9000)
+	}
+	if !s.Idle() {
+		t.Fatal("not idle")
+	}
+	if len(s.msgs) > idleKeepSlots || cap(s.msgs) > idleKeepSlots {
+		t.Errorf("idle: %d free structs in an array of %d, want at most %d", len(s.msgs), cap(s.msgs), idleKeepSlots)
+	}
+	s.Trim()
+	if len(s.msgs) > 64 || cap(s.msgs) > 64 {
+		t.Errorf("after Trim: %d free structs in an array of %d, want at most 64", len(s.msgs), cap(s.msgs))
+	}
+}

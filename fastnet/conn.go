@@ -138,6 +138,7 @@ type conn struct {
 	// black hole was last checked for (N16).
 	maxMTUInFlight int
 	blackHoleSeen  clock.Time
+	blackHoleAgain clock.Time // when a suspicion checkBlackHole could not act on is looked at again
 
 	// Closing (D18).
 	closeReason string

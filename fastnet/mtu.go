@@ -274,24 +274,31 @@ func (c *conn) blackHoleDeadline() clock.Time {
 	if o == 0 || o == c.blackHoleSeen {
 		return 0
 	}
-	return o.Add(c.blackHoleDelay())
+	return max(o.Add(c.blackHoleDelay()), c.blackHoleAgain)
 }
 
-// checkBlackHole restarts estimation if a black hole is suspected.
+// checkBlackHole restarts estimation if a black hole is suspected. A
+// suspicion it cannot act on, the peer silent or an estimation still
+// searching, is looked at again a black hole delay later: marked seen, it
+// was never looked at again while the same packet stayed unacked, and an
+// estimation that ended on a size the path drops left the connection to
+// time out (N16).
 func (c *conn) checkBlackHole(now clock.Time) {
 	d := c.blackHoleDeadline()
 	if d == 0 || now < d {
 		return
 	}
-	c.blackHoleSeen = c.oldestUnacked()
 	alive := now.Sub(c.hb.lastHeard) <= 2*heartbeatInterval(c.ep.cfg.Timeout)
-	if alive && !c.estimator.Stats().Searching {
-		c.stats.MTURestarts++
-		// The system may have learned the smaller path meanwhile (an
-		// ICMP "too big" from a router, N43): start from what it says now.
-		if p := c.ep.cfg.MTU.Path; p != nil {
-			c.estimator.SetPathHint(p(c.addr).PayloadMTU)
-		}
-		c.estimator.Start(now)
+	if !alive || c.estimator.Stats().Searching {
+		c.blackHoleAgain = now.Add(c.blackHoleDelay())
+		return
 	}
+	c.blackHoleSeen = c.oldestUnacked()
+	c.stats.MTURestarts++
+	// The system may have learned the smaller path meanwhile (an ICMP
+	// "too big" from a router, N43): start from what it says now.
+	if p := c.ep.cfg.MTU.Path; p != nil {
+		c.estimator.SetPathHint(p(c.addr).PayloadMTU)
+	}
+	c.estimator.Start(now)
 }
