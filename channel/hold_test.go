@@ -134,9 +134,9 @@ func TestHoldOverhead(t *testing.T) {
 	for i := range rs {
 		rs[i] = NewReceiver(ReceiverConfig{Budget: b})
 		rs[i].q.ensure(0)
-		rs[i].ready.reset(keptReady)
+		rs[i].ready.Reset(keptReady)
 		for range keptReady {
-			rs[i].ready.push(Message{})
+			rs[i].ready.Push(Message{})
 		}
 	}
 	grew := heapAlloc() - before

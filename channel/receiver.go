@@ -6,6 +6,7 @@ import (
 
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
+	"github.com/fastnet-engine/fastnet/internal/fifo"
 )
 
 // Defaults of ReceiverConfig's zero fields.
@@ -234,7 +235,7 @@ type Receiver struct {
 
 	cmg cmgState
 
-	ready      fifo[Message]
+	ready      fifo.Queue[Message]
 	readyBytes int
 	charge     int // Bytes(), as last added to the budget
 
@@ -374,7 +375,7 @@ func (r *Receiver) NextDeadline() clock.Time { return r.deadline }
 // chargeFor computes Bytes for a queue of the given shape: packets in
 // buffers of bufs bytes, in a ring of capacity places.
 func (r *Receiver) chargeFor(bufs, places int) int {
-	return bufs + r.q.bytesWith(places) + r.readyBytes + max(cap(r.ready.buf)-keptReady, 0)*messageSize
+	return bufs + r.q.bytesWith(places) + r.readyBytes + max(r.ready.Cap()-keptReady, 0)*messageSize
 }
 
 // fits reports whether the receiver may hold c bytes, its grant unchanged.
@@ -458,7 +459,7 @@ func (r *Receiver) updateGrant() {
 			capacity = capFor(max(r.q.off+r.q.span, m.head+m.n+k) - r.q.off)
 			seq, rel, packets = r.g.Add(m.head+1), head.rel, m.n+k
 		}
-	} else if r.err == nil && r.queued > 0 && r.ready.len() >= maxReady {
+	} else if r.err == nil && r.queued > 0 && r.ready.Len() >= maxReady {
 		return // not evaluated: Poll will
 	}
 	want := r.grantFor(bufs, capacity, len(r.q.slots))
@@ -636,7 +637,7 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 		r.remove(i)
 		r.recharge()
 	}
-	if whole && r.queued == 0 && r.ready.len() < maxReady && need(h.Reliable, h.Rel) == r.l {
+	if whole && r.queued == 0 && r.ready.Len() < maxReady && need(h.Reliable, h.Rel) == r.l {
 		return r.fast(h, msg)
 	}
 	if !r.store(now, i, h, chunk) {
@@ -732,7 +733,7 @@ func (r *Receiver) witnessed(now clock.Time, seq Seq, reliable bool, owed, d int
 // group).
 func (r *Receiver) fast(h Header, m coalesce.Message) Result {
 	// Poll takes the message at once: it may use the Budget's Reserve.
-	cost := len(m.Payload) + max(r.ready.len()+1-max(cap(r.ready.buf), keptReady), 0)*messageSize
+	cost := len(m.Payload) + max(r.ready.Len()+1-max(r.ready.Cap(), keptReady), 0)*messageSize
 	if !r.fitsGranted(r.charge+cost, r.grant) && !(r.releaseRing() && r.fitsGranted(r.charge+cost, r.grant)) {
 		return NoMemory
 	}
@@ -757,7 +758,7 @@ func (r *Receiver) skip(k int) {
 
 // deliver hands a message to Poll.
 func (r *Receiver) deliver(reliable bool, data []byte) {
-	r.ready.push(Message{Reliable: reliable, Data: data})
+	r.ready.Push(Message{Reliable: reliable, Data: data})
 	r.readyBytes += len(data)
 }
 
@@ -986,7 +987,7 @@ func (r *Receiver) release() {
 // no deadline and no error. Its whole state is then Position; Bytes is
 // then what the Receiver and the arrays it keeps for reuse cost.
 func (r *Receiver) Idle() bool {
-	return r.queued == 0 && !r.holding && r.ready.len() == 0 &&
+	return r.queued == 0 && !r.holding && r.ready.Len() == 0 &&
 		r.grant == 0 && r.deadline == 0 && r.err == nil
 }
 
@@ -1020,7 +1021,7 @@ func (r *Receiver) Reuse(g, l Seq) bool {
 func (r *Receiver) Reset() {
 	r.release()
 	r.q.reset()
-	r.ready.reset(0)
+	r.ready.Reset(0)
 	r.readyBytes = 0
 	if r.err == nil {
 		r.err = errReset
@@ -1037,23 +1038,23 @@ var errReset = errors.New("channel: receiver reset")
 // longer holds back what follows it).
 func (r *Receiver) Poll(now clock.Time) (Message, bool) {
 	r.process(now)
-	if r.ready.len() == 0 {
+	if r.ready.Len() == 0 {
 		r.updateGrant()
 		return Message{}, false
 	}
-	m := *r.ready.at(0)
-	r.ready.pop()
+	m := *r.ready.At(0)
+	r.ready.Pop()
 	r.readyBytes -= len(m.Data)
 	r.recharge()
 	r.updateGrant()
-	if r.ready.len() == 0 {
+	if r.ready.Len() == 0 {
 		// An idle receiver keeps a small queue of delivered messages,
 		// a failed one none.
 		keep := keptReady
 		if r.err != nil {
 			keep = 0
 		}
-		r.ready.reset(keep)
+		r.ready.Reset(keep)
 		r.recharge()
 	}
 	return m, true
@@ -1063,7 +1064,7 @@ func (r *Receiver) Poll(now clock.Time) (Message, bool) {
 // make progress (D11).
 func (r *Receiver) process(now clock.Time) {
 	r.deadline = 0
-	for r.err == nil && r.queued > 0 && r.ready.len() < maxReady {
+	for r.err == nil && r.queued > 0 && r.ready.Len() < maxReady {
 		g := r.group()
 		act := coalesce.Decide(g, now, r.cfg.MCI)
 		if act == coalesce.Deliver {
@@ -1111,8 +1112,8 @@ func (r *Receiver) fail(err error) {
 	r.err = err
 	r.release()
 	r.q.reset() // it takes nothing more
-	if r.ready.len() == 0 {
-		r.ready.reset(0)
+	if r.ready.Len() == 0 {
+		r.ready.Reset(0)
 	}
 	r.recharge()
 	r.deadline = 0

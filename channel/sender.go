@@ -8,6 +8,7 @@ import (
 
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
+	"github.com/fastnet-engine/fastnet/internal/fifo"
 )
 
 // A Sender is the sending half of one message channel (D5, D7, D12, D14).
@@ -22,16 +23,16 @@ type Sender struct {
 	seq Seq // the next packet's sequence number (D5)
 	rel Seq // R, the reliable sequence number (D7)
 
-	pending fifo[*message] // messages with chunks not yet sent
-	queued  int            // encoded bytes not yet sent for the first time
+	pending fifo.Queue[*message] // messages with chunks not yet sent
+	queued  int                  // encoded bytes not yet sent for the first time
 
 	recs     []record // in-flight reliable packets; dead ones are free
 	freeRecs []int32
-	sendNo   int64          // packets sent for the first time so far
-	sentSum  int64          // chunk bytes sent for the first time so far
-	bySeq    fifo[seqEntry] // in-flight records in the order they were sent
-	deadSeq  int            // dead entries in bySeq
-	buckets  [numBuckets]fifo[bucketEntry]
+	sendNo   int64                // packets sent for the first time so far
+	sentSum  int64                // chunk bytes sent for the first time so far
+	bySeq    fifo.Queue[seqEntry] // in-flight records in the order they were sent
+	deadSeq  int                  // dead entries in bySeq
+	buckets  [numBuckets]fifo.Queue[bucketEntry]
 	live     [numBuckets]int // live entries per bucket
 	nonEmpty uint64          // bit b set while buckets[b] has entries
 	used     uint64          // bit b set if buckets[b] had entries since idle
@@ -165,7 +166,7 @@ func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 		m.buf, m.deferred = coalesce.AppendMessage(s.bufs.get(n)[:0], msg, reliable), false
 	}
 	m.off, m.refs, m.reliable, m.at = 0, 0, reliable, now
-	s.pending.push(m)
+	s.pending.Push(m)
 	s.queued += n
 	return n
 }
@@ -177,12 +178,12 @@ func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 // messages dropped and their encoded bytes, which are taken off
 // QueuedBytes.
 func (s *Sender) DropExpired(before clock.Time) (msgs, bytes int) {
-	for s.pending.len() > 0 {
-		m := *s.pending.at(0)
+	for s.pending.Len() > 0 {
+		m := *s.pending.At(0)
 		if m.reliable || m.off > 0 || m.at == 0 || m.at >= before {
 			break
 		}
-		s.pending.pop()
+		s.pending.Pop()
 		msgs++
 		bytes += len(m.buf)
 		s.queued -= len(m.buf)
@@ -196,7 +197,7 @@ func (s *Sender) DropExpired(before clock.Time) (msgs, bytes int) {
 func (s *Sender) QueuedBytes() int { return s.queued }
 
 // HasNew reports whether a packet is waiting to be sent for the first time.
-func (s *Sender) HasNew() bool { return s.pending.len() > 0 }
+func (s *Sender) HasNew() bool { return s.pending.Len() > 0 }
 
 // MaxAhead bounds how far a sender's sequence numbers run past its oldest
 // unacked reliable packet: a packet whose sequence number is MaxAhead (M/4)
@@ -222,7 +223,7 @@ func (s *Sender) SetMaxAhead(n int) {
 // MayAppend reports whether AppendNew would send a packet: one is queued,
 // and its sequence number is less than MaxAhead places after the oldest
 // unacked reliable packet (N41).
-func (s *Sender) MayAppend() bool { return s.pending.len() > 0 && !s.seqBlocked() }
+func (s *Sender) MayAppend() bool { return s.pending.Len() > 0 && !s.seqBlocked() }
 
 // seqBlocked reports whether the next sequence number is MaxAhead or more
 // places after the oldest unacked reliable packet.
@@ -242,17 +243,17 @@ func (s *Sender) maxAhead() int {
 // reliable (so the caller can hold it back while too many reliable bytes
 // are in flight, D22).
 func (s *Sender) NextReliable() bool {
-	return s.pending.len() > 0 && (*s.pending.at(0)).reliable
+	return s.pending.Len() > 0 && (*s.pending.At(0)).reliable
 }
 
 // NextLen returns the length of the chunk AppendNew would cut next at
 // messageMTU (a messageMTU below 1 counting as 1), 0 if nothing is
 // queued.
 func (s *Sender) NextLen(messageMTU int) int {
-	if s.pending.len() == 0 {
+	if s.pending.Len() == 0 {
 		return 0
 	}
-	m := *s.pending.at(0)
+	m := *s.pending.At(0)
 	return min(max(messageMTU, 1), len(m.buf)-m.off)
 }
 
@@ -285,7 +286,7 @@ func (s *Sender) AppendNew(b []byte, now clock.Time, messageMTU int) ([]byte, Se
 		return b, Sent{}
 	}
 	now = s.tick(now)
-	m := *s.pending.at(0)
+	m := *s.pending.At(0)
 	if m.deferred {
 		s.fillSums()
 	}
@@ -306,11 +307,11 @@ func (s *Sender) AppendNew(b []byte, now clock.Time, messageMTU int) ([]byte, Se
 	m.off += n
 	s.queued -= n
 	if m.off == len(m.buf) {
-		s.pending.pop()
+		s.pending.Pop()
 		if m.refs == 0 {
 			s.release(m)
 		}
-		if s.pending.len() == 0 && s.inFlight == 0 {
+		if s.pending.Len() == 0 && s.inFlight == 0 {
 			// Idle after unreliable messages, which no ack follows.
 			s.trimMsgs(idleKeepSlots)
 		}
@@ -332,9 +333,9 @@ const (
 // fillSums computes the deferred checksums of the messages at the front
 // of the queue, the first among them.
 func (s *Sender) fillSums() {
-	if s.pending.len() == 1 || !(*s.pending.at(1)).deferred {
+	if s.pending.Len() == 1 || !(*s.pending.At(1)).deferred {
 		// Alone: nothing to compute it with.
-		m := *s.pending.at(0)
+		m := *s.pending.At(0)
 		coalesce.FillChecksum(m.buf)
 		m.deferred = false
 		return
@@ -344,8 +345,8 @@ func (s *Sender) fillSums() {
 		ms   [sumBatch]*message
 	)
 	k := 0
-	for i := 0; i < s.pending.len() && i < sumScan && k < sumBatch; i++ {
-		if m := *s.pending.at(i); m.deferred {
+	for i := 0; i < s.pending.Len() && i < sumScan && k < sumBatch; i++ {
+		if m := *s.pending.At(i); m.deferred {
 			encs[k], ms[k] = m.buf, m
 			k++
 		}
@@ -381,7 +382,7 @@ func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 		seq: h.Seq, rel: h.Rel, ticket: r.ticket + 1, start: h.Start, live: true,
 	}
 	m.refs++
-	s.bySeq.push(seqEntry{no: s.sendNo, idx: idx})
+	s.bySeq.Push(seqEntry{no: s.sendNo, idx: idx})
 	s.schedule(idx)
 	s.inFlight++
 	s.inFlightBytes += len(chunk)
@@ -391,7 +392,7 @@ func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 func (s *Sender) schedule(idx int32) {
 	r := &s.recs[idx]
 	b := min(int(r.resends), numBuckets-1)
-	s.buckets[b].push(bucketEntry{idx: idx, ticket: r.ticket})
+	s.buckets[b].Push(bucketEntry{idx: idx, ticket: r.ticket})
 	s.live[b]++
 	s.nonEmpty |= 1 << b
 	s.used |= 1 << b
@@ -410,12 +411,12 @@ func (s *Sender) release(m *message) {
 // stale entries, or -1 if the bucket is empty.
 func (s *Sender) front(b int) int32 {
 	q := &s.buckets[b]
-	for q.len() > 0 {
-		e := *q.at(0)
+	for q.Len() > 0 {
+		e := *q.At(0)
 		if r := &s.recs[e.idx]; r.live && r.ticket == e.ticket {
 			return e.idx
 		}
-		q.pop()
+		q.Pop()
 	}
 	s.nonEmpty &^= 1 << b
 	return -1
@@ -473,7 +474,7 @@ func (s *Sender) AppendResend(b []byte, now clock.Time, rtt, maxInterval time.Du
 	}
 	now = s.tick(now)
 	idx := s.front(bk)
-	s.buckets[bk].pop()
+	s.buckets[bk].Pop()
 	s.live[bk]--
 	r := &s.recs[idx]
 	b = Header{Reliable: true, Start: r.start, Seq: r.seq, Rel: r.rel}.Append(b)
@@ -529,19 +530,19 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 		return Acked{}, false
 	}
 	// bySeq is sorted by no: binary search.
-	lo, hi := 0, s.bySeq.len()
+	lo, hi := 0, s.bySeq.Len()
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if s.bySeq.at(mid).no < no {
+		if s.bySeq.At(mid).no < no {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
-	if lo == s.bySeq.len() {
+	if lo == s.bySeq.Len() {
 		return Acked{}, false
 	}
-	e := *s.bySeq.at(lo)
+	e := *s.bySeq.At(lo)
 	r := &s.recs[e.idx]
 	if e.no != no || !r.live || r.no != no {
 		return Acked{}, false
@@ -550,8 +551,8 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 	s.free(e.idx)
 	s.deadSeq++
 	s.oldest() // drop dead entries at the front
-	if s.deadSeq > s.bySeq.len()/2+32 {
-		s.bySeq.filter(func(e *seqEntry) bool { r := &s.recs[e.idx]; return r.live && r.no == e.no })
+	if s.deadSeq > s.bySeq.Len()/2+32 {
+		s.bySeq.Filter(func(e *seqEntry) bool { r := &s.recs[e.idx]; return r.live && r.no == e.no })
 		s.deadSeq = 0
 	}
 	if s.inFlight == 0 {
@@ -565,9 +566,9 @@ func (s *Sender) free(idx int32) {
 	r := &s.recs[idx]
 	b := min(int(r.resends), numBuckets-1)
 	s.live[b]--
-	if q := &s.buckets[b]; q.len() > 2*s.live[b]+32 {
+	if q := &s.buckets[b]; q.Len() > 2*s.live[b]+32 {
 		r.live = false // so that the filter drops it
-		q.filter(func(e *bucketEntry) bool { r := &s.recs[e.idx]; return r.live && r.ticket == e.ticket })
+		q.Filter(func(e *bucketEntry) bool { r := &s.recs[e.idx]; return r.live && r.ticket == e.ticket })
 	}
 	s.inFlight--
 	s.inFlightBytes -= len(r.chunk)
@@ -583,12 +584,12 @@ func (s *Sender) free(idx int32) {
 // oldest returns the record of the oldest in-flight packet, dropping dead
 // entries at the front of bySeq, or -1 if nothing is in flight.
 func (s *Sender) oldest() int32 {
-	for s.bySeq.len() > 0 {
-		e := *s.bySeq.at(0)
+	for s.bySeq.Len() > 0 {
+		e := *s.bySeq.At(0)
 		if r := &s.recs[e.idx]; r.live && r.no == e.no {
 			return e.idx
 		}
-		s.bySeq.pop()
+		s.bySeq.Pop()
 		s.deadSeq = max(s.deadSeq-1, 0)
 	}
 	return -1
@@ -599,16 +600,16 @@ func (s *Sender) oldest() int32 {
 func (s *Sender) idle() {
 	for m := s.used; m != 0; m &= m - 1 {
 		b := bits.TrailingZeros64(m)
-		s.buckets[b].reset(idleKeepSlots)
+		s.buckets[b].Reset(idleKeepSlots)
 		s.live[b] = 0
 	}
 	s.nonEmpty, s.used = 0, 0
-	s.bySeq.reset(idleKeepSlots)
+	s.bySeq.Reset(idleKeepSlots)
 	s.deadSeq = 0
 	if cap(s.recs) > idleKeepSlots {
 		s.recs, s.freeRecs = nil, nil
 	}
-	if s.pending.len() == 0 {
+	if s.pending.Len() == 0 {
 		s.bufs.trim(idleRetain)
 		s.trimMsgs(idleKeepSlots)
 	}
@@ -658,7 +659,7 @@ func (s *Sender) OldestUnacked() clock.Time {
 func (s *Sender) Resends() uint64 { return s.resends }
 
 // Idle reports whether nothing is queued and nothing is in flight.
-func (s *Sender) Idle() bool { return s.pending.len() == 0 && s.inFlight == 0 }
+func (s *Sender) Idle() bool { return s.pending.Len() == 0 && s.inFlight == 0 }
 
 // Position returns the sequence number of the next packet and R (D5, D7):
 // what a channel must remember of its sending half while it sends nothing.
@@ -695,15 +696,15 @@ func (s *Sender) Trim() {
 		// Only a sender that had many packets in flight at once has
 		// grown its schedule's queues.
 		for b := range s.buckets {
-			s.buckets[b].reset(spareSlots)
+			s.buckets[b].Reset(spareSlots)
 			s.live[b] = 0
 		}
 		s.nonEmpty, s.used = 0, 0
-		s.bySeq.reset(spareSlots)
+		s.bySeq.Reset(spareSlots)
 		s.deadSeq = 0
 		s.recs, s.freeRecs = nil, nil
 	}
-	s.pending.reset(spareSlots)
+	s.pending.Reset(spareSlots)
 	s.bufs.trim(spareRetain)
 	s.trimMsgs(64)
 }
@@ -712,16 +713,16 @@ func (s *Sender) Trim() {
 // held; sequence numbers continue where they were. It is for a connection
 // that is going away.
 func (s *Sender) Reset() {
-	for s.pending.len() > 0 {
-		s.pending.pop()
+	for s.pending.Len() > 0 {
+		s.pending.Pop()
 	}
-	s.pending.reset(0)
+	s.pending.Reset(0)
 	s.queued = 0
 	s.recs, s.freeRecs = nil, nil
-	s.bySeq.reset(0)
+	s.bySeq.Reset(0)
 	s.deadSeq = 0
 	for b := range s.buckets {
-		s.buckets[b].reset(0)
+		s.buckets[b].Reset(0)
 		s.live[b] = 0
 	}
 	s.nonEmpty, s.used = 0, 0

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/fifo"
 )
 
 // Message is one message received on a connection.
@@ -28,8 +29,7 @@ type Conn struct {
 	backlogged  bool // in its listener's backlog, not yet accepted (e.mu)
 
 	// Guarded by e.mu.
-	queue      []Message
-	head       int
+	queue      fifo.Queue[Message]
 	queueBytes int
 	dropped    uint64          // unreliable messages dropped unread
 	paused     bool            // intake paused: the queue is full (N13)
@@ -130,33 +130,17 @@ func (c *Conn) endLocked(err error, local bool) {
 // an unreliable one that does not fit is dropped.
 func (c *Conn) deliverLocked(ev fastnet.Event) {
 	limit := c.e.opts.ReceiveQueue
-	if !ev.Reliable && c.queueBytes+len(ev.Data) > limit && len(c.queue) > c.head {
+	if !ev.Reliable && c.queueBytes+len(ev.Data) > limit && c.queue.Len() > 0 {
 		c.dropped++
 		c.pauseLocked(true)
 		return
 	}
-	c.compactLocked()
-	c.queue = append(c.queue, Message{Channel: ev.Channel, Reliable: ev.Reliable, Data: ev.Data})
+	c.queue.Push(Message{Channel: ev.Channel, Reliable: ev.Reliable, Data: ev.Data})
 	c.queueBytes += len(ev.Data)
 	if c.queueBytes >= limit {
 		c.pauseLocked(true)
 	}
 	c.signalLocked()
-}
-
-// compactLocked makes room at the end of the receive queue, before an
-// append would grow it, by moving what Receive has not taken yet to its
-// start once that frees at least half of it. Receive empties the queue
-// only when it catches up; a reader that keeps up only almost would
-// otherwise have the queue's array grow, and copied at each growth, with
-// every message ever delivered.
-func (c *Conn) compactLocked() {
-	if len(c.queue) < cap(c.queue) || c.head == 0 || c.head < cap(c.queue)/2 {
-		return
-	}
-	n := copy(c.queue, c.queue[c.head:])
-	clear(c.queue[n:])
-	c.queue, c.head = c.queue[:n], 0
 }
 
 // pauseLocked pauses or resumes the intake of c's messages (N13): a
@@ -300,14 +284,8 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 	e := c.e
 	for {
 		e.mu.Lock()
-		if c.head < len(c.queue) {
-			m := c.queue[c.head]
-			c.queue[c.head] = Message{}
-			c.head++
+		if m, ok := c.queue.Take(); ok {
 			c.queueBytes -= len(m.Data)
-			if c.head == len(c.queue) {
-				c.queue, c.head = c.queue[:0], 0
-			}
 			if c.paused && c.queueBytes <= e.opts.ReceiveQueue/2 {
 				c.pauseLocked(false)
 			}

@@ -125,7 +125,8 @@ func TestBurst(t *testing.T) {
 func TestReceiveAnswers(t *testing.T) {
 	const t0 = clock.Epoch + clock.Time(time.Second)
 	e := &Engine{opts: Options{ReceiveQueue: 1 << 20}, lastSend: t0}
-	c := &Conn{e: e, queue: []Message{{Channel: 1, Reliable: true, Data: []byte("x")}}, queueBytes: 1}
+	c := &Conn{e: e, queueBytes: 1}
+	c.queue.Push(Message{Channel: 1, Reliable: true, Data: []byte("x")})
 	soon := t0.Add(sendBurst / 2)
 	if !e.burstLocked(soon) {
 		t.Fatal("a Send right after another is not part of a burst")

@@ -74,8 +74,8 @@ func (l *Listener) removeLocked(c *Conn) {
 		l.queue = slices.Delete(l.queue, i, i+1)
 	}
 	l.ended++
-	clear(c.queue)
-	c.queue, c.head, c.queueBytes = nil, 0, 0
+	c.queue.Reset(0)
+	c.queueBytes = 0
 }
 
 func (l *Listener) closeLocked() {

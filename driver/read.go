@@ -347,7 +347,7 @@ func (c *Conn) readFor(ctx context.Context, watched bool) error {
 // readDoneLocked reports whether a Receive reading for c has what it read
 // for: a message, the end of c, or of the engine.
 func (c *Conn) readDoneLocked() bool {
-	return c.head < len(c.queue) || c.err != nil || c.e.closed
+	return c.queue.Len() > 0 || c.err != nil || c.e.closed
 }
 
 // watchLocked makes ctx interrupt the reads made for c. The watch stays
@@ -440,7 +440,7 @@ func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 	now := e.clk.Now()
 	e.feedLocked(msgs, now)
 	e.dispatchAllLocked()
-	if c.head < len(c.queue) && c.err == nil && e.opts.CombineWrites && e.ep.Bundling(c.h) {
+	if c.queue.Len() > 0 && c.err == nil && e.opts.CombineWrites && e.ep.Bundling(c.h) {
 		// The Receive returns a message from a peer that takes
 		// bundles: what the endpoint has to send (the acks of that
 		// message, first of all) stays unpolled, so that the reply the
@@ -455,7 +455,7 @@ func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 		return true
 	}
 	e.flushAtLocked(now)
-	if c.head == len(c.queue) && c.err == nil {
+	if c.queue.Len() == 0 && c.err == nil {
 		e.unlock()
 		return false
 	}

@@ -257,8 +257,8 @@ func (c *conn) endTracking() {
 			}
 		}
 	}
-	for _, m := range c.stream.q[c.stream.head:] {
-		if m.id != 0 {
+	for i := range c.stream.q.Len() {
+		if m := c.stream.q.At(i); m.id != 0 {
 			ps = append(ps, pending{m.id, OutcomeDropped})
 		}
 	}

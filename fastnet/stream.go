@@ -2,14 +2,14 @@ package fastnet
 
 import (
 	"github.com/fastnet-engine/fastnet/coalesce"
+	"github.com/fastnet-engine/fastnet/internal/fifo"
 )
 
 // streamQueue holds the messages of a connection over a Stream transport.
 // There each message is one packet, the encoded message after the channel
 // id, with no sequence header, acks or resends (D4).
 type streamQueue struct {
-	q     []streamMsg
-	head  int
+	q     fifo.Queue[streamMsg]
 	bytes int      // encoded bytes queued
 	free  [][]byte // recycled message buffers
 }
@@ -20,7 +20,7 @@ type streamMsg struct {
 	id  MessageID // SendTracked's, 0 for Send (N55)
 }
 
-func (s *streamQueue) empty() bool { return s.head == len(s.q) }
+func (s *streamQueue) empty() bool { return s.q.Len() == 0 }
 
 // push encodes and queues a message, tracked if id is not 0.
 func (s *streamQueue) push(ch int16, msg []byte, reliable bool, id MessageID) {
@@ -29,29 +29,16 @@ func (s *streamQueue) push(ch int16, msg []byte, reliable bool, id MessageID) {
 		buf, s.free = s.free[n-1][:0], s.free[:n-1]
 	}
 	enc := coalesce.AppendMessage(buf, msg, reliable)
-	if len(s.q) == cap(s.q) && s.head > 0 && s.head >= cap(s.q)/2 {
-		// Reclaim what pop took, before the array grows: a queue that
-		// the transport never quite drains would otherwise hold a place
-		// for every message ever sent.
-		n := copy(s.q, s.q[s.head:])
-		clear(s.q[n:])
-		s.q, s.head = s.q[:n], 0
-	}
-	s.q = append(s.q, streamMsg{ch: ch, enc: enc, id: id})
+	s.q.Push(streamMsg{ch: ch, enc: enc, id: id})
 	s.bytes += len(enc)
 }
 
 // pop writes the next queued message as one packet, and returns its
 // tracking ID.
 func (s *streamQueue) pop(buf []byte) ([]byte, MessageID, bool) {
-	if s.empty() {
+	m, ok := s.q.Take()
+	if !ok {
 		return buf, 0, false
-	}
-	m := s.q[s.head]
-	s.q[s.head] = streamMsg{}
-	s.head++
-	if s.head == len(s.q) {
-		s.q, s.head = s.q[:0], 0
 	}
 	b := append(appendPacketHeader(buf, m.ch), m.enc...)
 	s.bytes -= len(m.enc)

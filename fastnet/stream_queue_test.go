@@ -19,7 +19,7 @@ func TestStreamQueueCompacts(t *testing.T) {
 			t.Fatal("the queue emptied")
 		}
 	}
-	if got := cap(s.q); got > 16 {
-		t.Errorf("the queue grew to %d places, holding %d", got, len(s.q)-s.head)
+	if got := s.q.Cap(); got > 16 {
+		t.Errorf("the queue grew to %d places, holding %d", got, s.q.Len())
 	}
 }

@@ -2,6 +2,8 @@ package urp
 
 import (
 	"slices"
+
+	"github.com/fastnet-engine/fastnet/internal/fifo"
 )
 
 // Client is the state machine of a URP user: what the relay said (its
@@ -22,7 +24,7 @@ type Client struct {
 	cfg    ClientConfig
 	dec    Decoder
 	out    []byte
-	events fifo[ClientEvent]
+	events fifo.Queue[ClientEvent]
 	err    error
 
 	welcomed bool
@@ -231,10 +233,10 @@ func (c *Client) handle(p Packet) error {
 	return nil
 }
 
-func (c *Client) event(ev ClientEvent) { c.events.push(ev) }
+func (c *Client) event(ev ClientEvent) { c.events.Push(ev) }
 
 // PollEvent returns the next event, or false when there is none.
-func (c *Client) PollEvent() (ClientEvent, bool) { return c.events.pop() }
+func (c *Client) PollEvent() (ClientEvent, bool) { return c.events.Take() }
 
 // TakeOutput returns the bytes waiting to be written to the relay, and
 // gives the client spare (emptied) to queue the next ones in: the returned

@@ -3,6 +3,8 @@ package urp
 import (
 	"cmp"
 	"slices"
+
+	"github.com/fastnet-engine/fastnet/internal/fifo"
 )
 
 // Relay is the state machine of a URP relay: its users, their roles and
@@ -19,7 +21,7 @@ type Relay struct {
 	groups  map[uint32]*group
 	ready   []uint32 // users whose output grew since PollWrite last said so
 	resumed []uint32 // users no longer held since PollResume last said so
-	events  fifo[Event]
+	events  fifo.Queue[Event]
 	doomed  []*user // users to close once the packet being handled is done
 	scratch []byte
 	stats   Stats
@@ -354,7 +356,7 @@ func (r *Relay) unhold(g *group) {
 }
 
 // PollEvent returns the next event, or false when there is none.
-func (r *Relay) PollEvent() (Event, bool) { return r.events.pop() }
+func (r *Relay) PollEvent() (Event, bool) { return r.events.Take() }
 
 // Stats returns the relay's counters.
 func (r *Relay) Stats() Stats {
@@ -417,7 +419,7 @@ func (r *Relay) Groups() []GroupInfo {
 	return gs
 }
 
-func (r *Relay) event(ev Event) { r.events.push(ev) }
+func (r *Relay) event(ev Event) { r.events.Push(ev) }
 
 // send queues p for u.
 func (r *Relay) send(u *user, p Packet) {

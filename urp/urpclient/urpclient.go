@@ -35,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/internal/fifo"
 	"github.com/fastnet-engine/fastnet/urp"
 )
 
@@ -109,8 +110,7 @@ type Conn struct {
 	mu       sync.Mutex
 	core     *urp.Client
 	changed  chan struct{} // closed and replaced when the state changes
-	queue    []urp.ClientEvent
-	head     int
+	queue    fifo.Queue[urp.ClientEvent]
 	qbytes   int
 	made     *urp.ClientEvent          // the answer to the Make or Join waiting
 	values   map[urp.Key][]chan uint32 // Gets and Sets waiting, by key, in order
@@ -429,17 +429,12 @@ func (c *Conn) Kick(ctx context.Context, uid uint32) error {
 func (c *Conn) Receive(ctx context.Context) (urp.ClientEvent, error) {
 	var ev urp.ClientEvent
 	err := c.wait(ctx, func() (bool, error) {
-		if c.head == len(c.queue) {
+		var ok bool
+		if ev, ok = c.queue.Take(); !ok {
 			if c.err != nil {
 				return false, c.err
 			}
 			return false, nil
-		}
-		ev = c.queue[c.head]
-		c.queue[c.head] = urp.ClientEvent{}
-		c.head++
-		if c.head == len(c.queue) {
-			c.queue, c.head = c.queue[:0], 0
 		}
 		full := c.qbytes >= c.cfg.ReceiveQueue
 		c.qbytes -= len(ev.Data)
@@ -577,15 +572,7 @@ func (c *Conn) dispatchLocked() {
 				delete(c.values, k)
 			}
 		}
-		if len(c.queue) == cap(c.queue) && c.head > 0 && c.head >= cap(c.queue)/2 {
-			// Reclaim what Receive took, before the array grows: a
-			// reader that never quite catches up would otherwise have
-			// it hold every event ever queued.
-			n := copy(c.queue, c.queue[c.head:])
-			clear(c.queue[n:])
-			c.queue, c.head = c.queue[:n], 0
-		}
-		c.queue = append(c.queue, ev)
+		c.queue.Push(ev)
 		c.qbytes += len(ev.Data)
 	}
 	if changed {

@@ -1,0 +1,51 @@
+package fifo
+
+import (
+	"slices"
+	"testing"
+)
+
+// Values come out in the order they went in, through Take, Pop, At and
+// Filter, and Reset empties the queue.
+func TestOrder(t *testing.T) {
+	var q Queue[int]
+	for i := range 10 {
+		q.Push(i)
+	}
+	if v, ok := q.Take(); !ok || v != 0 {
+		t.Fatalf("Take: %d, %v", v, ok)
+	}
+	q.Pop()
+	if q.Len() != 8 || *q.At(0) != 2 || *q.At(7) != 9 {
+		t.Fatalf("Len %d, front %d, back %d", q.Len(), *q.At(0), *q.At(q.Len()-1))
+	}
+	q.Filter(func(v *int) bool { return *v%2 == 0 })
+	var got []int
+	for v, ok := q.Take(); ok; v, ok = q.Take() {
+		got = append(got, v)
+	}
+	if want := []int{2, 4, 6, 8}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	q.Push(1)
+	q.Reset(0)
+	if q.Len() != 0 || q.Cap() != 0 {
+		t.Errorf("after Reset: Len %d, Cap %d", q.Len(), q.Cap())
+	}
+}
+
+// A queue that is never quite drained keeps a place per item it holds,
+// not per item pushed.
+func TestCompacts(t *testing.T) {
+	var q Queue[int]
+	q.Push(0)
+	for i := range 100000 {
+		q.Push(i + 1)
+		if v, ok := q.Take(); !ok || v != i {
+			t.Fatalf("Take %d: %d, %v", i, v, ok)
+		}
+	}
+	if got := q.Cap(); got > 16 {
+		t.Errorf("the queue grew to %d places, holding %d", got, q.Len())
+	}
+}
