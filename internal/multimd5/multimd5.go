@@ -21,10 +21,6 @@ const Lanes = 16
 // Vector reports whether Sums runs messages side by side on this machine.
 func Vector() bool { return lanes > 1 }
 
-// Width returns the number of messages Sums runs side by side on this
-// machine: 16, 8, or 1 where it has no vector unit it uses.
-func Width() int { return lanes }
-
 // Sums sets dst[i] to the MD5 digest of msgs[i], for every i below
 // len(msgs); dst must be at least as long as msgs. It allocates nothing.
 func Sums(dst [][Size]byte, msgs [][]byte) {
