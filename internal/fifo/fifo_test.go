@@ -17,7 +17,7 @@ func TestOrder(t *testing.T) {
 	}
 	q.Pop()
 	if q.Len() != 8 || *q.At(0) != 2 || *q.At(7) != 9 {
-		t.Fatalf("Len %d, front %d, back %d", q.Len(), *q.At(0), *q.At(q.Len()-1))
+		t.Fatalf("Len %d, front %d, back %d", q.Len(), *q.At(0), *q.At(q.Len() - 1))
 	}
 	q.Filter(func(v *int) bool { return *v%2 == 0 })
 	var got []int
