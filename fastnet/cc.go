@@ -60,6 +60,28 @@ type congestion struct {
 	rateVal          float64
 	rateCwnd, rateSS int
 	rateSRTT, rateHB time.Duration
+	rateQ            float64
+
+	// The echo limiter (N90), for a connection no ack times: qRate caps
+	// the rate (0: no cap), set from the heartbeats' echoes when one comes
+	// back more than qDelay (Congestion.QueueDelay, negative: off) later
+	// than the path's smallest round trip; qCut is when it was last cut.
+	// sent counts the bytes the connection has put out; marks holds the
+	// arrival of the latest echoes, each with the count as of its beat.
+	qDelay time.Duration
+	qRate  float64
+	qCut   clock.Time
+	qGrown clock.Time
+	sent   uint64
+	marks  [echoMarks]echoMark
+	markN  int
+}
+
+// echoMark is an echo's arrival, with the bytes the connection had sent
+// when its heartbeat went out: everything the peer took in before it.
+type echoMark struct {
+	at, sent clock.Time // the echo's arrival, its beat's departure
+	bytes    uint64
 }
 
 const (
@@ -96,6 +118,15 @@ const (
 	hsMinSamples = 8
 	hsMinEta     = 4 * time.Millisecond
 	hsMaxEta     = 16 * time.Millisecond
+	// The echo limiter (N90): the echoes its rate of intake is measured
+	// over, the share of that rate a cut sets, the growth of the cap at
+	// each echo that shows no queue, and the shortest interval of the
+	// heartbeats it has sent while it limits.
+	echoMarks          = 8
+	echoCut            = 0.85
+	echoGrow           = 1.05
+	echoBeatMin        = time.Millisecond
+	echoQueueDatagrams = 1.5
 )
 
 // init sets the controller up from the endpoint's configuration.
@@ -105,6 +136,7 @@ func (cc *congestion) init(cfg *Config, now clock.Time) {
 	cc.fixed = float64(g.FixedRate)
 	cc.maxRate = float64(g.MaxRate)
 	cc.minWnd = g.MinWindow
+	cc.qDelay = g.QueueDelay
 	cc.cwnd = g.InitialWindow
 	cc.ssthresh = math.MaxInt
 	cc.filled = now
@@ -136,9 +168,9 @@ func (cc *congestion) rate(hbRTT time.Duration) float64 {
 	}
 	// Kept from one change of the window or the RTTs to the next: the
 	// pacer asks for it at every packet.
-	if cc.rateCwnd != cc.cwnd || cc.rateSS != cc.ssthresh || cc.rateSRTT != cc.srtt || cc.rateHB != hbRTT {
-		cc.rateCwnd, cc.rateSS, cc.rateSRTT, cc.rateHB = cc.cwnd, cc.ssthresh, cc.srtt, hbRTT
+	if cc.rateCwnd != cc.cwnd || cc.rateSS != cc.ssthresh || cc.rateSRTT != cc.srtt || cc.rateHB != hbRTT || cc.rateQ != cc.qRate {
 		cc.rateVal = cc.computeRate(hbRTT)
+		cc.rateCwnd, cc.rateSS, cc.rateSRTT, cc.rateHB, cc.rateQ = cc.cwnd, cc.ssthresh, cc.srtt, hbRTT, cc.qRate
 	}
 	return cc.rateVal
 }
@@ -154,6 +186,13 @@ func (cc *congestion) computeRate(hbRTT time.Duration) float64 {
 		gain = ccSSGain
 	}
 	r := gain * float64(cc.cwnd) / rtt.Seconds()
+	if cc.qRate > 0 && !cc.sampled {
+		if cc.qRate < r {
+			r = cc.qRate
+		} else {
+			cc.qRate = 0 // grown past what the window allows: no cap
+		}
+	}
 	if cc.maxRate > 0 && r > cc.maxRate {
 		r = cc.maxRate
 	}
@@ -195,6 +234,7 @@ func (cc *congestion) spend(n int, datagram int, owe bool) {
 	if !cc.on {
 		return
 	}
+	cc.sent += uint64(n)
 	floor := min(cc.tokens, 0)
 	if owe {
 		// The rate the bucket was last filled at: every packet that
@@ -290,4 +330,72 @@ func (cc *congestion) onResend(now, last clock.Time, mtu int, sampled bool) bool
 	cc.ssthresh = cc.cwnd
 	cc.acked = 0
 	return true
+}
+
+// echoLimited reports whether the echo limiter governs the connection: it
+// is paced by the window (on, no fixed rate) and no ack has timed a round
+// trip, so the echoes of its heartbeats are all it learns of the queue
+// its data builds (N90).
+func (cc *congestion) echoLimited() bool {
+	return cc.on && cc.fixed == 0 && !cc.sampled && cc.qDelay >= 0
+}
+
+// onEcho folds in the echo, received at now, of a heartbeat sent at at
+// when the connection had sent bytes (N90). Its round trip r, less the
+// path's smallest minRTT, is the queue ahead of it; the bytes sent between
+// an echo of the last two round trips and it, over the time between
+// their arrivals, are the rate at which the peer took them in. A queue
+// longer than QueueDelay, and than one and a half datagrams of the
+// given size at that rate, cuts the cap to echoCut times that rate, but
+// to no less than half the rate the connection sent at: once per round,
+// since the echo of a heartbeat sent before the last cut shows a queue
+// that cut already answers. A queue of less than half that grows the cap
+// by echoGrow, once per round likewise. rate is the current pacing
+// rate.
+func (cc *congestion) onEcho(now, at clock.Time, bytes uint64, r, minRTT time.Duration, rate float64, datagram int) {
+	if !cc.echoLimited() {
+		return
+	}
+	// From the oldest echo remembered of the last two round trips: one
+	// from before the flood began would make the intake look slow.
+	intake, out := 0.0, 0.0
+	span := 2 * max(r, echoMarks*echoBeatMin)
+	for i := max(0, cc.markN-echoMarks); i < cc.markN; i++ {
+		o := cc.marks[i%echoMarks]
+		if now.Sub(o.at) <= span {
+			if bytes > o.bytes && now > o.at && at > o.sent {
+				b := float64(bytes - o.bytes)
+				intake = b / now.Sub(o.at).Seconds()
+				out = b / at.Sub(o.sent).Seconds()
+			}
+			break
+		}
+	}
+	cc.marks[cc.markN%echoMarks] = echoMark{now, at, bytes}
+	cc.markN++
+	if at < cc.qCut {
+		return
+	}
+	// A queue of a few datagrams is no queue: on a slow link one
+	// datagram ahead of a heartbeat delays it longer than QueueDelay.
+	target := cc.qDelay
+	if intake > 0 {
+		target = max(target, time.Duration(echoQueueDatagrams*float64(datagram)/intake*1e9))
+	}
+	q := r - minRTT
+	switch {
+	case q > target:
+		// At most halved at once, as a window is: an intake measured
+		// over a span the sender was partly idle in is low. The rate it
+		// sent at over the same span, where known, is what is halved:
+		// the pacer's may be far above it.
+		if out > 0 {
+			rate = min(rate, out)
+		}
+		cc.qRate = max(echoCut*intake, rate/2, minSendRate)
+		cc.qCut = now
+	case q <= target/2 && cc.qRate > 0 && at >= cc.qGrown:
+		cc.qRate *= echoGrow
+		cc.qGrown = now
+	}
 }

@@ -285,6 +285,14 @@ type CongestionConfig struct {
 	// MinWindow is the smallest window losses reduce it to. Default 2400
 	// (two datagrams of a common path).
 	MinWindow int
+	// QueueDelay is how much longer than the path's smallest round trip
+	// a heartbeat's echo may take before a connection that no ack times
+	// (one sending only unreliable data) cuts its rate to what the
+	// echoes show the peer takes in (N90): the queue its flood may build
+	// in the peer's socket or at a bottleneck. Default 5 ms; negative:
+	// never cut, the rate stays twice the initial window per round trip
+	// (N85).
+	QueueDelay time.Duration
 }
 
 // PunchConfig holds the settings of the punch extension: introductions
@@ -405,6 +413,8 @@ const (
 	// CongestionConfig's windows.
 	DefaultInitialWindow = ccInitialWindow
 	DefaultMinWindow     = ccMinWindow
+	// DefaultQueueDelay is the default of CongestionConfig.QueueDelay.
+	DefaultQueueDelay = 5 * time.Millisecond
 	// The MTU estimation defaults are the mtu package's, chosen by
 	// measurement (see its documentation).
 	DefaultMTUProbeInterval = mtu.DefaultProbeInterval
@@ -427,6 +437,9 @@ const (
 	// minSendRate is the lowest rate CongestionConfig takes: below a
 	// kilobyte a second, heartbeats alone would use it up.
 	minSendRate = 1000
+	// maxQueueDelay bounds CongestionConfig.QueueDelay: a queue of more
+	// than a second is no limit.
+	maxQueueDelay = time.Second
 	// minQualityInterval is the shortest Config.QualityInterval.
 	minQualityInterval = time.Millisecond
 
@@ -527,6 +540,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Congestion.InitialWindow == 0 {
 		c.Congestion.InitialWindow = DefaultInitialWindow
+	}
+	if c.Congestion.QueueDelay == 0 {
+		c.Congestion.QueueDelay = DefaultQueueDelay
 	}
 	if c.Congestion.MinWindow == 0 {
 		c.Congestion.MinWindow = DefaultMinWindow
@@ -640,6 +656,8 @@ func (c Config) resolve() (Config, error) {
 	case c.Congestion.FixedRate > 0 && c.Congestion.FixedRate < minSendRate,
 		c.Congestion.MaxRate > 0 && c.Congestion.MaxRate < minSendRate:
 		return bad("Congestion rates must be at least %d bytes per second", minSendRate)
+	case c.Congestion.QueueDelay > maxQueueDelay:
+		return bad("Congestion.QueueDelay must be at most %v", maxQueueDelay)
 	case c.Congestion.MinWindow < 2*DefaultPayloadMTU || c.Congestion.InitialWindow < c.Congestion.MinWindow:
 		return bad("Congestion windows: want %d <= MinWindow <= InitialWindow", 2*DefaultPayloadMTU)
 	case c.MTU.ProbeInterval <= 0 || c.MTU.FinalTimeout <= 0 || c.MTU.Period <= 0:

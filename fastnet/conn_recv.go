@@ -26,7 +26,9 @@ func (c *conn) handlePacket(now clock.Time, ch int16, p []byte) {
 			c.stats.Dropped[DropBadControl]++
 			return
 		}
-		c.hb.receive(now, v)
+		if b, ok := c.hb.receive(now, v); ok {
+			c.cc.onEcho(now, b.at, b.bytes, now.Sub(b.at), c.hb.minRTT, c.paceRate(), c.payloadMTU+2)
+		}
 	case ch == chAck:
 		c.handleAcks(now, p)
 	case ch == chMTUServer || ch == chMTUClient:

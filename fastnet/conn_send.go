@@ -174,7 +174,7 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 		return appendHeartbeat(appendPacketHeader(buf, chHeartbeat), v), true
 	}
 	if now >= c.hb.nextSend {
-		v := c.hb.originate(now, heartbeatInterval(cfg.Timeout))
+		v := c.hb.originate(now, heartbeatInterval(cfg.Timeout), c.cc.sent)
 		c.askBundles() // with each of the first few heartbeats (D24, N69)
 		c.askPunch()   // and the punch extension's likewise (X2)
 		return appendHeartbeat(appendPacketHeader(buf, chHeartbeat), v), true
@@ -312,6 +312,8 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 				c.sendChans = append(c.sendChans, cs)
 			}
 			c.sentReliable(now)
+		} else {
+			c.floodBeat()
 		}
 		if cs.snd.MayAppend() {
 			c.ringPos++
@@ -324,6 +326,23 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 		return b, true
 	}
 	return buf, false
+}
+
+// floodBeat brings the next heartbeat forward, to an eighth of the latest
+// round trip after the last and at least echoBeatMin, while the connection
+// sends unreliable data that no ack times: their echoes are all the echo
+// limiter measures the queue by (N90). The outstanding heartbeats
+// remembered then span two round trips, and an echo of one forgotten
+// doubles the interval; before the first RTT sample they keep their
+// interval, or a long path's echoes would come back to heartbeats
+// already forgotten.
+func (c *conn) floodBeat() {
+	if c.hb.floodIv == 0 || !c.cc.echoLimited() {
+		return
+	}
+	if t := c.hb.lastSent.Add(c.hb.floodIv); t < c.hb.nextSend {
+		c.hb.nextSend = t
+	}
 }
 
 // maybeWritable reports EventWritable once a refused Send would fit.

@@ -56,6 +56,11 @@ type heartbeat struct {
 	// (D25, N33).
 	early      time.Duration
 	earlyUntil clock.Time
+	// floodIv is the interval of the heartbeats of a connection the echo
+	// limiter governs (N90): an eighth of the latest RTT sample, so that
+	// the outstanding ones span two round trips, doubled by an echo of
+	// one already forgotten. 0 before the first sample.
+	floodIv time.Duration
 	// The server's latest heartbeat value and when it came, at a client
 	// in its early heartbeats (serverCadence).
 	peerLast int16
@@ -66,6 +71,8 @@ type heartbeat struct {
 type sentBeat struct {
 	v  int16
 	at clock.Time // 0 once its echo was counted
+	// bytes is what the connection had sent when it went out (N90).
+	bytes uint64
 }
 
 func (h *heartbeat) init(r Role) {
@@ -111,8 +118,9 @@ func (h *heartbeat) originated(v int16) bool {
 	return d < h.sentN
 }
 
-// originate returns the value to send now and schedules the next one.
-func (h *heartbeat) originate(now clock.Time, interval time.Duration) int16 {
+// originate returns the value to send now and schedules the next one;
+// bytes is what the connection has sent before it (N90).
+func (h *heartbeat) originate(now clock.Time, interval time.Duration, bytes uint64) int16 {
 	if h.challenge > 0 {
 		interval = min(interval, h.challenge)
 	}
@@ -133,7 +141,7 @@ func (h *heartbeat) originate(now clock.Time, interval time.Duration) int16 {
 			h.next--
 		}
 	}
-	h.sent[h.sentN%outstanding] = sentBeat{v, now}
+	h.sent[h.sentN%outstanding] = sentBeat{v, now, bytes}
 	h.sentN++
 	h.lastSent = now
 	h.nextSend = beatAfter(now, interval)
@@ -167,8 +175,9 @@ func (h *heartbeat) endChallenge(interval time.Duration) {
 	}
 }
 
-// receive handles a heartbeat value from the peer at now.
-func (h *heartbeat) receive(now clock.Time, v int16) {
+// receive handles a heartbeat value from the peer at now. It returns the
+// heartbeat of this side that v echoes, if v gave an RTT sample.
+func (h *heartbeat) receive(now clock.Time, v int16) (sentBeat, bool) {
 	h.lastHeard = now
 	if h.firstHeard == 0 {
 		h.firstHeard = now
@@ -189,18 +198,26 @@ func (h *heartbeat) receive(now clock.Time, v int16) {
 		if h.earlyUntil != 0 && v > 0 {
 			h.serverCadence(now, v)
 		}
-		return
+		return sentBeat{}, false
 	}
 	// An echo of ours: match it to a remembered send (newest first).
 	n := min(h.sentN, outstanding)
 	for i := 1; i <= n; i++ {
 		s := &h.sent[(h.sentN-i)%outstanding]
 		if s.v == v && s.at != 0 {
+			b := *s
 			h.sample(now.Sub(s.at))
+			h.floodIv = max(now.Sub(s.at)/(outstanding/2), echoBeatMin)
 			s.at = 0 // one sample per send
-			return
+			return b, true
 		}
 	}
+	// Forgotten (or echoed twice): the heartbeats go out faster than
+	// their round trip, which has grown.
+	if h.floodIv > 0 {
+		h.floodIv = min(2*h.floodIv, time.Second)
+	}
+	return sentBeat{}, false
 }
 
 // sample folds one RTT sample into the estimate as RFC 6298 does (D17).

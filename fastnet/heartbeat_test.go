@@ -32,16 +32,16 @@ func TestHeartbeatCycles(t *testing.T) {
 	var h heartbeat
 	h.init(Server)
 	h.next = 32767
-	if v := h.originate(1, time.Second); v != 32767 {
+	if v := h.originate(1, time.Second, 0); v != 32767 {
 		t.Fatal(v)
 	}
-	if v := h.originate(2, time.Second); v != 1 {
+	if v := h.originate(2, time.Second, 0); v != 1 {
 		t.Fatalf("server after 32767: %d, want 1", v)
 	}
 	h.init(Client)
 	h.next = -32768
-	h.originate(1, time.Second)
-	if v := h.originate(2, time.Second); v != -1 {
+	h.originate(1, time.Second, 0)
+	if v := h.originate(2, time.Second, 0); v != -1 {
 		t.Fatalf("client after -32768: %d, want -1", v)
 	}
 }
