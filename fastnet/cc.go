@@ -75,6 +75,11 @@ type congestion struct {
 	sent   uint64
 	marks  [echoMarks]echoMark
 	markN  int
+	// qs holds the queues the latest echoes showed.
+	qs  [echoQueueSamples]time.Duration
+	qsN int
+	// reliable is set once the connection has sent reliable data.
+	reliable bool
 }
 
 // echoMark is an echo's arrival, with the bytes the connection had sent
@@ -127,6 +132,7 @@ const (
 	echoGrow           = 1.05
 	echoBeatMin        = time.Millisecond
 	echoQueueDatagrams = 1.5
+	echoQueueSamples   = 4
 )
 
 // init sets the controller up from the endpoint's configuration.
@@ -186,7 +192,7 @@ func (cc *congestion) computeRate(hbRTT time.Duration) float64 {
 		gain = ccSSGain
 	}
 	r := gain * float64(cc.cwnd) / rtt.Seconds()
-	if cc.qRate > 0 && !cc.sampled {
+	if cc.qRate > 0 && cc.echoLimited() {
 		if cc.qRate < r {
 			r = cc.qRate
 		} else {
@@ -333,11 +339,19 @@ func (cc *congestion) onResend(now, last clock.Time, mtu int, sampled bool) bool
 }
 
 // echoLimited reports whether the echo limiter governs the connection: it
-// is paced by the window (on, no fixed rate) and no ack has timed a round
-// trip, so the echoes of its heartbeats are all it learns of the queue
-// its data builds (N90).
+// is paced by the window (on, no fixed rate) and has sent no reliable data
+// whose acks would time it, so the echoes of its heartbeats are all it
+// learns of the queue its data builds (N90).
 func (cc *congestion) echoLimited() bool {
-	return cc.on && cc.fixed == 0 && !cc.sampled && cc.qDelay >= 0
+	return cc.on && cc.fixed == 0 && !cc.sampled && !cc.reliable && cc.qDelay >= 0
+}
+
+// sentReliable notes that the connection sent reliable data: its acks,
+// not the echoes, time it from now on (N77), and the echo limiter's cap is
+// lifted.
+func (cc *congestion) sentReliable() {
+	cc.reliable = true
+	cc.qRate = 0
 }
 
 // onEcho folds in the echo, received at now, of a heartbeat sent at at
@@ -352,7 +366,7 @@ func (cc *congestion) echoLimited() bool {
 // that cut already answers. A queue of less than half that grows the cap
 // by echoGrow, once per round likewise. rate is the current pacing
 // rate.
-func (cc *congestion) onEcho(now, at clock.Time, bytes uint64, r, minRTT time.Duration, rate float64, datagram int) {
+func (cc *congestion) onEcho(now, at clock.Time, bytes uint64, r, minRTT, srtt time.Duration, rate float64, datagram int) {
 	if !cc.echoLimited() {
 		return
 	}
@@ -382,7 +396,14 @@ func (cc *congestion) onEcho(now, at clock.Time, bytes uint64, r, minRTT time.Du
 	if intake > 0 {
 		target = max(target, time.Duration(echoQueueDatagrams*float64(datagram)/intake*1e9))
 	}
-	q := r - minRTT
+	// The smallest queue of the last few echoes: jitter delays one echo,
+	// a queue all of them.
+	cc.qs[cc.qsN%echoQueueSamples] = r - minRTT
+	cc.qsN++
+	q := cc.qs[0]
+	for _, x := range cc.qs[1:min(cc.qsN, echoQueueSamples)] {
+		q = min(q, x)
+	}
 	switch {
 	case q > target:
 		// At most halved at once, as a window is: an intake measured
@@ -392,7 +413,10 @@ func (cc *congestion) onEcho(now, at clock.Time, bytes uint64, r, minRTT time.Du
 		if out > 0 {
 			rate = min(rate, out)
 		}
-		cc.qRate = max(echoCut*intake, rate/2, minSendRate)
+		// Never below two datagrams a round trip, the window's floor
+		// (N76).
+		floor := 2 * float64(datagram) / max(srtt, time.Microsecond).Seconds()
+		cc.qRate = max(echoCut*intake, rate/2, floor, minSendRate)
 		cc.qCut = now
 	case q <= target/2 && cc.qRate > 0 && at >= cc.qGrown:
 		cc.qRate *= echoGrow

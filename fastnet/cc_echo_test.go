@@ -35,33 +35,34 @@ func echoFlood(cc *congestion, start clock.Time, n int, out, in float64, rate fl
 		// starting when the first arrives.
 		took := time.Duration(float64(bytes) / in * float64(time.Millisecond))
 		at := max(sent.Add(echoTestRTT), start.Add(echoTestRTT+took))
-		cc.onEcho(at, sent, bytes, at.Sub(sent), echoTestRTT, rate, 1200)
+		cc.onEcho(at, sent, bytes, at.Sub(sent), echoTestRTT, echoTestRTT, rate, 1200)
 	}
 }
 
 // The echo limiter (N90): a flood sent at twice what the peer takes in
 // builds a queue whose echoes cut the cap to echoCut of the intake, not
-// to less; a peer that keeps up never cuts it; a connection acks time, one
-// with a fixed rate, and one with QueueDelay negative are not limited.
+// to less; a peer that keeps up never cuts it; a connection that sent
+// reliable data, which its acks time, one with a fixed rate, and one with
+// QueueDelay negative are not limited.
 func TestEchoLimiterCuts(t *testing.T) {
 	const out, in = 20_000, 10_000 // bytes per millisecond
 	for _, tc := range []struct {
-		name   string
-		cfg    Config
-		acked  bool
-		in     float64
-		capped bool
+		name     string
+		cfg      Config
+		reliable bool
+		in       float64
+		capped   bool
 	}{
 		{"overloaded", Config{}, false, in, true},
 		{"keeping-up", Config{}, false, 2 * out, false},
-		{"acked", Config{}, true, in, false},
+		{"reliable", Config{}, true, in, false},
 		{"fixed-rate", Config{Congestion: CongestionConfig{FixedRate: 1 << 30}}, false, in, false},
 		{"off", Config{Congestion: CongestionConfig{QueueDelay: -1}}, false, in, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cc := newEchoCC(t, tc.cfg)
-			if tc.acked {
-				cc.sample(clock.Epoch, echoTestRTT)
+			if tc.reliable {
+				cc.sentReliable()
 			}
 			rate := cc.rate(echoTestRTT)
 			echoFlood(cc, clock.Epoch, 200, out, tc.in, rate)
@@ -83,29 +84,53 @@ func TestEchoLimiterCuts(t *testing.T) {
 }
 
 // A cut halves the rate the connection sent at, at most, whatever the
-// intake: one measured from an echo of before the flood, or of a span the
-// sender was idle in, is low (N90).
+// intake, and comes once per round: an intake measured over a span the
+// sender was partly idle in is low (N90).
 func TestEchoLimiterCutAtMostHalf(t *testing.T) {
 	cc := newEchoCC(t, Config{})
 	base := cc.rate(echoTestRTT)
-	// An echo long before the flood, with little sent.
-	cc.onEcho(clock.Epoch.Add(echoTestRTT), clock.Epoch, 100, echoTestRTT, echoTestRTT, base, 1200)
-	// Then one of a beat sent with 10 MB more, showing 20 ms of queue:
-	// the first echo is stale, the cut is half the pacing rate.
+	perMs := base / 1000 // bytes sent a millisecond, at the pacer's rate
+	// Heartbeats every millisecond, whose echoes come back 10 ms apart:
+	// the peer takes in a tenth of what is sent, and the queue grows.
 	start := clock.Epoch.Add(time.Second)
-	cc.onEcho(start.Add(21*time.Millisecond), start, 10_000_100, 21*time.Millisecond, echoTestRTT, base, 1200)
-	if cc.qRate != base/2 {
-		t.Fatalf("cap %.0f B/s after a stale echo, want half the rate, %.0f", cc.qRate, base/2)
+	echo := func(i int, sent clock.Time) {
+		at := start.Add(21*time.Millisecond + time.Duration(i)*10*time.Millisecond)
+		cc.onEcho(at, sent, uint64(float64(sent.Sub(start).Milliseconds())*perMs), at.Sub(sent), echoTestRTT, echoTestRTT, cc.rate(echoTestRTT), 1200)
 	}
-	// A beat sent before that cut shows the same queue: no second cut.
-	cc.onEcho(start.Add(22*time.Millisecond), start.Add(time.Millisecond), 10_000_200, 21*time.Millisecond, echoTestRTT, cc.rate(echoTestRTT), 1200)
+	for i := range echoQueueSamples {
+		echo(i, start.Add(time.Duration(i)*time.Millisecond))
+	}
 	if cc.qRate != base/2 {
-		t.Fatalf("cap %.0f B/s after an echo of a beat sent before the cut, want it kept at %.0f", cc.qRate, base/2)
+		t.Fatalf("cap %.0f B/s after an intake of a tenth, want half the rate sent at, %.0f", cc.qRate, base/2)
+	}
+	// A heartbeat sent before that cut shows a longer queue: no second
+	// cut.
+	echo(echoQueueSamples, start.Add(echoQueueSamples*time.Millisecond))
+	if cc.qRate != base/2 {
+		t.Fatalf("cap %.0f B/s after an echo of a heartbeat sent before the cut, want it kept at %.0f", cc.qRate, base/2)
 	}
 	// One sent after it, still queued: cut again.
-	cc.onEcho(start.Add(60*time.Millisecond), start.Add(30*time.Millisecond), 10_029_200, 30*time.Millisecond, echoTestRTT, cc.rate(echoTestRTT), 1200)
+	echo(echoQueueSamples+1, cc.qCut)
 	if cc.qRate >= base/2 {
 		t.Fatalf("cap %.0f B/s after a later queue, want it cut again", cc.qRate)
+	}
+}
+
+// A jittery path delays some echoes by more than QueueDelay, never all of
+// a few in a row: no cut (N90).
+func TestEchoLimiterIgnoresJitter(t *testing.T) {
+	cc := newEchoCC(t, Config{})
+	now := clock.Epoch
+	for i := range 1000 {
+		sent := now.Add(time.Duration(i) * time.Millisecond)
+		r := echoTestRTT
+		if i%echoQueueSamples != 0 {
+			r += 20 * time.Millisecond
+		}
+		cc.onEcho(sent.Add(r), sent, uint64(i)*1000, r, echoTestRTT, echoTestRTT, cc.rate(echoTestRTT), 1200)
+	}
+	if cc.qRate != 0 {
+		t.Fatalf("cap %.0f B/s on jitter alone, want none", cc.qRate)
 	}
 }
 
@@ -122,8 +147,8 @@ func TestEchoLimiterGrows(t *testing.T) {
 		before := cc.qRate
 		sent := now
 		now = now.Add(echoTestRTT)
-		cc.onEcho(now, sent, uint64(i), echoTestRTT, echoTestRTT, cc.rate(echoTestRTT), 1200)
-		cc.onEcho(now, sent, uint64(i), echoTestRTT, echoTestRTT, cc.rate(echoTestRTT), 1200)
+		cc.onEcho(now, sent, uint64(i), echoTestRTT, echoTestRTT, echoTestRTT, cc.rate(echoTestRTT), 1200)
+		cc.onEcho(now, sent, uint64(i), echoTestRTT, echoTestRTT, echoTestRTT, cc.rate(echoTestRTT), 1200)
 		if cc.qRate != 0 && math.Abs(cc.qRate-before*echoGrow) > 1 {
 			t.Fatalf("round %d: cap %.0f, want %.0f", i, cc.qRate, before*echoGrow)
 		}

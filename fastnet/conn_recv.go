@@ -27,7 +27,7 @@ func (c *conn) handlePacket(now clock.Time, ch int16, p []byte) {
 			return
 		}
 		if b, ok := c.hb.receive(now, v); ok {
-			c.cc.onEcho(now, b.at, b.bytes, now.Sub(b.at), c.hb.minRTT, c.paceRate(), c.payloadMTU+2)
+			c.cc.onEcho(now, b.at, b.bytes, now.Sub(b.at), c.hb.minRTT, c.hb.srtt, c.paceRate(), c.payloadMTU+2)
 		}
 	case ch == chAck:
 		c.handleAcks(now, p)

@@ -153,6 +153,11 @@ func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 		// and resends never let go (N79).
 		ch := int16(binary.BigEndian.Uint16(b[len(buf):]))
 		c.cc.spend(len(b)-len(buf), c.payloadMTU+2, ch != chAck && ch != chHeartbeat)
+		if c.queued > 0 && (c.cc.tokens <= 0 || c.cc.sent-c.hb.lastBytes() >= floodDatagrams*uint64(c.payloadMTU)) {
+			// The pacer, not the application, holds data back, or
+			// the connection sends more than the application paces.
+			c.floodBeat()
+		}
 	}
 	return b, ok
 }
@@ -302,6 +307,9 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 			c.trackSent(cs, sent)
 		}
 		if sent.Reliable {
+			if !c.cc.reliable {
+				c.cc.sentReliable()
+			}
 			c.stats.ReliablePacketsSent++
 			c.inFlight += sent.Bytes
 			c.ccInFlight += sent.Bytes + wireOverhead
@@ -312,8 +320,6 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 				c.sendChans = append(c.sendChans, cs)
 			}
 			c.sentReliable(now)
-		} else {
-			c.floodBeat()
 		}
 		if cs.snd.MayAppend() {
 			c.ringPos++
@@ -328,10 +334,18 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 	return buf, false
 }
 
+// floodDatagrams is how many datagrams of the payload MTU a connection
+// sends between two heartbeats, with more data queued, for it to flood
+// (N90): its peer's echoes then cost at most one datagram in that many.
+const floodDatagrams = 64
+
 // floodBeat brings the next heartbeat forward, to an eighth of the latest
-// round trip after the last and at least echoBeatMin, while the connection
-// sends unreliable data that no ack times: their echoes are all the echo
-// limiter measures the queue by (N90). The outstanding heartbeats
+// round trip after the last and at least echoBeatMin, while a connection
+// that no ack times floods: the echoes are all the echo limiter measures
+// the queue by (N90). It floods when the pacer holds its queued data back,
+// or when it has sent floodDatagrams since the last heartbeat with more
+// queued. A stream the application paces itself, a game's updates say,
+// keeps D16's interval, and its peer sends no more echoes than before. The outstanding heartbeats
 // remembered then span two round trips, and an echo of one forgotten
 // doubles the interval; before the first RTT sample they keep their
 // interval, or a long path's echoes would come back to heartbeats

@@ -148,6 +148,15 @@ func (h *heartbeat) originate(now clock.Time, interval time.Duration, bytes uint
 	return v
 }
 
+// lastBytes returns the bytes the connection had sent when it originated
+// its last heartbeat (N90).
+func (h *heartbeat) lastBytes() uint64 {
+	if h.sentN == 0 {
+		return 0
+	}
+	return h.sent[(h.sentN-1)%outstanding].bytes
+}
+
 // beatGrid is how many instants per interval heartbeats are aligned to.
 const beatGrid = 8
 

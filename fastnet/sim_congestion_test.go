@@ -677,3 +677,47 @@ func TestCongestionResendsShareWithNewData(t *testing.T) {
 	}
 	t.Logf("channel 2's 20 kB in %v beside channel 1's resends", s.net.Now().Sub(start))
 }
+
+// An unreliable stream the application paces itself, a game's 60 updates
+// a second, does not wait for the pacer: its heartbeats keep D16's
+// interval, and the peer sends about as many datagrams as with the echo
+// limiter off (N90). A flood, more than the pacer lets go, brings them
+// forward.
+func TestEchoLimiterPacedStream(t *testing.T) {
+	link := fastnettest.Link{Delay: 20 * time.Millisecond}
+	peerSent := func(cc fastnet.CongestionConfig, flood bool) uint64 {
+		cfg := fastnet.Config{Congestion: cc}
+		s := newSim(t, simSetup{Seed: 4, Cli: cfg, Srv: cfg, Up: link, Down: link, Loose: true})
+		s.connect(5 * time.Second)
+		before := s.stats(srvSide).PacketsSent
+		for i := range 600 {
+			n := 1
+			if flood {
+				n = 400 // 80 kB a tick, beyond twice the window per round trip
+			}
+			for j := range n {
+				if err := s.send(cliSide, 1, payload(uint32(i*n+j), 200), false); err != nil && !errors.Is(err, fastnet.ErrQueueFull) {
+					t.Fatal(err)
+				}
+			}
+			s.run(time.Second / 60)
+		}
+		return s.stats(srvSide).PacketsSent - before
+	}
+	off := fastnet.CongestionConfig{QueueDelay: -1}
+	on, base := peerSent(fastnet.CongestionConfig{}, false), peerSent(off, false)
+	t.Logf("server datagrams in 10 s of a 60 Hz stream: %d, %d with the limiter off", on, base)
+	// The first tenth of a second, at the 32-byte payload MTU, a
+	// message of 200 bytes is seven packets, and the pacer does hold
+	// some back: a few heartbeats come early then.
+	if on > base+base/10 {
+		t.Errorf("the server sent %d datagrams with the echo limiter on, %d off: want about the same", on, base)
+	}
+	// A flood's heartbeats go an eighth of the 40 ms round trip apart,
+	// some 2,000 in 10 s, each echoed.
+	flood := peerSent(fastnet.CongestionConfig{}, true)
+	t.Logf("server datagrams in 10 s of a flood: %d", flood)
+	if flood < base+1000 {
+		t.Errorf("the server sent %d datagrams while the client flooded, %d for a paced stream: want a thousand echoes more", flood, base)
+	}
+}
