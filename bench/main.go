@@ -44,7 +44,9 @@
 //	                 20mbit/40ms/100kB,5mbit/40ms/12.5kB)
 //	-w6-paths LIST   tun (namespaces and TUN devices, any IP traffic;
 //	                 Linux, root) and relay (package impair's UDP relay)
-//	-w6-systems LIST fastnet, tcp-cubic, tcp-bbr (default tcp-cubic,fastnet)
+//	-w6-systems LIST fastnet, fastnet-unreliable, tcp-cubic, tcp-bbr (default
+//	                 tcp-cubic,fastnet); fastnet-unreliable sends its messages
+//	                 unreliably, as fast as the sender lets them go
 //	-w6-flows LIST   numbers of flows (default 1,4)
 //	-w6-duration D   how long the flows send (default 20s; 3s with -quick)
 //	-w6-late D       when the last of several flows starts (default 5s)
@@ -149,7 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	peersDir := fs.String("peers", "", "directory of the peer modules (default: bench/peers, found from the working directory)")
 	w6Links := fs.String("w6-links", w6DefaultLinks, "W6's bottlenecks, comma-separated RATE/RTT/QUEUE")
 	w6Paths := fs.String("w6-paths", w6DefaultPaths, "W6's bottlenecks are built as: tun (IP packets, any protocol; Linux, root), relay (package impair's UDP relay)")
-	w6Systems := fs.String("w6-systems", w6DefaultSystems, "W6's systems: fastnet, tcp-cubic, tcp-bbr")
+	w6Systems := fs.String("w6-systems", w6DefaultSystems, "W6's systems: fastnet, fastnet-unreliable (unreliable messages), tcp-cubic, tcp-bbr")
 	w6Flows := fs.String("w6-flows", w6DefaultFlows, "W6's numbers of flows, comma-separated")
 	w6Duration := fs.Duration("w6-duration", 20*time.Second, "how long W6's flows send")
 	w6Late := fs.Duration("w6-late", 5*time.Second, "when W6's last flow starts, with several")

@@ -113,8 +113,8 @@ func parseW6(runs int, links, paths, systems, flows string, duration, late, drai
 	}
 	for _, s := range strings.Split(systems, ",") {
 		s = strings.TrimSpace(s)
-		if s != w6Fastnet && s != w6TCPCubic && s != w6TCPBBR {
-			return cfg, fmt.Errorf("-w6-systems: unknown system %q (want fastnet, tcp-cubic, tcp-bbr)", s)
+		if s != w6Fastnet && s != w6FastnetUnreliable && s != w6TCPCubic && s != w6TCPBBR {
+			return cfg, fmt.Errorf("-w6-systems: unknown system %q (want fastnet, fastnet-unreliable, tcp-cubic, tcp-bbr)", s)
 		}
 		cfg.systems = append(cfg.systems, s)
 	}
@@ -180,7 +180,7 @@ func runW6(ctx context.Context, cfg w6Config, stdout io.Writer) error {
 			for _, s := range cfg.systems {
 				for _, n := range cfg.flows {
 					r := &w6Row{link: l, path: p, system: s, flows: n}
-					if p == "relay" && s != w6Fastnet {
+					if p == "relay" && !w6IsFastnet(s) {
 						continue // a UDP relay cannot carry TCP
 					}
 					rows = append(rows, r)

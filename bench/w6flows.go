@@ -37,7 +37,16 @@ const (
 	w6Fastnet  = "fastnet"
 	w6TCPCubic = "tcp-cubic"
 	w6TCPBBR   = "tcp-bbr"
+	// w6FastnetUnreliable sends the messages unreliably: the receiver
+	// counts those that arrive, any that come after a later one as out of
+	// order, and the sender's queue drops what waits too long (N80).
+	w6FastnetUnreliable = "fastnet-unreliable"
 )
+
+// w6IsFastnet reports whether system runs over Fastnet.
+func w6IsFastnet(system string) bool {
+	return system == w6Fastnet || system == w6FastnetUnreliable
+}
 
 // w6Spec is what a W6 child process runs.
 type w6Spec struct {
@@ -139,7 +148,7 @@ func startW6Server(ctx context.Context, spec w6Spec) (*w6Server, error) {
 	for i := range s.flows {
 		s.flows[i].First = -1
 	}
-	if spec.System == w6Fastnet {
+	if w6IsFastnet(spec.System) {
 		l, err := udpdriver.Listen(ctx, spec.Addr, udpdriver.Config{})
 		if err != nil {
 			return nil, err
@@ -219,14 +228,15 @@ func (f *flowState) take(b []byte) ([]byte, error) {
 		f.flow = flow
 		fl.First = bucket
 	}
+	unreliable := s.spec.System == w6FastnetUnreliable
 	if seq == w6End {
-		if len(b) >= w6Header+8 && binary.BigEndian.Uint64(b[w6Header:]) == fl.Delivered {
+		if len(b) >= w6Header+8 && (unreliable || binary.BigEndian.Uint64(b[w6Header:]) == fl.Delivered) {
 			fl.Ended = true
 			return []byte("fin"), nil
 		}
 		return nil, nil
 	}
-	if seq != f.next {
+	if seq != f.next && (!unreliable || seq < f.next) {
 		fl.OutOfOrder++
 	}
 	f.next = seq + 1
@@ -324,7 +334,7 @@ func runW6Client(ctx context.Context, spec w6Spec) w6ClientResult {
 			}
 			fl := &res.Flows[i]
 			var err error
-			if spec.System == w6Fastnet {
+			if w6IsFastnet(spec.System) {
 				err = fastnetFlow(ctx, spec, i, stop, fl)
 			} else {
 				err = tcpFlow(ctx, spec, i, stop, fl)
@@ -384,9 +394,10 @@ func fastnetFlow(ctx context.Context, spec w6Spec, flow int, stop time.Time, fl 
 	}()
 	sendCtx, cancel := context.WithDeadline(ctx, stop)
 	msg := make([]byte, spec.Size)
+	reliable := spec.System != w6FastnetUnreliable
 	for {
 		message(msg, flow, fl.Sent)
-		if err = c.Send(sendCtx, 0, msg, true); err != nil {
+		if err = c.Send(sendCtx, 0, msg, reliable); err != nil {
 			break
 		}
 		fl.Sent++

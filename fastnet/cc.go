@@ -80,6 +80,16 @@ type congestion struct {
 	qsN int
 	// reliable is set once the connection has sent reliable data.
 	reliable bool
+	// base holds the smallest round trips of the last spans (baseRTT).
+	base  [echoBaseBuckets]baseBucket
+	baseN int
+}
+
+// baseBucket is the smallest round trip the echoes showed in a span
+// that began at start.
+type baseBucket struct {
+	start clock.Time
+	min   time.Duration
 }
 
 // echoMark is an echo's arrival, with the bytes the connection had sent
@@ -133,6 +143,13 @@ const (
 	echoBeatMin        = time.Millisecond
 	echoQueueDatagrams = 1.5
 	echoQueueSamples   = 4
+	// The path's round trip with no queue is the smallest of the last
+	// echoBaseBuckets spans of echoBaseSpan, five minutes (LEDBAT keeps
+	// ten, RFC 6817): long enough that a queue the limiter keeps full
+	// does not become the base, short enough that a longer route does,
+	// and no longer cuts the rate as if it were a queue.
+	echoBaseBuckets = 5
+	echoBaseSpan    = time.Minute
 )
 
 // init sets the controller up from the endpoint's configuration.
@@ -356,27 +373,34 @@ func (cc *congestion) sentReliable() {
 
 // onEcho folds in the echo, received at now, of a heartbeat sent at at
 // when the connection had sent bytes (N90). Its round trip r, less the
-// path's smallest minRTT, is the queue ahead of it; the bytes sent between
-// an echo of the last two round trips and it, over the time between
-// their arrivals, are the rate at which the peer took them in. A queue
-// longer than QueueDelay, and than one and a half datagrams of the
-// given size at that rate, cuts the cap to echoCut times that rate, but
-// to no less than half the rate the connection sent at: once per round,
-// since the echo of a heartbeat sent before the last cut shows a queue
-// that cut already answers. A queue of less than half that grows the cap
-// by echoGrow, once per round likewise. rate is the current pacing
-// rate.
+// smallest of the last five minutes (baseRTT), is the queue ahead of it. The bytes sent between an
+// echo of the last two round trips and it, over the time between the
+// echoes' arrivals, are the rate at which the peer took them in; over the
+// time between their heartbeats' departures, the rate they were sent at.
+// A queue longer than QueueDelay, and than one and a half datagrams of
+// the given size at that intake, cuts the cap to echoCut times the
+// intake, but never raises it, never more than halves the rate sent at,
+// and never goes below two datagrams a smoothed round trip: once per
+// round, since the echo of a heartbeat sent before the last cut shows a
+// queue that cut already answers. Without an intake, no heartbeats of
+// the last two round trips to measure it by, nothing is cut: a
+// connection that does not flood is not the one building the queue. A
+// queue of less than half that grows the cap by echoGrow, once per round
+// likewise. rate is the current pacing rate.
 func (cc *congestion) onEcho(now, at clock.Time, bytes uint64, r, minRTT, srtt time.Duration, rate float64, datagram int) {
 	if !cc.echoLimited() {
 		return
 	}
-	// From the oldest echo remembered of the last two round trips: one
-	// from before the flood began would make the intake look slow.
+	base := cc.baseRTT(now, r, minRTT)
+	// From the oldest echo remembered of the last two round trips, of a
+	// heartbeat sent since the last cut: one from before the flood
+	// began, or sent faster than the cut allows now, would misstate
+	// what the peer takes in.
 	intake, out := 0.0, 0.0
 	span := 2 * max(r, echoMarks*echoBeatMin)
 	for i := max(0, cc.markN-echoMarks); i < cc.markN; i++ {
 		o := cc.marks[i%echoMarks]
-		if now.Sub(o.at) <= span {
+		if now.Sub(o.at) <= span && o.sent >= cc.qCut {
 			if bytes > o.bytes && now > o.at && at > o.sent {
 				b := float64(bytes - o.bytes)
 				intake = b / now.Sub(o.at).Seconds()
@@ -398,28 +422,51 @@ func (cc *congestion) onEcho(now, at clock.Time, bytes uint64, r, minRTT, srtt t
 	}
 	// The smallest queue of the last few echoes: jitter delays one echo,
 	// a queue all of them.
-	cc.qs[cc.qsN%echoQueueSamples] = r - minRTT
+	cc.qs[cc.qsN%echoQueueSamples] = r - base
 	cc.qsN++
 	q := cc.qs[0]
 	for _, x := range cc.qs[1:min(cc.qsN, echoQueueSamples)] {
 		q = min(q, x)
 	}
 	switch {
-	case q > target:
+	case q > target && intake > 0:
 		// At most halved at once, as a window is: an intake measured
 		// over a span the sender was partly idle in is low. The rate it
-		// sent at over the same span, where known, is what is halved:
-		// the pacer's may be far above it.
-		if out > 0 {
-			rate = min(rate, out)
-		}
-		// Never below two datagrams a round trip, the window's floor
-		// (N76).
+		// sent at over the same span is what is halved: the pacer's
+		// may be far above it. Never below two datagrams a round trip,
+		// the window's floor (N76).
 		floor := 2 * float64(datagram) / max(srtt, time.Microsecond).Seconds()
-		cc.qRate = max(echoCut*intake, rate/2, floor, minSendRate)
+		cc.qRate = min(rate, max(echoCut*intake, min(rate, out)/2, floor, minSendRate))
 		cc.qCut = now
 	case q <= target/2 && cc.qRate > 0 && at >= cc.qGrown:
 		cc.qRate *= echoGrow
 		cc.qGrown = now
 	}
+}
+
+// baseRTT folds r, measured at now, into the smallest round trips of the
+// last echoBaseBuckets spans of echoBaseSpan, and returns the smallest of
+// them: the path's round trip with no queue, which a new route may raise
+// (N90). Before the first sample, minRTT seeds it.
+func (cc *congestion) baseRTT(now clock.Time, r, minRTT time.Duration) time.Duration {
+	b := &cc.base[(cc.baseN+echoBaseBuckets-1)%echoBaseBuckets] // the current span
+	switch {
+	case cc.baseN == 0:
+		m := r
+		if minRTT > 0 {
+			m = min(m, minRTT)
+		}
+		cc.base[0] = baseBucket{now, m}
+		cc.baseN = 1
+	case now.Sub(b.start) >= echoBaseSpan:
+		cc.base[cc.baseN%echoBaseBuckets] = baseBucket{now, r}
+		cc.baseN++
+	default:
+		b.min = min(b.min, r)
+	}
+	m := cc.base[0].min
+	for _, x := range cc.base[1:min(cc.baseN, echoBaseBuckets)] {
+		m = min(m, x.min)
+	}
+	return m
 }

@@ -109,10 +109,53 @@ func TestEchoLimiterCutAtMostHalf(t *testing.T) {
 	if cc.qRate != base/2 {
 		t.Fatalf("cap %.0f B/s after an echo of a heartbeat sent before the cut, want it kept at %.0f", cc.qRate, base/2)
 	}
-	// One sent after it, still queued: cut again.
+	// Two sent after it, the queue still there: the intake measured
+	// between them cuts again, never above the rate now.
+	cut := cc.qRate
 	echo(echoQueueSamples+1, cc.qCut)
-	if cc.qRate >= base/2 {
-		t.Fatalf("cap %.0f B/s after a later queue, want it cut again", cc.qRate)
+	echo(echoQueueSamples+2, cc.qCut.Add(time.Millisecond))
+	if cc.qRate >= cut {
+		t.Fatalf("cap %.0f B/s after a later queue, want it cut again below %.0f", cc.qRate, cut)
+	}
+}
+
+// A connection that does not flood, whose heartbeats are too far apart
+// to measure the peer's intake by, cuts nothing, whatever queue others
+// build ahead of it (N90).
+func TestEchoLimiterNoIntakeNoCut(t *testing.T) {
+	cc := newEchoCC(t, Config{})
+	for i := range 20 {
+		sent := clock.Epoch.Add(time.Duration(i) * time.Second)
+		r := echoTestRTT
+		if i > 0 {
+			r += 50 * time.Millisecond
+		}
+		cc.onEcho(sent.Add(r), sent, uint64(i)*1000, r, echoTestRTT, r, cc.rate(echoTestRTT), 1200)
+	}
+	if cc.qRate != 0 {
+		t.Fatalf("cap %.0f B/s from heartbeats a second apart, want none", cc.qRate)
+	}
+}
+
+// The path's round trip with no queue is the smallest of the last five
+// minutes: after a longer route, a cap cut as if the longer round trip
+// were a queue grows back once the shorter one is forgotten (N90).
+func TestEchoLimiterRouteChange(t *testing.T) {
+	cc := newEchoCC(t, Config{})
+	longer := echoTestRTT + 20*time.Millisecond
+	cc.qRate = cc.rate(longer) / 8 // cut while the route changed
+	now := clock.Epoch
+	// Heartbeats every 5 ms, the peer keeping up, on the longer route.
+	for i := 0; now.Sub(clock.Epoch) < 6*time.Minute && cc.qRate != 0; i++ {
+		sent := now
+		now = now.Add(5 * time.Millisecond)
+		cc.onEcho(sent.Add(longer), sent, uint64(i)*1000, longer, echoTestRTT, longer, cc.rate(longer), 1200)
+	}
+	if cc.qRate != 0 {
+		t.Fatalf("cap %.0f B/s six minutes after the route changed, want it lifted", cc.qRate)
+	}
+	if d := now.Sub(clock.Epoch); d < 4*time.Minute {
+		t.Errorf("cap lifted %v after the route changed, want after the five minutes that remember the shorter one", d)
 	}
 }
 

@@ -339,6 +339,10 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 // (N90): its peer's echoes then cost at most one datagram in that many.
 const floodDatagrams = 64
 
+// floodPaced is how many datagrams' time at the pacing rate a flooding
+// connection's heartbeats are apart at least (N90).
+const floodPaced = 4
+
 // floodBeat brings the next heartbeat forward, to an eighth of the latest
 // round trip after the last and at least echoBeatMin, while a connection
 // that no ack times floods: the echoes are all the echo limiter measures
@@ -354,7 +358,11 @@ func (c *conn) floodBeat() {
 	if c.hb.floodIv == 0 || !c.cc.echoLimited() {
 		return
 	}
-	if t := c.hb.lastSent.Add(c.hb.floodIv); t < c.hb.nextSend {
+	// No closer than floodPaced datagrams at the pacing rate: a slow
+	// pacer would otherwise send more heartbeats, and draw more echoes,
+	// than data.
+	iv := max(c.hb.floodIv, time.Duration(floodPaced*float64(c.payloadMTU+2)/c.paceRate()*1e9))
+	if t := c.hb.lastSent.Add(iv); t < c.hb.nextSend {
 		c.hb.nextSend = t
 	}
 }

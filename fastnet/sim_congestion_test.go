@@ -713,11 +713,19 @@ func TestEchoLimiterPacedStream(t *testing.T) {
 	if on > base+base/10 {
 		t.Errorf("the server sent %d datagrams with the echo limiter on, %d off: want about the same", on, base)
 	}
-	// A flood's heartbeats go an eighth of the 40 ms round trip apart,
-	// some 2,000 in 10 s, each echoed.
+	// A flood's heartbeats go four datagrams' time at the pacing rate
+	// apart, each echoed.
 	flood := peerSent(fastnet.CongestionConfig{}, true)
 	t.Logf("server datagrams in 10 s of a flood: %d", flood)
-	if flood < base+1000 {
-		t.Errorf("the server sent %d datagrams while the client flooded, %d for a paced stream: want a thousand echoes more", flood, base)
+	if flood < base+base/5 {
+		t.Errorf("the server sent %d datagrams while the client flooded, %d for a paced stream: want its echoes more", flood, base)
+	}
+	// And under a low MaxRate, no more heartbeats and echoes than data:
+	// the limiter's heartbeats keep to four datagrams' time at the rate.
+	capped := peerSent(fastnet.CongestionConfig{MaxRate: 10_000}, true)
+	cappedOff := peerSent(fastnet.CongestionConfig{MaxRate: 10_000, QueueDelay: -1}, true)
+	t.Logf("server datagrams in 10 s of a flood capped at 10 kB/s: %d, %d with the limiter off", capped, cappedOff)
+	if capped > cappedOff+cappedOff/2 {
+		t.Errorf("the server sent %d datagrams for a flood capped at 10 kB/s, %d with the limiter off", capped, cappedOff)
 	}
 }
