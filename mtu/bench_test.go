@@ -11,8 +11,8 @@ import (
 
 // round drives e through one whole round by hand, as a lossless peer would
 // answer it: reset, ack, the round's probes (100 for small sizes, fewer for
-// large ones, N44), and their count, written into reply (4 bytes). It
-// returns the time after it.
+// large ones, N44), each counted as it comes, written into reply (4 bytes).
+// It returns the time after it.
 func round(t testing.TB, e *Estimator, now clock.Time, buf []byte, reply []byte) clock.Time {
 	const rtt = 50 * time.Millisecond
 	var ok bool
@@ -21,14 +21,16 @@ func round(t testing.TB, e *Estimator, now clock.Time, buf []byte, reply []byte)
 	}
 	e.HandlePayload(now, ackPayload)
 	n := e.probesFor(e.size)
-	for range n {
+	for i := range n {
+		now = max(now, e.NextDeadline()) // pilots go a third of an RTT apart (N91)
 		if buf, ok = e.AppendPayload(buf[:0], now, rtt); !ok {
 			t.Fatalf("at %v: no probe due", now)
 		}
+		// The peer counts each probe as it comes.
+		binary.BigEndian.PutUint32(reply, uint32(i+1))
+		e.HandlePayload(now, reply)
 		now = now.Add(e.cfg.ProbeInterval)
 	}
-	binary.BigEndian.PutUint32(reply, uint32(n))
-	e.HandlePayload(now, reply)
 	return now.Add(3 * rtt) // the next reset waits for late counts (N44)
 }
 

@@ -128,6 +128,18 @@
 //     2^31-1, the largest value of the specification's i32; the estimator
 //     reads counts unsigned, so a count that would read as negative is
 //     simply above the probes sent and ignored.
+//   - Pilots (N91). A round of a size more than four times the last that
+//     passed sends 3 probes first, a third of a round trip apart, and
+//     waits a final wait for a count of any; with none, 3 more, and with
+//     none of those either the size fails, as a round with no count does,
+//     having sent 6 probes instead of 20 to 100. With a count the round
+//     goes on, and its count out of all its probes decides as before. An
+//     interface MTU the path does not carry, with no ICMP to say so (a
+//     9,000-byte LAN in front of a 1,500-byte Internet path), makes the
+//     hint and the first halvings below it fail: those sizes are the
+//     largest and their rounds cost the most. Closer sizes send no pilots:
+//     on a path the hint describes they usually pass, and pilots would
+//     only delay them.
 //   - Calling Estimator.Start during an estimation starts over; the endpoint
 //     may use it to re-estimate at once when it suspects that the path has
 //     shrunk (full-size packets no longer acknowledged), instead of waiting

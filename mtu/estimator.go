@@ -33,7 +33,23 @@ const (
 	phaseReset              // sending resets until the responder acks one
 	phaseProbe              // sending the round's probes
 	phaseFinal              // waiting for the last replies of the round
+	phasePilot              // waiting for a count of the round's first probes (N91)
 )
+
+// pilotProbes is how many probes a round above the last passing size sends
+// before it waits for a count of any of them: a size the path drops costs
+// these, not the round's 20 to 100 (N91).
+const pilotProbes = 3
+
+// pilotAbove is how many times the last passing size a round's size must
+// be for the round to send pilots first: a size within that reach most
+// often passes on a path whose size is known to the system, and its pilots
+// would only delay it (N91).
+const pilotAbove = 4
+
+// pilotSets is how many sets of pilots a round sends, a final wait apart,
+// before a size none of them got through with fails.
+const pilotSets = 2
 
 // An Estimator measures the payload MTU of one direction of a connection
 // (spec "Determining Payload MTU", as D19 fixes it). It sends on one channel,
@@ -86,12 +102,13 @@ type Estimator struct {
 	quiet clock.Time
 
 	// The round.
-	size  int // probe size
-	n     int // probes the round sends (probesFor)
-	tries int // resets sent
-	sent  int // probes sent
-	count int // largest valid count received
-	bad   int // counts refused as above sent
+	size  int  // probe size
+	n     int  // probes the round sends (probesFor)
+	tries int  // resets sent
+	sent  int  // probes sent
+	count int  // largest valid count received
+	bad   int  // counts refused as above sent
+	pilot bool // the round waits for a count after pilotProbes (N91)
 
 	fill  rand.PCG // fills the probes, seeded once from Config.Rand
 	stats EstimatorStats
@@ -108,6 +125,7 @@ type EstimatorStats struct {
 	ProbeBytes  uint64 // payload bytes of those probes
 	Ignored     uint64 // payloads that were neither a reset ack nor a count, or came when none was expected
 	BadCounts   uint64 // counts of 0 or above the probes sent so far in the round (stale, duplicated or forged)
+	PilotsLost  uint64 // rounds that ended after their pilot probes, none counted (N91)
 
 	Searching  bool // an estimation is under way
 	Size       int  // the size being probed, or last probed
@@ -241,6 +259,11 @@ func (e *Estimator) newRound(now clock.Time, size int) {
 	e.sendAt = now
 	e.timer = 0
 	e.stats.Size = size
+	// Pilots for a size above the last that passed, where a path that
+	// drops it would take the whole round: not the reference round, a
+	// refresh of a passed size, the MTU in use being verified, or a
+	// lossy path's rounds (N91).
+	e.pilot = !e.first && !e.refresh && !e.lossy && size > pilotAbove*e.lo && size != e.hintLo && e.n > pilotProbes
 }
 
 // HandlePayload takes a payload the peer's responder sent on the
@@ -266,7 +289,7 @@ func (e *Estimator) HandlePayload(now clock.Time, payload []byte) {
 		return
 	}
 	c, ok := parseCount(payload)
-	if !ok || (e.phase != phaseProbe && e.phase != phaseFinal) {
+	if !ok || (e.phase != phaseProbe && e.phase != phaseFinal && e.phase != phasePilot) {
 		// Counts before the ack belong to an earlier round: on a path that
 		// keeps order, the ack is sent after every count of the rounds
 		// before it.
@@ -280,6 +303,13 @@ func (e *Estimator) HandlePayload(now clock.Time, payload []byte) {
 	}
 	if int(c) > e.count {
 		e.count = int(c)
+	}
+	if e.phase == phasePilot {
+		// A pilot got through: the rest of the round goes now.
+		e.phase = phaseProbe
+		e.sendAt = now
+		e.timer = 0
+		return
 	}
 	if e.phase == phaseFinal && e.count == e.n {
 		// Every probe is accounted for: waiting longer cannot change
@@ -317,6 +347,23 @@ func (e *Estimator) HandleTimeout(now clock.Time) {
 		if now >= e.timer {
 			e.evaluate(now)
 		}
+	case phasePilot:
+		if now < e.timer {
+			break
+		}
+		if e.sent < pilotSets*pilotProbes && e.sent < e.n {
+			// Pilots lost together may be a burst of loss at a full
+			// queue: a second set goes a final wait later.
+			e.phase = phaseProbe
+			e.sendAt = now
+			e.timer = 0
+			break
+		}
+		// No pilot got through: the size fails as a round with no count
+		// does, having sent only these.
+		e.stats.PilotsLost++
+		e.n = e.sent
+		e.evaluate(now)
 	}
 }
 
@@ -332,7 +379,7 @@ func (e *Estimator) NextDeadline() clock.Time {
 	case phaseProbe:
 		return e.sendAt
 	}
-	return e.timer
+	return e.timer // phaseFinal, phasePilot, phaseIdle
 }
 
 // AppendPayload appends to b the next payload to send on the estimator's
@@ -369,12 +416,23 @@ func (e *Estimator) AppendPayload(b []byte, now clock.Time, rtt time.Duration) (
 		e.sent++
 		e.stats.ProbesSent++
 		e.stats.ProbeBytes += uint64(e.size)
-		if e.sent < e.n {
+		if e.pilot && e.sent%pilotProbes == 0 && e.sent <= pilotSets*pilotProbes && e.count == 0 {
+			// Wait for a count of the pilots as long as a round's
+			// final wait (N91).
+			e.phase = phasePilot
+			e.timer = now.Add(max(e.cfg.FinalTimeout, 3*rtt))
+			e.quiet = now.Add(3 * rtt)
+		} else if e.sent < e.n {
 			gap := e.cfg.ProbeInterval
 			if e.first && e.n > ProbesPerRound {
 				// The larger first round takes no longer than another
 				// round: its probes are the smallest (N44).
 				gap = gap * ProbesPerRound / time.Duration(e.n)
+			}
+			if e.pilot && e.sent < pilotSets*pilotProbes && e.count == 0 {
+				// Pilots spread over a round trip: a burst of loss
+				// at a full queue does not take them all.
+				gap = max(gap, rtt/pilotProbes)
 			}
 			e.sendAt = now.Add(gap)
 		} else {

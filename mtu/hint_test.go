@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
 )
 
 // probeBudget is the most probe payload one estimation may send on a path
@@ -229,5 +231,89 @@ func BenchmarkProbeFill(b *testing.B) {
 	b.SetBytes(1470)
 	for b.Loop() {
 		buf = e.appendProbe(buf[:0])
+	}
+}
+
+// TestPilots checks N91: a round of a size more than pilotAbove times the
+// last that passed sends pilotProbes probes first and, when none of them
+// is counted within a final wait, a second set; when none of those is
+// either, it fails having sent only these. A jumbo hint on a 1500-byte
+// path, an interface's MTU the path does not carry with no ICMP to say so,
+// then costs a few probes for each of the sizes far above the path, not
+// rounds of 20 of them; the search ends where it did without pilots.
+func TestPilots(t *testing.T) {
+	for seed := range uint64(4) {
+		s := newSim(t, seed, Config{MaxPayload: 65505}, 1500, 0, 50*time.Millisecond)
+		s.est.SetPathHint(8972)
+		s.target = within1(s.fits())
+		s.estimate(time.Minute)
+		if m := s.est.MTU(); m < s.target || m > s.fits() {
+			t.Fatalf("seed %d: MTU %d, want in [%d, %d]; rounds %v", seed, m, s.target, s.fits(), s.rounds)
+		}
+		if !slices.Equal(sizes(s.rounds), []int{32, 8972, 4502, 2267, 1149, 1708, 1428, 1568, 1498, 1533, 1515, 1506}) {
+			t.Fatalf("seed %d: sizes %v, want the search of TestPathHint's hint above the path", seed, sizes(s.rounds))
+		}
+		st := s.est.Stats()
+		piloted := 0
+		for i, r := range s.rounds {
+			var size int
+			fmt.Sscanf(r, "%d:", &size)
+			if s.probes[i] <= pilotSets*pilotProbes {
+				piloted++
+				if size <= s.fits() {
+					t.Errorf("seed %d: round %s, which the path carries, ended after %d probes", seed, r, s.probes[i])
+				}
+			}
+		}
+		// 8972, 4502 and 2267, above four times the 32 of the first round.
+		if piloted != 3 || st.PilotsLost != uint64(piloted) {
+			t.Errorf("seed %d: %d rounds ended after their pilots, %d counted; want 3; rounds %v", seed, piloted, st.PilotsLost, s.rounds)
+		}
+		t.Logf("seed %d: MTU %d, %d probe bytes, %d pilot rounds lost, rounds %v", seed, s.est.MTU(), st.ProbeBytes, st.PilotsLost, s.rounds)
+	}
+}
+
+// TestPilotsSecondSet drives a round by hand: its first pilots are all
+// lost, as in a burst of loss at a full queue; the second set gets
+// through, and the round goes on to its end. Its count decides, as D19
+// says: three of 22 lost is more than 10 points, a failure with a count,
+// which is measured again rather than taken as the path's limit (N91).
+func TestPilotsSecondSet(t *testing.T) {
+	const rtt = 50 * time.Millisecond
+	e := NewEstimator(Config{MaxPayload: 65505})
+	e.SetPathHint(1470)
+	buf := make([]byte, 0, 65536)
+	now := clock.Epoch
+	e.Start(now)
+	now = round(t, e, now, buf, count(ProbesPerRound)) // the reference round, at 32 bytes
+	var ok bool
+	if buf, ok = e.AppendPayload(buf[:0], now, rtt); !ok || len(buf) != 1 {
+		t.Fatalf("no reset of the hint's round")
+	}
+	e.HandlePayload(now, ackPayload)
+	send := func(n int) {
+		t.Helper()
+		for range n {
+			now = max(now, e.NextDeadline())
+			if buf, ok = e.AppendPayload(buf[:0], now, rtt); !ok || len(buf) != 1470 {
+				t.Fatalf("at %v: no probe of 1470 bytes due (phase %d)", now, e.phase)
+			}
+		}
+	}
+	send(pilotProbes) // lost
+	if e.phase != phasePilot {
+		t.Fatalf("phase %d after the pilots, want phasePilot", e.phase)
+	}
+	now = e.NextDeadline()
+	e.HandleTimeout(now)
+	send(pilotProbes) // the second set: one gets through
+	e.HandlePayload(now, count(1))
+	n := e.probesFor(1470)
+	send(n - 2*pilotProbes)
+	e.HandlePayload(now, count(uint32(n-pilotProbes)))
+	e.HandleTimeout(e.NextDeadline())
+	st := e.Stats()
+	if st.LastSize != 1470 || st.LastCount != n-pilotProbes || st.LastProbes != n || st.PilotsLost != 0 || st.Retries != 1 {
+		t.Fatalf("round %d: %d of %d, %d pilot rounds lost, %d retries; want 1470's whole round, %d of %d, measured again", st.LastSize, st.LastCount, st.LastProbes, st.PilotsLost, st.Retries, n-pilotProbes, n)
 	}
 }

@@ -108,9 +108,10 @@ type sim struct {
 	rtt       time.Duration // what the estimator is told
 	inflight  flight
 	seq       int
-	steps     int // times the loop moved the clock
-	wakeups   int // times it moved the clock for the estimator's deadline
-	maxAbove  int // the largest MTU seen above the forward path's limit, 0 if none
+	steps     int   // times the loop moved the clock
+	wakeups   int   // times it moved the clock for the estimator's deadline
+	maxAbove  int   // the largest MTU seen above the forward path's limit, 0 if none
+	probes    []int // the probes each round of rounds sent
 	fullAt    clock.Time
 	begin     clock.Time // when the last estimation was started by start
 	target    int        // fullAt is the first instant MTU >= target
@@ -200,6 +201,7 @@ func (s *sim) check() {
 			sign = "+"
 		}
 		s.rounds = append(s.rounds, fmt.Sprintf("%d:%d%s", st.LastSize, st.LastCount, sign))
+		s.probes = append(s.probes, st.LastProbes)
 	}
 	if d := s.est.NextDeadline(); d != 0 && d <= s.now {
 		s.t.Fatalf("at %v: deadline %v is not in the future after the estimator was drained (busy loop)", s.now, d)
