@@ -729,3 +729,30 @@ func TestEchoLimiterPacedStream(t *testing.T) {
 		t.Errorf("the server sent %d datagrams for a flood capped at 10 kB/s, %d with the limiter off", capped, cappedOff)
 	}
 }
+
+// Three unreliable floods share a 5 Mbit/s link and a fourth starts 5 s
+// later: within a few seconds it has its share, as the echo limiter's
+// cuts, in proportion to each flow's rate, and its growth, the same for
+// each, even the flows out (N90).
+func TestCongestionUnreliableLateFlow(t *testing.T) {
+	const mbit = 1_000_000 / 8
+	path := ccPath{5 * mbit, 40 * time.Millisecond, 12_500}
+	s := newCCSim(t, 1, path, ccControllerOnly, 4, 0)
+	s.unreliable = true
+	s.flows[3].start = 5 * time.Second
+	s.connect()
+	s.run(10*time.Second, 100*time.Millisecond)
+	got0 := make([]int, 4)
+	for i, f := range s.flows {
+		got0[i] = f.got
+	}
+	s.run(5*time.Second, 100*time.Millisecond)
+	xs := make([]float64, 4)
+	for i, f := range s.flows {
+		xs[i] = float64(f.got - got0[i])
+	}
+	t.Logf("delivered from 5 s to 10 s after the late flow started: %v, fairness %.3f", xs, jain(xs))
+	if j := jain(xs); j < 0.9 {
+		t.Errorf("fairness %.3f between three flows and one 5 s late, want at least 0.9", j)
+	}
+}

@@ -139,7 +139,11 @@
 //     hint and the first halvings below it fail: those sizes are the
 //     largest and their rounds cost the most. Closer sizes send no pilots:
 //     on a path the hint describes they usually pass, and pilots would
-//     only delay them.
+//     only delay them. (Which sizes those are depends on the last pass: in
+//     an estimation whose first round is at 32 bytes and that assumed no
+//     size, a hint above 128 sends pilots and costs a round trip more; the
+//     endpoint assumes 546 bytes first, N84, so a hint up to 2,184 does
+//     not.)
 //   - Calling Estimator.Start during an estimation starts over; the endpoint
 //     may use it to re-estimate at once when it suspects that the path has
 //     shrunk (full-size packets no longer acknowledged), instead of waiting

@@ -109,6 +109,8 @@ type Estimator struct {
 	count int  // largest valid count received
 	bad   int  // counts refused as above sent
 	pilot bool // the round waits for a count after pilotProbes (N91)
+	// probeAt is when the round's last probe went out.
+	probeAt clock.Time
 
 	fill  rand.PCG // fills the probes, seeded once from Config.Rand
 	stats EstimatorStats
@@ -305,9 +307,10 @@ func (e *Estimator) HandlePayload(now clock.Time, payload []byte) {
 		e.count = int(c)
 	}
 	if e.phase == phasePilot {
-		// A pilot got through: the rest of the round goes now.
+		// A pilot got through: the rest of the round goes now, a
+		// ProbeInterval after the last pilot at the earliest.
 		e.phase = phaseProbe
-		e.sendAt = now
+		e.sendAt = max(now, e.probeAt.Add(e.cfg.ProbeInterval))
 		e.timer = 0
 		return
 	}
@@ -355,7 +358,7 @@ func (e *Estimator) HandleTimeout(now clock.Time) {
 			// Pilots lost together may be a burst of loss at a full
 			// queue: a second set goes a final wait later.
 			e.phase = phaseProbe
-			e.sendAt = now
+			e.sendAt = max(now, e.probeAt.Add(e.cfg.ProbeInterval))
 			e.timer = 0
 			break
 		}
@@ -413,6 +416,7 @@ func (e *Estimator) AppendPayload(b []byte, now clock.Time, rtt time.Duration) (
 			return b, false
 		}
 		b = e.appendProbe(b)
+		e.probeAt = now
 		e.sent++
 		e.stats.ProbesSent++
 		e.stats.ProbeBytes += uint64(e.size)

@@ -306,8 +306,11 @@ func TestPilotsSecondSet(t *testing.T) {
 	}
 	now = e.NextDeadline()
 	e.HandleTimeout(now)
-	send(pilotProbes) // the second set: one gets through
+	send(pilotProbes) // the second set: one gets through at once
 	e.HandlePayload(now, count(1))
+	if d := e.NextDeadline(); d < now.Add(e.cfg.ProbeInterval) {
+		t.Fatalf("the next probe due %v after the last pilot, want a ProbeInterval (%v) at least", d.Sub(now), e.cfg.ProbeInterval)
+	}
 	n := e.probesFor(1470)
 	send(n - 2*pilotProbes)
 	e.HandlePayload(now, count(uint32(n-pilotProbes)))
