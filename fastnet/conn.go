@@ -105,9 +105,16 @@ type conn struct {
 	timesRTT           time.Duration
 	timesStale         bool
 
-	queued       int // encoded bytes waiting to be sent the first time
-	inFlight     int // reliable bytes unacknowledged (sum over senders)
-	ccInFlight   int // of them, those never resent: what the congestion window counts (N76)
+	queued     int // encoded bytes waiting to be sent the first time
+	inFlight   int // reliable bytes unacknowledged (sum over senders)
+	ccInFlight int // of them, those never resent: what the congestion window counts (N76)
+	// probes holds the MTU probes of the last round trip, and
+	// probeBytes their bytes, which the window counts beside the data in
+	// flight (N92).
+	probes       [probeRing]probeSent
+	probeHead    int
+	probeN       int
+	probeBytes   int
 	wantWritable int // > 0: a Send was refused for this many bytes; report EventWritable once they fit
 
 	// recvBudget is what the peer makes the connection hold (D22, N49),

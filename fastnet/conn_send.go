@@ -45,6 +45,7 @@ func (c *conn) wantsTransmit(now clock.Time) bool {
 	if !c.established() {
 		return false
 	}
+	c.expireProbes(now)
 	if c.pendingAcks() > 0 || c.hb.echoN > 0 || now >= c.hb.nextSend {
 		return true
 	}
@@ -114,7 +115,7 @@ func (c *conn) roomReliable(n int) bool {
 		return false
 	}
 	full := c.payloadMTU + wireOverhead
-	return c.ccInFlight == 0 || c.ccInFlight+full <= c.cc.window() || c.ccInFlight+n+wireOverhead <= 2*full
+	return c.ccInFlight == 0 || c.ccInFlight+c.probeBytes+full <= c.cc.window() || c.ccInFlight+n+wireOverhead <= 2*full
 }
 
 // paceRate returns the connection's pacing rate in bytes per second (D30).
@@ -170,6 +171,7 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 	if !c.established() {
 		return buf, false
 	}
+	c.expireProbes(now)
 	cfg := &c.ep.cfg
 	if v, ok := c.hb.popEcho(); ok {
 		if c.role == Client && c.inFlight == 0 && now >= c.hb.earlyUntil {

@@ -198,10 +198,52 @@ func (c *conn) probeReady(now clock.Time) bool {
 // empties, as when the path shrank under packets in flight (N16), lets
 // probes go two resend RTTs after its oldest packet.
 func (c *conn) probeFits(now clock.Time) bool {
-	if !c.cc.on || c.ccInFlight == 0 || c.ccInFlight+c.payloadMTU+wireOverhead <= c.cc.window() {
+	c.expireProbes(now)
+	if !c.cc.on || c.ccInFlight == 0 || c.ccInFlight+c.probeBytes+c.payloadMTU+wireOverhead <= c.cc.window() {
 		return true
 	}
 	return now >= c.probeStuckAt()
+}
+
+// probeRing is how many of a round trip's probes the window counts; more
+// (a round of 2 ms apart on a path of over 256 ms) count as the newest.
+const probeRing = 128
+
+// probeSent is a probe or reset the estimator sent, of bytes on the wire.
+type probeSent struct {
+	at    clock.Time
+	bytes int
+}
+
+// sentProbe notes a packet of the estimator's of n bytes, sent at now: for
+// a round trip, the window counts it beside the data in flight, so that
+// the probes of a round, which no ack takes out of flight, do not add a
+// round's bytes to a full window (N92).
+func (c *conn) sentProbe(now clock.Time, n int) {
+	if c.probeN == probeRing {
+		c.probeBytes -= c.probes[c.probeHead].bytes
+		c.probeHead = (c.probeHead + 1) % probeRing
+		c.probeN--
+	}
+	c.probes[(c.probeHead+c.probeN)%probeRing] = probeSent{now, n}
+	c.probeN++
+	c.probeBytes += n
+}
+
+// expireProbes forgets the probes sent a round trip or more before now.
+func (c *conn) expireProbes(now clock.Time) {
+	if c.probeN == 0 {
+		return
+	}
+	rtt := c.hb.srtt
+	if c.cc.sampled {
+		rtt = c.cc.srtt
+	}
+	for c.probeN > 0 && now.Sub(c.probes[c.probeHead].at) >= rtt {
+		c.probeBytes -= c.probes[c.probeHead].bytes
+		c.probeHead = (c.probeHead + 1) % probeRing
+		c.probeN--
+	}
 }
 
 // probeStuckAt is when a full window lets probes go all the same
@@ -234,6 +276,7 @@ func (c *conn) mtuPoll(now clock.Time, buf []byte) ([]byte, bool) {
 		c.applyMTU()
 		c.estimationDone(now)
 		if ok {
+			c.sentProbe(now, len(b)-len(buf)+28)
 			return b, true
 		}
 	}

@@ -309,11 +309,12 @@ func TestCongestionBottleneck(t *testing.T) {
 		{"defaults-20mbit-40ms-1bdp-4flows", fastnet.Config{}, ccPath{20 * mbit, 40 * time.Millisecond, 100_000}, 4, 4 << 20, 0.7, 0.05, 0.9},
 		{"defaults-5mbit-40ms-halfbdp-1flow", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 1, 3 << 20, 0.7, 0.05, 0},
 		// Four estimations' probes on a 5 Mbit/s link with 12.5 kB of
-		// queue: 77 % of the link, and 5.7 % of the datagrams dropped,
+		// queue: 83 % of the link, and 6.0 % of the datagrams dropped,
 		// short of the 5 % target (N83); it was 64 % and 7.5 % while
-		// probes went beside a full window (N89). The same without
-		// estimation (above) meets the targets.
-		{"defaults-5mbit-40ms-halfbdp-4flows", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 4, 1 << 20, 0.7, 0.065, 0.9},
+		// probes went beside a full window (N89), 77 % and 5.7 % while
+		// the window forgot them once sent (N92). The same without
+		// estimation (above) drops 4.8 %.
+		{"defaults-5mbit-40ms-halfbdp-4flows", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 4, 1 << 20, 0.75, 0.065, 0.9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newCCSim(t, 1, tc.path, tc.cfg, tc.flows, tc.total)
@@ -754,5 +755,26 @@ func TestCongestionUnreliableLateFlow(t *testing.T) {
 	t.Logf("delivered from 5 s to 10 s after the late flow started: %v, fairness %.3f", xs, jain(xs))
 	if j := jain(xs); j < 0.9 {
 		t.Errorf("fairness %.3f between three flows and one 5 s late, want at least 0.9", j)
+	}
+}
+
+// One bulk flow on a 5 Mbit/s link with 12.5 kB of queue, with the
+// defaults: its MTU estimation, whose probes the window counts for a
+// round trip beside the data (N92), reaches the path's 1,470 bytes and
+// ends within two seconds and 200 KB of probes. While the window forgot
+// each probe once sent, a round's probes overflowed the queue and failed
+// rounds were measured again: after 2 s the estimation was still searching,
+// 143 KB of probes sent.
+func TestProbesShareTheWindow(t *testing.T) {
+	const mbit = 1_000_000 / 8
+	path := ccPath{5 * mbit, 40 * time.Millisecond, 12_500}
+	s := newCCSim(t, 1, path, fastnet.Config{}, 1, 3<<20)
+	s.connect()
+	s.run(2*time.Second, 100*time.Millisecond)
+	f := s.flows[0]
+	st, _ := f.ep.Stats(f.h)
+	t.Logf("after 2 s: MTU %d, searching %v, %d probes, %d bytes", st.PayloadMTU, st.MTUSearching, st.MTUProbes, st.MTUProbeBytes)
+	if st.PayloadMTU != 1470 || st.MTUSearching || st.MTUProbeBytes > 200_000 {
+		t.Errorf("after 2 s: MTU %d, searching %v, %d probe bytes; want 1470, done, at most 200 KB", st.PayloadMTU, st.MTUSearching, st.MTUProbeBytes)
 	}
 }
