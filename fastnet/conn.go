@@ -111,7 +111,7 @@ type conn struct {
 	// probes holds the MTU probes of the last round trip, and
 	// probeBytes their bytes, which the window counts beside the data in
 	// flight (N92).
-	probes       [probeRing]probeSent
+	probes       *[probeRing]probeSent // nil while it holds none
 	probeHead    int
 	probeN       int
 	probeBytes   int
@@ -392,6 +392,10 @@ func (c *conn) nextDeadline() clock.Time {
 			// An ack makes room, and its input looks again; or the
 			// window counts as stuck (probeReady).
 			mtuAt = max(mtuAt, c.probeStuckAt())
+		}
+		if c.queued > 0 {
+			// Probes leaving the window make room for data (N92).
+			d = clock.Earliest(d, c.probesLeaveAt())
 		}
 	}
 	d = clock.Earliest(d, resend)

@@ -190,24 +190,25 @@ func (c *conn) probeReady(now clock.Time) bool {
 	if c.queued == 0 {
 		return true
 	}
+	c.expireProbes(now)
 	return c.paceReady(now) && c.probeFits(now)
 }
 
-// probeFits reports whether the window has room for a probe beside the
-// data in flight, or has had none for long enough: a window that no ack
-// empties, as when the path shrank under packets in flight (N16), lets
-// probes go two resend RTTs after its oldest packet.
-func (c *conn) probeFits(now clock.Time) bool {
-	c.expireProbes(now)
-	if !c.cc.on || c.ccInFlight == 0 || c.ccInFlight+c.probeBytes+c.payloadMTU+wireOverhead <= c.cc.window() {
+// probeFits reports whether the window has room at t for a probe beside
+// the data and the probes in flight (N92), or has had none for long
+// enough: a window that no ack empties, as when the path shrank under
+// packets in flight (N16), lets probes go two resend RTTs after its oldest
+// packet. It changes nothing: nextDeadline asks it of a time to come.
+func (c *conn) probeFits(t clock.Time) bool {
+	if !c.cc.on || c.ccInFlight == 0 || c.ccInFlight+c.probeBytesAt(t)+c.payloadMTU+wireOverhead <= c.cc.window() {
 		return true
 	}
-	return now >= c.probeStuckAt()
+	return t >= c.probeStuckAt()
 }
 
 // probeRing is how many of a round trip's probes the window counts; more
-// (a round of 2 ms apart on a path of over 256 ms) count as the newest.
-const probeRing = 128
+// (a round of 2 ms apart on a path of over 64 ms) count as the newest.
+const probeRing = 32
 
 // probeSent is a probe or reset the estimator sent, of bytes on the wire.
 type probeSent struct {
@@ -215,11 +216,25 @@ type probeSent struct {
 	bytes int
 }
 
+// probeRTT is how long the window counts a probe: the acks' smoothed
+// round trip, or the heartbeats' before there is one.
+func (c *conn) probeRTT() time.Duration {
+	if c.cc.sampled {
+		return c.cc.srtt
+	}
+	return c.hb.srtt
+}
+
 // sentProbe notes a packet of the estimator's of n bytes, sent at now: for
 // a round trip, the window counts it beside the data in flight, so that
 // the probes of a round, which no ack takes out of flight, do not add a
-// round's bytes to a full window (N92).
+// round's bytes to a full window (N92). The ring is allocated for an
+// estimation's rounds and dropped once they have left the window, so that
+// idle connections do not keep it.
 func (c *conn) sentProbe(now clock.Time, n int) {
+	if c.probes == nil {
+		c.probes = new([probeRing]probeSent)
+	}
 	if c.probeN == probeRing {
 		c.probeBytes -= c.probes[c.probeHead].bytes
 		c.probeHead = (c.probeHead + 1) % probeRing
@@ -235,15 +250,39 @@ func (c *conn) expireProbes(now clock.Time) {
 	if c.probeN == 0 {
 		return
 	}
-	rtt := c.hb.srtt
-	if c.cc.sampled {
-		rtt = c.cc.srtt
-	}
+	rtt := c.probeRTT()
 	for c.probeN > 0 && now.Sub(c.probes[c.probeHead].at) >= rtt {
 		c.probeBytes -= c.probes[c.probeHead].bytes
 		c.probeHead = (c.probeHead + 1) % probeRing
 		c.probeN--
 	}
+	if c.probeN == 0 {
+		c.probes, c.probeHead = nil, 0
+	}
+}
+
+// probeBytesAt returns the bytes of the probes the window will still
+// count at t, forgetting nothing.
+func (c *conn) probeBytesAt(t clock.Time) int {
+	n := c.probeBytes
+	rtt := c.probeRTT()
+	for i := range c.probeN {
+		p := &c.probes[(c.probeHead+i)%probeRing]
+		if t.Sub(p.at) < rtt {
+			break
+		}
+		n -= p.bytes
+	}
+	return n
+}
+
+// probesLeaveAt is when the oldest probe the window counts leaves it, 0
+// if none.
+func (c *conn) probesLeaveAt() clock.Time {
+	if c.probeN == 0 {
+		return 0
+	}
+	return c.probes[c.probeHead].at.Add(c.probeRTT())
 }
 
 // probeStuckAt is when a full window lets probes go all the same
