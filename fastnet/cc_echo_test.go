@@ -119,24 +119,6 @@ func TestEchoLimiterCutAtMostHalf(t *testing.T) {
 	}
 }
 
-// A connection that does not flood, whose heartbeats are too far apart
-// to measure the peer's intake by, cuts nothing, whatever queue others
-// build ahead of it (N90).
-func TestEchoLimiterNoIntakeNoCut(t *testing.T) {
-	cc := newEchoCC(t, Config{})
-	for i := range 20 {
-		sent := clock.Epoch.Add(time.Duration(i) * time.Second)
-		r := echoTestRTT
-		if i > 0 {
-			r += 50 * time.Millisecond
-		}
-		cc.onEcho(sent.Add(r), sent, uint64(i)*1000, r, echoTestRTT, r, cc.rate(echoTestRTT), 1200)
-	}
-	if cc.qRate != 0 {
-		t.Fatalf("cap %.0f B/s from heartbeats a second apart, want none", cc.qRate)
-	}
-}
-
 // The path's round trip with no queue is the smallest of the last five
 // minutes: after a longer route, a cap cut as if the longer round trip
 // were a queue grows back once the shorter one is forgotten (N90).
@@ -159,21 +141,41 @@ func TestEchoLimiterRouteChange(t *testing.T) {
 	}
 }
 
-// A jittery path delays some echoes by more than QueueDelay, never all of
-// a few in a row: no cut (N90).
-func TestEchoLimiterIgnoresJitter(t *testing.T) {
-	cc := newEchoCC(t, Config{})
-	now := clock.Epoch
-	for i := range 1000 {
-		sent := now.Add(time.Duration(i) * time.Millisecond)
-		r := echoTestRTT
-		if i%echoQueueSamples != 0 {
-			r += 20 * time.Millisecond
-		}
-		cc.onEcho(sent.Add(r), sent, uint64(i)*1000, r, echoTestRTT, echoTestRTT, cc.rate(echoTestRTT), 1200)
-	}
-	if cc.qRate != 0 {
-		t.Fatalf("cap %.0f B/s on jitter alone, want none", cc.qRate)
+// Echoes that cut nothing (N90): those of a connection that does not
+// flood, whose heartbeats a second apart are too far apart to measure the
+// peer's intake by, whatever queue others build ahead of them; and those
+// of a jittery path, which delays some echoes by more than QueueDelay but
+// never all of a few in a row.
+func TestEchoLimiterNoCut(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		every time.Duration // between heartbeats
+		delay func(i int) time.Duration
+	}{
+		{"no-intake", time.Second, func(i int) time.Duration {
+			if i > 0 {
+				return 50 * time.Millisecond
+			}
+			return 0
+		}},
+		{"jitter", time.Millisecond, func(i int) time.Duration {
+			if i%echoQueueSamples != 0 {
+				return 20 * time.Millisecond
+			}
+			return 0
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cc := newEchoCC(t, Config{})
+			for i := range 1000 {
+				sent := clock.Epoch.Add(time.Duration(i) * tc.every)
+				r := echoTestRTT + tc.delay(i)
+				cc.onEcho(sent.Add(r), sent, uint64(i)*1000, r, echoTestRTT, r, cc.rate(echoTestRTT), 1200)
+			}
+			if cc.qRate != 0 {
+				t.Fatalf("cap %.0f B/s, want none", cc.qRate)
+			}
+		})
 	}
 }
 
