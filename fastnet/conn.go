@@ -111,10 +111,13 @@ type conn struct {
 	// probes holds the MTU probes of the last round trip, and
 	// probeBytes their bytes, which the window counts beside the data in
 	// flight (N92).
-	probes       *[probeRing]probeSent // nil while it holds none
-	probeHead    int
-	probeN       int
-	probeBytes   int
+	probes     *[probeRing]probeSent // nil while it holds none
+	probeHead  int
+	probeN     int
+	probeBytes int
+	// peerProbeAt is when the last of the peer's MTU probes arrived
+	// (N93).
+	peerProbeAt  clock.Time
 	wantWritable int // > 0: a Send was refused for this many bytes; report EventWritable once they fit
 
 	// recvBudget is what the peer makes the connection hold (D22, N49),

@@ -26,7 +26,7 @@ func (c *conn) handlePacket(now clock.Time, ch int16, p []byte) {
 			c.stats.Dropped[DropBadControl]++
 			return
 		}
-		if b, ok := c.hb.receive(now, v); ok {
+		if b, ok := c.hb.receive(now, v); ok && !c.peerProbing(b.at) {
 			c.cc.onEcho(now, b.at, b.bytes, now.Sub(b.at), c.hb.minRTT, c.hb.srtt, c.paceRate(), c.payloadMTU+2)
 		}
 	case ch == chAck:
@@ -261,4 +261,15 @@ func (c *conn) handleStreamMessage(ch int16, p []byte) {
 	c.stats.MessagesDelivered++
 	c.ep.estats.MessagesDelivered++
 	c.ep.emitMessage(c, ch, m.Reliable, data)
+}
+
+// peerProbing reports whether the peer's MTU probes were arriving around
+// sent, when a heartbeat now echoed went out: the peer's round of probes
+// queues on the path back to this side, behind which the echo comes late,
+// and the echo limiter would cut this side's rate for a queue it did not
+// build (N93). Its probes go a round trip back and forth: an echo of a
+// heartbeat sent within two smoothed round trips of the last probe is
+// left out.
+func (c *conn) peerProbing(sent clock.Time) bool {
+	return c.peerProbeAt != 0 && sent.Sub(c.peerProbeAt) < 2*c.hb.srtt
 }

@@ -134,6 +134,12 @@ func (c *conn) handleMTU(now clock.Time, ch int16, p []byte) {
 		if !c.ep.admitResponder(now, c, p) {
 			return // too many peers estimating at once (N53)
 		}
+		if len(p) >= peerProbeLoad {
+			// A large probe of the peer's: its round crowds the path
+			// back to it, which the echo limiter must not read as its
+			// own queue (N93).
+			c.peerProbeAt = now
+		}
 		c.responder.HandlePayload(p)
 		return
 	}
@@ -143,6 +149,10 @@ func (c *conn) handleMTU(now clock.Time, ch int16, p []byte) {
 		c.estimationDone(now)
 	}
 }
+
+// peerProbeLoad is the size from which the peer's probes are taken to
+// crowd the path back to it (N93): its first round's, 32 bytes, do not.
+const peerProbeLoad = 512
 
 // applyMTU makes a new estimate the payload MTU of packets sent from now on.
 func (c *conn) applyMTU() {

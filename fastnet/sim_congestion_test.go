@@ -778,3 +778,39 @@ func TestProbesShareTheWindow(t *testing.T) {
 		t.Errorf("after 2 s: MTU %d, searching %v, %d probe bytes; want 1470, done, at most 200 KB", st.PayloadMTU, st.MTUSearching, st.MTUProbeBytes)
 	}
 }
+
+// Four unreliable floods on a 5 Mbit/s link while their MTU estimations,
+// and the server's, run: the server's rounds of probes queue on the path
+// back to each client, behind which the echoes come late, and the echo
+// limiter leaves those echoes out rather than cut for a queue its flow
+// did not build (N93). Over the first ten seconds the link carries most of
+// what it can; reading them as queue, it carried 62 % with the system's
+// 1,470-byte path and 33 % with a 9,214-byte interface in front of it.
+func TestUnreliableFloodDuringEstimation(t *testing.T) {
+	const mbit = 1_000_000 / 8
+	path := ccPath{5 * mbit, 40 * time.Millisecond, 12_500}
+	for _, tc := range []struct {
+		hint    int
+		goodput float64
+	}{{1470, 0.75}, {9214, 0.45}} {
+		t.Run(fmt.Sprint(tc.hint), func(t *testing.T) {
+			cfg := fastnet.Config{}
+			cfg.MTU.Path = func(netip.AddrPort) fastnet.PathInfo { return fastnet.PathInfo{PayloadMTU: tc.hint} }
+			s := newCCSim(t, 1, path, cfg, 4, 0)
+			s.unreliable = true
+			s.connect()
+			const span = 10 * time.Second
+			s.run(span, 100*time.Millisecond)
+			got := 0
+			for _, f := range s.flows {
+				got += f.got
+			}
+			goodput := float64(got) / (float64(path.rate) * span.Seconds())
+			st := s.up.Stats()
+			t.Logf("hint %d: goodput %.1f %% of the link in the first 10 s, %.2f %% dropped at the queue", tc.hint, 100*goodput, 100*float64(st.Dropped)/float64(st.Offered))
+			if goodput < tc.goodput {
+				t.Errorf("goodput %.1f %% of the link in the first 10 s, want at least %.0f %%", 100*goodput, 100*tc.goodput)
+			}
+		})
+	}
+}
