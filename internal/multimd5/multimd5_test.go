@@ -44,11 +44,7 @@ func testSumsEqual(t *testing.T) {
 				}
 				dst := make([][Size]byte, batch)
 				Sums(dst, msgs)
-				for i, m := range msgs {
-					if want := md5.Sum(m); dst[i] != want {
-						t.Fatalf("batch %d of %d bytes (odd %d), message %d: %x, want %x", batch, n, odd, i, dst[i], want)
-					}
-				}
+				checkSums(t, dst, msgs, fmt.Sprintf("batch %d of %d bytes (odd %d)", batch, n, odd))
 			}
 		}
 	}
@@ -70,11 +66,7 @@ func testSumsMixed(t *testing.T) {
 			}
 			dst := make([][Size]byte, batch)
 			Sums(dst, msgs)
-			for i, m := range msgs {
-				if want := md5.Sum(m); dst[i] != want {
-					t.Fatalf("batch %d, message %d of %d bytes: %x, want %x", batch, i, len(m), dst[i], want)
-				}
-			}
+			checkSums(t, dst, msgs, fmt.Sprintf("mixed batch %d", batch))
 		}
 	}
 }
@@ -92,11 +84,7 @@ func testSumsProperty(t *testing.T) {
 		sentinel := [Size]byte{1, 2, 3}
 		dst[len(msgs)] = sentinel
 		Sums(dst, msgs)
-		for i, m := range msgs {
-			if want := md5.Sum(m); dst[i] != want {
-				t.Fatalf("message %d of %d bytes: %x, want %x", i, len(m), dst[i], want)
-			}
-		}
+		checkSums(t, dst, msgs, "dst longer than msgs")
 		if dst[len(msgs)] != sentinel {
 			t.Fatal("wrote past len(msgs)")
 		}
@@ -133,11 +121,7 @@ func FuzzSums(f *testing.F) {
 		}
 		dst := make([][Size]byte, len(msgs))
 		Sums(dst, msgs)
-		for i, m := range msgs {
-			if want := md5.Sum(m); dst[i] != want {
-				t.Fatalf("message %d: %x, want %x", i, dst[i], want)
-			}
-		}
+		checkSums(t, dst, msgs, "fuzz")
 	})
 }
 
@@ -165,6 +149,20 @@ func BenchmarkSums(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/msg")
 			})
+		}
+	}
+}
+
+// checkSums fails the test unless dst holds crypto/md5's digest of each
+// of msgs; what says which batch it was.
+func checkSums(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, dst [][Size]byte, msgs [][]byte, what string) {
+	t.Helper()
+	for i, m := range msgs {
+		if want := md5.Sum(m); dst[i] != want {
+			t.Fatalf("%s, message %d of %d bytes: %x, want %x", what, i, len(m), dst[i], want)
 		}
 	}
 }
