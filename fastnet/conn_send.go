@@ -345,17 +345,17 @@ const floodDatagrams = 64
 // connection's heartbeats are apart at least (N90).
 const floodPaced = 4
 
-// floodBeat brings the next heartbeat forward, to an eighth of the latest
-// round trip after the last and at least echoBeatMin, while a connection
-// that no ack times floods: the echoes are all the echo limiter measures
-// the queue by (N90). It floods when the pacer holds its queued data back,
-// or when it has sent floodDatagrams since the last heartbeat with more
-// queued. A stream the application paces itself, a game's updates say,
-// keeps D16's interval, and its peer sends no more echoes than before. The outstanding heartbeats
-// remembered then span two round trips, and an echo of one forgotten
-// doubles the interval; before the first RTT sample they keep their
-// interval, or a long path's echoes would come back to heartbeats
-// already forgotten.
+// floodBeat brings the next heartbeat forward, to hb.floodIv after the
+// last, while a connection that no ack times floods: the echoes are all
+// the echo limiter measures the queue by (N90). It floods when the pacer
+// holds its queued data back, or when it has sent floodDatagrams since the
+// last heartbeat with more queued; a stream the application paces itself,
+// a game's updates say, keeps D16's interval, and its peer sends no more
+// echoes than before. hb.floodIv is an eighth of the latest RTT sample, so
+// that the heartbeats remembered span two round trips, and doubles with an
+// echo of one already forgotten; before the first sample it is 0 and the
+// heartbeats keep their interval, or a long path's echoes would come back
+// to heartbeats already forgotten.
 func (c *conn) floodBeat() {
 	if c.hb.floodIv == 0 || !c.cc.echoLimited() {
 		return
