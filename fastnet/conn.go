@@ -115,6 +115,9 @@ type conn struct {
 	probeHead  int
 	probeN     int
 	probeBytes int
+	// probeAt is when the estimator's last packet went, replyAt the
+	// responder's last count (N94).
+	probeAt, replyAt clock.Time
 	// peerProbeAt is when the last of the peer's MTU probes arrived
 	// (N93).
 	peerProbeAt  clock.Time
@@ -390,6 +393,13 @@ func (c *conn) nextDeadline() clock.Time {
 			if c.newDataAllowed() {
 				d = clock.Earliest(d, pace)
 			}
+		}
+		if mtuAt != 0 && c.queued > 0 {
+			mtuAt = max(mtuAt, c.probeAt.Add(cfg.MTU.ProbeInterval)) // probeReady
+		}
+		if c.responder != nil && c.responder.Pending() {
+			// A count held back beside data (replyReady).
+			d = clock.Earliest(d, c.replyAt.Add(cfg.MTU.ProbeInterval))
 		}
 		if mtuAt != 0 && c.queued > 0 && !c.probeFits(mtuAt) {
 			// An ack makes room, and its input looks again; or the

@@ -185,7 +185,7 @@ func (c *conn) mtuTimeout(now clock.Time) {
 }
 
 func (c *conn) mtuWantsTransmit(now clock.Time) bool {
-	return (c.responder != nil && c.responder.Pending()) ||
+	return (c.responder != nil && c.responder.Pending() && c.replyReady(now)) ||
 		(c.estimator != nil && c.estimator.NextDeadline() != 0 && c.estimator.NextDeadline() <= now && c.probeReady(now))
 }
 
@@ -200,8 +200,24 @@ func (c *conn) probeReady(now clock.Time) bool {
 	if c.queued == 0 {
 		return true
 	}
+	if c.cc.on && now < c.probeAt.Add(c.ep.cfg.MTU.ProbeInterval) {
+		// Beside data, D19's interval between probes, even in the
+		// first round, whose smaller probes otherwise go four times
+		// as often (N94).
+		return false
+	}
 	c.expireProbes(now)
 	return c.paceReady(now) && c.probeFits(now)
+}
+
+// replyReady reports whether a pending reply may go at now on its own.
+// A reset ack goes at once. Beside data, counts go D19's interval apart:
+// the estimator keeps only a round's largest count, and a connection
+// sending data would otherwise answer the peer's first round, 400 probes
+// 0.5 ms apart, with a datagram each on a path its data fills (N94). A
+// count held back rides in a bundle that goes before then.
+func (c *conn) replyReady(now clock.Time) bool {
+	return c.queued == 0 || !c.cc.on || c.responder.AckPending() || now >= c.replyAt.Add(c.ep.cfg.MTU.ProbeInterval)
 }
 
 // probeFits reports whether the window has room at t for a probe beside
@@ -250,6 +266,7 @@ func (c *conn) sentProbe(now clock.Time, n int) {
 		c.probeHead = (c.probeHead + 1) % probeRing
 		c.probeN--
 	}
+	c.probeAt = now
 	c.probes[(c.probeHead+c.probeN)%probeRing] = probeSent{now, n}
 	c.probeN++
 	c.probeBytes += n
@@ -308,8 +325,12 @@ func (c *conn) probeStuckAt() clock.Time {
 // mtuPoll writes a responder reply or an estimator packet, if one is due.
 func (c *conn) mtuPoll(now clock.Time, buf []byte) ([]byte, bool) {
 	own, peer := c.mtuChannels()
-	if c.responder != nil {
+	if c.responder != nil && (c.bundling || c.replyReady(now)) {
+		count := !c.responder.AckPending()
 		if b, ok := c.responder.AppendReply(appendPacketHeader(buf, peer)); ok {
+			if count {
+				c.replyAt = now
+			}
 			return b, true
 		}
 	}

@@ -309,12 +309,13 @@ func TestCongestionBottleneck(t *testing.T) {
 		{"defaults-20mbit-40ms-1bdp-4flows", fastnet.Config{}, ccPath{20 * mbit, 40 * time.Millisecond, 100_000}, 4, 4 << 20, 0.7, 0.05, 0.9},
 		{"defaults-5mbit-40ms-halfbdp-1flow", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 1, 3 << 20, 0.7, 0.05, 0},
 		// Four estimations' probes on a 5 Mbit/s link with 12.5 kB of
-		// queue: 81 % of the link, and 6.3 % of the datagrams dropped,
-		// short of the 5 % target (N83); it was 64 % and 7.5 % while
-		// probes went beside a full window (N89), 77 % and 5.7 % while
-		// the window forgot them once sent (N92). The same without
-		// estimation (above) drops 4.8 %.
-		{"defaults-5mbit-40ms-halfbdp-4flows", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 4, 1 << 20, 0.75, 0.065, 0.9},
+		// queue: 78 % of the link, and 4.0 % of the datagrams dropped.
+		// It was 64 % and 7.5 % while probes went beside a full window
+		// (N89), 77 % and 5.7 % while the window forgot them once sent
+		// (N92), 81 % and 6.3 % while the first round's probes, and
+		// the replies to the peer's, went every 0.5 ms beside the
+		// data (N94). The same without estimation (above) drops 4.8 %.
+		{"defaults-5mbit-40ms-halfbdp-4flows", fastnet.Config{}, ccPath{5 * mbit, 40 * time.Millisecond, 12_500}, 4, 1 << 20, 0.7, 0.05, 0.9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newCCSim(t, 1, tc.path, tc.cfg, tc.flows, tc.total)
@@ -761,21 +762,22 @@ func TestCongestionUnreliableLateFlow(t *testing.T) {
 // One bulk flow on a 5 Mbit/s link with 12.5 kB of queue, with the
 // defaults: its MTU estimation, whose probes the window counts for a
 // round trip beside the data (N92), reaches the path's 1,470 bytes and
-// ends within two seconds and 200 KB of probes. While the window forgot
+// ends within 2.5 seconds and 200 KB of probes. While the window forgot
 // each probe once sent, a round's probes overflowed the queue and failed
 // rounds were measured again: after 2 s the estimation was still searching,
-// 143 KB of probes sent.
+// 143 KB of probes sent. (It ended within 2 s with a first round four times
+// as fast, which N94 keeps for idle connections.)
 func TestProbesShareTheWindow(t *testing.T) {
 	const mbit = 1_000_000 / 8
 	path := ccPath{5 * mbit, 40 * time.Millisecond, 12_500}
 	s := newCCSim(t, 1, path, fastnet.Config{}, 1, 3<<20)
 	s.connect()
-	s.run(2*time.Second, 100*time.Millisecond)
+	s.run(2500*time.Millisecond, 100*time.Millisecond)
 	f := s.flows[0]
 	st, _ := f.ep.Stats(f.h)
-	t.Logf("after 2 s: MTU %d, searching %v, %d probes, %d bytes", st.PayloadMTU, st.MTUSearching, st.MTUProbes, st.MTUProbeBytes)
+	t.Logf("after 2.5 s: MTU %d, searching %v, %d probes, %d bytes", st.PayloadMTU, st.MTUSearching, st.MTUProbes, st.MTUProbeBytes)
 	if st.PayloadMTU != 1470 || st.MTUSearching || st.MTUProbeBytes > 200_000 {
-		t.Errorf("after 2 s: MTU %d, searching %v, %d probe bytes; want 1470, done, at most 200 KB", st.PayloadMTU, st.MTUSearching, st.MTUProbeBytes)
+		t.Errorf("after 2.5 s: MTU %d, searching %v, %d probe bytes; want 1470, done, at most 200 KB", st.PayloadMTU, st.MTUSearching, st.MTUProbeBytes)
 	}
 }
 
@@ -810,6 +812,155 @@ func TestUnreliableFloodDuringEstimation(t *testing.T) {
 			t.Logf("hint %d: goodput %.1f %% of the link in the first 10 s, %.2f %% dropped at the queue", tc.hint, 100*goodput, 100*float64(st.Dropped)/float64(st.Offered))
 			if goodput < tc.goodput {
 				t.Errorf("goodput %.1f %% of the link in the first 10 s, want at least %.0f %%", 100*goodput, 100*tc.goodput)
+			}
+		})
+	}
+}
+
+// tapNode records the packets its endpoint sends: the channel, payload
+// size and time of each, bundles opened (D24).
+type tapNode struct {
+	*fastnet.Endpoint
+	sent []tapped
+}
+
+type tapped struct {
+	at    clock.Time
+	ch    int16
+	size  int  // payload bytes, after the channel id
+	alone bool // in a datagram of its own, not in a bundle
+}
+
+func (n *tapNode) PollTransmit(now clock.Time, buf []byte) (fastnet.Transmit, bool) {
+	tx, ok := n.Endpoint.PollTransmit(now, buf)
+	if !ok {
+		return tx, ok
+	}
+	p := buf[:tx.N]
+	ch := int16(binary.BigEndian.Uint16(p))
+	if ch != -6 {
+		n.sent = append(n.sent, tapped{now, ch, len(p) - 2, true})
+		return tx, ok
+	}
+	for p = p[2:]; len(p) >= 2; {
+		l := int(binary.BigEndian.Uint16(p))
+		inner := p[2 : 2+l]
+		n.sent = append(n.sent, tapped{now, int16(binary.BigEndian.Uint16(inner)), l - 2, false})
+		p = p[2+l:]
+	}
+	return tx, ok
+}
+
+// N94: beside data, the estimator's packets go D19's interval apart even
+// in the first round, whose 400 small probes an idle connection sends
+// four times as often, and the responder's counts go no closer together
+// alone: the estimator keeps a round's largest count, and the peer's
+// first round otherwise drew a reply datagram every 0.5 ms onto the path
+// the data fills. The server's estimation still counts every probe: it
+// ends at the path's MTU.
+func TestProbesBesideData(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("busy=%v", busy), func(t *testing.T) {
+			n := fastnettest.NewNetwork(1)
+			n.DiscardEvents = true
+			srvAddr, cliAddr := netip.MustParseAddrPort("10.0.0.1:7000"), netip.MustParseAddrPort("10.0.0.2:5000")
+			path := func(netip.AddrPort) fastnet.PathInfo { return fastnet.PathInfo{PayloadMTU: 1470} }
+			cfg := fastnet.Config{Role: fastnet.Server, Rand: n.Rand()}
+			cfg.MTU.Path = path
+			srv, err := fastnet.NewEndpoint(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Role, cfg.Rand = fastnet.Client, n.Rand()
+			ep, err := fastnet.NewEndpoint(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cli := &tapNode{Endpoint: ep}
+			n.Add(srvAddr, srv)
+			n.Add(cliAddr, cli)
+			n.SetPath(cliAddr, srvAddr, fastnettest.Link{Delay: 10 * time.Millisecond, MTU: 1472})
+			var h, sh fastnet.Handle
+			msg := make([]byte, 1000)
+			fill := func() {
+				for busy && h != 0 && ep.Send(n.Now(), h, 1, msg, true) == nil {
+				}
+			}
+			n.OnEvent = func(_ clock.Time, node netip.AddrPort, ev fastnet.Event) {
+				if node != cliAddr {
+					if ev.Kind == fastnet.EventConnected {
+						sh = ev.Conn
+					}
+					return
+				}
+				switch ev.Kind {
+				case fastnet.EventConnected:
+					h = ev.Conn
+					fill()
+				case fastnet.EventWritable:
+					fill()
+				}
+			}
+			if _, err := ep.Connect(n.Now(), srvAddr); err != nil {
+				t.Fatal(err)
+			}
+			if err := n.RunFor(3 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			// The smallest gaps between the client's probes (channel -4,
+			// beyond the 1-byte resets) and between the counts it sent
+			// alone in reply to the server's (-3, 4 bytes).
+			minGap := func(ch int16, ok func(tapped) bool) time.Duration {
+				g, last := time.Duration(-1), clock.Time(0)
+				for _, p := range cli.sent {
+					if p.ch != ch || !ok(p) {
+						continue
+					}
+					if last != 0 && (g < 0 || p.at.Sub(last) < g) {
+						g = p.at.Sub(last)
+					}
+					last = p.at
+				}
+				return g
+			}
+			probeGap := minGap(-4, func(p tapped) bool { return p.size > 1 })
+			replyGap := minGap(-3, func(p tapped) bool { return p.size == 4 && p.alone })
+			st, _ := srv.Stats(sh)
+			t.Logf("smallest gap between probes %v, between counts sent alone %v; server's MTU %d, searching %v", probeGap, replyGap, st.PayloadMTU, st.MTUSearching)
+			const interval = fastnet.DefaultMTUProbeInterval
+			if busy && (probeGap < interval || replyGap < interval) {
+				t.Errorf("beside data: probes %v apart, counts %v apart; want at least %v", probeGap, replyGap, interval)
+			}
+			if !busy && (probeGap >= interval || replyGap >= interval) {
+				t.Errorf("idle: probes %v apart, counts %v apart; want the first round's probes, and their counts, closer than %v", probeGap, replyGap, interval)
+			}
+			if st.PayloadMTU != 1470 || st.MTUSearching {
+				t.Errorf("server's estimation: MTU %d, searching %v; want 1470, done", st.PayloadMTU, st.MTUSearching)
+			}
+		})
+	}
+}
+
+// Four flows with the defaults on a 5 Mbit/s link with 12.5 kB of queue,
+// at five round trips from 40 to 45.2 ms: the 5 % target for drops at the
+// queue holds at each, not only at the one round trip of
+// TestCongestionBottleneck (N94: 3.5-4.1 %; 5.4-6.6 % before).
+func TestCongestionDefaultsRoundTrips(t *testing.T) {
+	if testing.Short() {
+		t.Skip("megabytes through a simulated bottleneck")
+	}
+	const mbit = 1_000_000 / 8
+	for i := range 5 {
+		path := ccPath{5 * mbit, 40*time.Millisecond + time.Duration(i)*1300*time.Microsecond, 12_500}
+		t.Run(path.rtt.String(), func(t *testing.T) {
+			s := newCCSim(t, 1, path, fastnet.Config{}, 4, 1<<20)
+			s.connect()
+			from := s.elapsed()
+			s.run(5*time.Minute, 100*time.Millisecond)
+			r := s.measure(path, from)
+			t.Logf("%s", r)
+			if r.goodput < 0.7 || r.drops > 0.05 || r.fairness < 0.9 {
+				t.Errorf("%s; want at least 70 %%, at most 5 %% dropped, fairness at least 0.9", r)
 			}
 		})
 	}

@@ -82,5 +82,10 @@ func (r *Responder) AppendReply(b []byte) ([]byte, bool) {
 // Pending reports whether AppendReply has a reply to return.
 func (r *Responder) Pending() bool { return r.ackPending || r.countPending }
 
+// AckPending reports whether the reply AppendReply returns next is a reset
+// ack: the estimator waits for it before its round's probes, while a count
+// only raises a count it already has.
+func (r *Responder) AckPending() bool { return r.ackPending }
+
 // Stats returns the responder's counters.
 func (r *Responder) Stats() ResponderStats { return r.stats }

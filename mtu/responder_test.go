@@ -134,3 +134,32 @@ func TestResponderAppends(t *testing.T) {
 		t.Fatalf("AppendReply = %x, %v; want fffd01, true", b, ok)
 	}
 }
+
+// TestResponderAckPending: AckPending tells a pending reset ack, which the
+// endpoint sends at once, from a pending count, which it may hold back
+// beside data (N94).
+func TestResponderAckPending(t *testing.T) {
+	var r Responder
+	probe := make([]byte, 32)
+	steps := []struct {
+		in       []byte // nil: take one reply
+		ack, any bool
+	}{
+		{probe, false, true},
+		{nil, false, false},
+		{[]byte{0}, true, true},
+		{probe, true, true}, // the ack goes first, the count after it
+		{nil, false, true},
+		{nil, false, false},
+	}
+	for i, s := range steps {
+		if s.in != nil {
+			r.HandlePayload(s.in)
+		} else {
+			r.AppendReply(nil)
+		}
+		if r.AckPending() != s.ack || r.Pending() != s.any {
+			t.Fatalf("step %d: AckPending %v, Pending %v; want %v, %v", i, r.AckPending(), r.Pending(), s.ack, s.any)
+		}
+	}
+}
