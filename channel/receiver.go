@@ -168,6 +168,12 @@ type Drops struct {
 	Skipped uint64
 }
 
+// total returns the sum of the counts: a count only grows, so two Drops of
+// one receiver with equal totals are equal.
+func (d Drops) total() uint64 {
+	return d.Malformed + d.Expired + d.Evicted + d.Orphaned + d.Skipped
+}
+
 // ErrProtocol is what every error of Receiver.Err matches with errors.Is:
 // the peer broke the protocol on reliable data, and the connection must be
 // closed with that reason (D11).
@@ -348,6 +354,9 @@ func (r *Receiver) Drops() Drops { return r.drops }
 // NewDrops returns what was dropped since its previous call (or since the
 // receiver was made or reused).
 func (r *Receiver) NewDrops() Drops {
+	if r.drops.total() == r.reported.total() {
+		return Drops{} // none since the last call, as almost always
+	}
 	d, p := r.drops, r.reported
 	r.reported = d
 	return Drops{
@@ -411,6 +420,9 @@ func (r *Receiver) setGrant(bufs, capacity int) {
 // the budget. A ring that grows pays part of the grant, so the total falls;
 // one that shrinks frees at least what it adds back.
 func (r *Receiver) syncGrant() {
+	if r.grantBufs == 0 && r.grantCap == 0 && r.grant == 0 {
+		return // no grant, as almost always: nothing to pass on
+	}
 	g := r.grantFor(r.grantBufs, r.grantCap, len(r.q.slots))
 	if r.budget != nil {
 		r.budget.add(0, g-r.grant)
@@ -445,6 +457,9 @@ func (r *Receiver) grantFor(bufs, grantCap, capacity int) int {
 // it asks again on every Handle and Poll. The grant covers the buffers of
 // the packets still to come and the ring they need (N20, N49).
 func (r *Receiver) updateGrant() {
+	if r.queued == 0 && r.grant == 0 && r.grantBufs == 0 && r.grantCap == 0 {
+		return // nothing queued to grant to, nothing granted to take back
+	}
 	bufs, capacity, packets := 0, 0, 0
 	var seq, rel Seq
 	if m := &r.cmg; r.err == nil && r.queued > 0 && m.valid && m.start && m.reliable && m.hdrOK {
@@ -1045,8 +1060,6 @@ func (r *Receiver) Poll(now clock.Time) (Message, bool) {
 	m := *r.ready.At(0)
 	r.ready.Pop()
 	r.readyBytes -= len(m.Data)
-	r.recharge()
-	r.updateGrant()
 	if r.ready.Len() == 0 {
 		// An idle receiver keeps a small queue of delivered messages,
 		// a failed one none.
@@ -1055,8 +1068,9 @@ func (r *Receiver) Poll(now clock.Time) (Message, bool) {
 			keep = 0
 		}
 		r.ready.Reset(keep)
-		r.recharge()
 	}
+	r.recharge()
+	r.updateGrant()
 	return m, true
 }
 

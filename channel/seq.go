@@ -45,6 +45,14 @@ func (s Seq) Prev() Seq {
 // Add returns the sequence number n places after s, wrapping as Next does.
 // A negative n counts backwards.
 func (s Seq) Add(n int) Seq {
+	if i := s.index() + n; n >= 0 && s >= MinSeq && i < 2*SeqSpace {
+		// A few places forward from a valid number, as almost always:
+		// one wrap at most, without the divisions.
+		if i >= SeqSpace {
+			i -= SeqSpace
+		}
+		return fromIndex(i)
+	}
 	i := (s.index() + n%SeqSpace) % SeqSpace
 	if i < 0 {
 		i += SeqSpace

@@ -52,10 +52,28 @@ func TestSeqAdd(t *testing.T) {
 		{-5, 3*SeqSpace + 7, 2},
 		{MinSeq, -1, MaxSeq},
 		{0, -SeqSpace - 1, -1},
+		{MaxSeq, SeqSpace - 1, MaxSeq - 1},
+		{MaxSeq, 2*SeqSpace - 1, MaxSeq - 1},
+		{MinSeq, 2 * SeqSpace, MinSeq},
 	}
 	for _, tc := range tests {
 		if got := tc.s.Add(tc.n); got != tc.want {
 			t.Errorf("Seq(%d).Add(%d) = %d, want %d", tc.s, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestSeqAddFast: Add's path without divisions, for a valid number and a
+// step forward, agrees with modular arithmetic at every wrap.
+func TestSeqAddFast(t *testing.T) {
+	ref := func(s Seq, n int) Seq {
+		return fromIndex(((s.index()+n)%SeqSpace + SeqSpace) % SeqSpace)
+	}
+	for _, s := range []Seq{MinSeq, MinSeq + 1, -1, 0, 1, MaxSeq - 1, MaxSeq} {
+		for _, n := range []int{0, 1, 2, 10000, SeqSpace - 1, SeqSpace, SeqSpace + 1, 2*SeqSpace - 1, 2 * SeqSpace, 5 * SeqSpace} {
+			if got, want := s.Add(n), ref(s, n); got != want {
+				t.Errorf("Seq(%d).Add(%d) = %d, want %d", s, n, got, want)
+			}
 		}
 	}
 }

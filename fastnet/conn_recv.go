@@ -106,12 +106,13 @@ func (c *conn) deliver(now clock.Time, cs *chanState) {
 		c.ep.estats.MessagesDelivered++
 		c.ep.emitMessage(c, cs.id, m.Reliable, m.Data)
 	}
-	d := cs.rcv.NewDrops()
-	c.stats.Dropped[DropMalformedMessage] += d.Malformed
-	c.stats.Dropped[DropExpired] += d.Expired
-	c.stats.Dropped[DropMemory] += d.Evicted
-	c.stats.Dropped[DropOrphaned] += d.Orphaned
-	c.stats.Dropped[DropSkipped] += d.Skipped
+	if d := cs.rcv.NewDrops(); d.Malformed|d.Expired|d.Evicted|d.Orphaned|d.Skipped != 0 {
+		c.stats.Dropped[DropMalformedMessage] += d.Malformed
+		c.stats.Dropped[DropExpired] += d.Expired
+		c.stats.Dropped[DropMemory] += d.Evicted
+		c.stats.Dropped[DropOrphaned] += d.Orphaned
+		c.stats.Dropped[DropSkipped] += d.Skipped
+	}
 	if err := cs.rcv.Err(); err != nil {
 		c.ep.disconnect(now, c, &ProtocolError{Reason: err.Error()}, true)
 		return
