@@ -32,6 +32,9 @@ type Sender struct {
 	sentSum  int64                // chunk bytes sent for the first time so far
 	bySeq    fifo.Queue[seqEntry] // in-flight records in the order they were sent
 	deadSeq  int                  // dead entries in bySeq
+	// headLive says bySeq's first entry is live: oldest found it so, and
+	// no record was freed since.
+	headLive bool
 	buckets  [numBuckets]fifo.Queue[bucketEntry]
 	live     [numBuckets]int // live entries per bucket
 	nonEmpty uint64          // bit b set while buckets[b] has entries
@@ -79,6 +82,7 @@ type record struct {
 type seqEntry struct {
 	no  int64
 	idx int32
+	seq Seq // the record's, which never changes: read without the record
 }
 
 // bucketEntry refers to a record from a resend bucket; valid while the
@@ -228,8 +232,7 @@ func (s *Sender) MayAppend() bool { return s.pending.Len() > 0 && !s.seqBlocked(
 // seqBlocked reports whether the next sequence number is MaxAhead or more
 // places after the oldest unacked reliable packet.
 func (s *Sender) seqBlocked() bool {
-	f := s.oldest()
-	return f >= 0 && Distance(s.recs[f].seq, s.seq) >= s.maxAhead()
+	return s.oldest() >= 0 && Distance(s.bySeq.At(0).seq, s.seq) >= s.maxAhead()
 }
 
 func (s *Sender) maxAhead() int {
@@ -382,7 +385,7 @@ func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 		seq: h.Seq, rel: h.Rel, ticket: r.ticket + 1, start: h.Start, live: true,
 	}
 	m.refs++
-	s.bySeq.Push(seqEntry{no: s.sendNo, idx: idx})
+	s.bySeq.Push(seqEntry{no: s.sendNo, idx: idx, seq: h.Seq})
 	s.schedule(idx)
 	s.inFlight++
 	s.inFlightBytes += len(chunk)
@@ -520,11 +523,10 @@ func (s *Sender) Oldest() (rel Seq, last clock.Time, resends uint32, ok bool) {
 // freed an in-flight packet, and which. Acks of unknown, unreliable or
 // already acked packets are ignored.
 func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
-	f := s.oldest()
-	if f < 0 {
+	if s.oldest() < 0 {
 		return Acked{}, false
 	}
-	base := &s.recs[f]
+	base := s.bySeq.At(0)
 	no := base.no + int64(Distance(base.seq, seq))
 	if no >= s.sendNo {
 		return Acked{}, false
@@ -553,7 +555,7 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 	s.oldest() // drop dead entries at the front
 	if s.deadSeq > s.bySeq.Len()/2+32 {
 		s.bySeq.Filter(func(e *seqEntry) bool { r := &s.recs[e.idx]; return r.live && r.no == e.no })
-		s.deadSeq = 0
+		s.deadSeq, s.headLive = 0, false
 	}
 	if s.inFlight == 0 {
 		s.idle()
@@ -563,6 +565,7 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 
 // free ends the life of in-flight record idx.
 func (s *Sender) free(idx int32) {
+	s.headLive = false
 	r := &s.recs[idx]
 	b := min(int(r.resends), numBuckets-1)
 	s.live[b]--
@@ -584,9 +587,15 @@ func (s *Sender) free(idx int32) {
 // oldest returns the record of the oldest in-flight packet, dropping dead
 // entries at the front of bySeq, or -1 if nothing is in flight.
 func (s *Sender) oldest() int32 {
+	if s.headLive {
+		// Asked at every packet sent and every ack: the record itself,
+		// far off in recs when thousands are in flight, is not read.
+		return s.bySeq.At(0).idx
+	}
 	for s.bySeq.Len() > 0 {
 		e := *s.bySeq.At(0)
 		if r := &s.recs[e.idx]; r.live && r.no == e.no {
+			s.headLive = true
 			return e.idx
 		}
 		s.bySeq.Pop()
@@ -605,7 +614,7 @@ func (s *Sender) idle() {
 	}
 	s.nonEmpty, s.used = 0, 0
 	s.bySeq.Reset(idleKeepSlots)
-	s.deadSeq = 0
+	s.deadSeq, s.headLive = 0, false
 	if cap(s.recs) > idleKeepSlots {
 		s.recs, s.freeRecs = nil, nil
 	}
@@ -701,7 +710,7 @@ func (s *Sender) Trim() {
 		}
 		s.nonEmpty, s.used = 0, 0
 		s.bySeq.Reset(spareSlots)
-		s.deadSeq = 0
+		s.deadSeq, s.headLive = 0, false
 		s.recs, s.freeRecs = nil, nil
 	}
 	s.pending.Reset(spareSlots)
@@ -720,7 +729,7 @@ func (s *Sender) Reset() {
 	s.queued = 0
 	s.recs, s.freeRecs = nil, nil
 	s.bySeq.Reset(0)
-	s.deadSeq = 0
+	s.deadSeq, s.headLive = 0, false
 	for b := range s.buckets {
 		s.buckets[b].Reset(0)
 		s.live[b] = 0
