@@ -45,9 +45,11 @@ func (s Seq) Prev() Seq {
 // Add returns the sequence number n places after s, wrapping as Next does.
 // A negative n counts backwards.
 func (s Seq) Add(n int) Seq {
-	if i := s.index() + n; n >= 0 && s >= MinSeq && i < 2*SeqSpace {
-		// A few places forward from a valid number, as almost always:
-		// one wrap at most, without the divisions.
+	if n >= 0 && n < SeqSpace && s.Valid() {
+		// Forward from a valid number by less than the space, as
+		// almost always: one wrap at most, without the divisions (and
+		// without an n so large that the sum overflows).
+		i := s.index() + n
 		if i >= SeqSpace {
 			i -= SeqSpace
 		}

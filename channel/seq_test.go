@@ -1,6 +1,9 @@
 package channel
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func TestSeqValid(t *testing.T) {
 	tests := []struct {
@@ -74,6 +77,23 @@ func TestSeqAddFast(t *testing.T) {
 			if got, want := s.Add(n), ref(s, n); got != want {
 				t.Errorf("Seq(%d).Add(%d) = %d, want %d", s, n, got, want)
 			}
+		}
+	}
+	// Steps whose sum with the index overflows, and numbers out of the
+	// range, take the divisions.
+	slow := func(s Seq, n int) Seq {
+		i := (s.index() + n%SeqSpace) % SeqSpace
+		if i < 0 {
+			i += SeqSpace
+		}
+		return fromIndex(i)
+	}
+	for _, tc := range []struct {
+		s Seq
+		n int
+	}{{0, math.MaxInt}, {MaxSeq, math.MaxInt - 5}, {MinSeq, math.MaxInt32}, {math.MaxInt32, 0}, {MaxSeq + 1, 3}, {math.MinInt32, 1}} {
+		if got, want := tc.s.Add(tc.n), slow(tc.s, tc.n); got != want {
+			t.Errorf("Seq(%d).Add(%d) = %d, want %d", tc.s, tc.n, got, want)
 		}
 	}
 }

@@ -399,7 +399,7 @@ func (c *conn) nextDeadline() clock.Time {
 		}
 		if c.responder != nil && c.responder.Pending() {
 			// A count held back beside data (replyReady).
-			d = clock.Earliest(d, c.replyAt.Add(cfg.MTU.ProbeInterval))
+			d = clock.Earliest(d, c.replyAt.Add(replySpacing))
 		}
 		if mtuAt != 0 && c.queued > 0 && !c.probeFits(mtuAt) {
 			// An ack makes room, and its input looks again; or the

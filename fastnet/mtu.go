@@ -211,14 +211,21 @@ func (c *conn) probeReady(now clock.Time) bool {
 }
 
 // replyReady reports whether a pending reply may go at now on its own.
-// A reset ack goes at once. Beside data, counts go D19's interval apart:
+// A reset ack goes at once. Beside data, counts go replySpacing apart:
 // the estimator keeps only a round's largest count, and a connection
 // sending data would otherwise answer the peer's first round, 400 probes
 // 0.5 ms apart, with a datagram each on a path its data fills (N94). A
 // count held back rides in a bundle that goes before then.
 func (c *conn) replyReady(now clock.Time) bool {
-	return c.queued == 0 || !c.cc.on || c.responder.AckPending() || now >= c.replyAt.Add(c.ep.cfg.MTU.ProbeInterval)
+	return c.queued == 0 || !c.cc.on || c.responder.AckPending() || now >= c.replyAt.Add(replySpacing)
 }
+
+// replySpacing is how far apart a connection sending data sends the
+// counts it answers the peer's probes with (N94): D19's default interval,
+// whatever this side's own MTUConfig.ProbeInterval, which times this
+// side's estimator, not the peer's. The round's last count is then at
+// most 2 ms late for the peer's final wait, of 250 ms and more.
+const replySpacing = mtu.DefaultProbeInterval
 
 // probeFits reports whether the window has room at t for a probe beside
 // the data and the probes in flight (N92), or has had none for long
