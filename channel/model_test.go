@@ -120,16 +120,22 @@ func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
 			}
 		}
 		if lo < 0 {
-			if len(m.witnesses) == DefaultSkipEvidence-1 {
-				oldest := 0
-				for i, w := range m.witnesses {
-					if w.at < m.witnesses[oldest].at {
-						oldest = i
-					}
-				}
-				m.witnesses = slices.Delete(m.witnesses, oldest, oldest+1)
+			w := naiveWitness{h.Seq, m.l, owed, now}
+			if len(m.witnesses) < DefaultSkipEvidence-1 {
+				m.witnesses = append(m.witnesses, w)
+				return OutOfWindow
 			}
-			m.witnesses = append(m.witnesses, naiveWitness{h.Seq, m.l, owed, now})
+			// The oldest gives way, the first of those as old where
+			// several arrived at one instant, as a batch of datagrams
+			// does; the new one takes its place, so that which is
+			// first among those that stay is the receiver's order.
+			oldest := 0
+			for i, w := range m.witnesses {
+				if w.at < m.witnesses[oldest].at {
+					oldest = i
+				}
+			}
+			m.witnesses[oldest] = w
 			return OutOfWindow
 		}
 		m.witnesses = nil

@@ -678,7 +678,8 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 // D14, and may be the only packet it has to send). It then
 // returns the distance from the ignore number of the lowest of them, and
 // forgets the witnesses. Otherwise the packet is kept among the witnesses,
-// in place of one no longer valid or of the oldest.
+// in place of one no longer valid or of the oldest (of witnesses that
+// arrived at one instant, as a batch of datagrams does, the first kept).
 func (r *Receiver) witnessed(now clock.Time, seq Seq, reliable bool, owed, d int) (lo int, ok bool) {
 	w := r.cfg.Window
 	type cand struct{ off, owed int }
