@@ -609,3 +609,23 @@ func TestReceiverProperties(t *testing.T) {
 		}
 	})
 }
+
+// TestModelWitnessTies replays what a rapid seed found (D27): unreliable
+// packets beyond the window arriving at one instant, each a witness, one of
+// them waiting for reliable packets. When a new witness takes the place of
+// the oldest, several are as old; the model gave way at the front of its
+// list, the receiver at the front of its array, and after a replacement the
+// two orders differed, so they later kept different witnesses and one moved
+// the window where the other did not. Both now replace in place.
+func TestModelWitnessTies(t *testing.T) {
+	cfg := ReceiverConfig{Window: 200, MaxMessage: 10000, MaxBytes: 1 << 20, MCI: 25 * ms}
+	r := NewReceiver(cfg)
+	m := newNaive(cfg)
+	for i, p := range []struct{ dseq, drel int }{{201, 0}, {203, 0}, {202, 2}, {201, 0}, {202, 0}} {
+		h := Header{Seq: m.g.Add(p.dseq), Rel: m.l.Add(p.drel)}
+		got, want := r.Handle(t0, h, nil), m.handle(t0, h, nil)
+		if got != want {
+			t.Fatalf("packet %d (%+v): receiver %v, model %v", i, h, got, want)
+		}
+	}
+}
