@@ -37,7 +37,7 @@ type Sender struct {
 	headLive bool
 	// peak is the most packets in flight at once since the sender was
 	// last idle: idle keeps bookkeeping of twice that.
-	peak     int
+	peak int
 	buckets  [numBuckets]fifo.Queue[bucketEntry]
 	live     [numBuckets]int // live entries per bucket
 	nonEmpty uint64          // bit b set while buckets[b] has entries
