@@ -35,9 +35,6 @@ type Sender struct {
 	// headLive says bySeq's first entry is live: oldest found it so, and
 	// no record was freed since.
 	headLive bool
-	// peak is the most packets in flight at once since the sender was
-	// last idle: idle keeps bookkeeping of twice that.
-	peak int
 	buckets  [numBuckets]fifo.Queue[bucketEntry]
 	live     [numBuckets]int // live entries per bucket
 	nonEmpty uint64          // bit b set while buckets[b] has entries
@@ -391,7 +388,6 @@ func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 	s.bySeq.Push(seqEntry{no: s.sendNo, idx: idx, seq: h.Seq})
 	s.schedule(idx)
 	s.inFlight++
-	s.peak = max(s.peak, s.inFlight)
 	s.inFlightBytes += len(chunk)
 }
 
@@ -609,24 +605,17 @@ func (s *Sender) oldest() int32 {
 }
 
 // idle releases in-flight bookkeeping that grew large in a burst, once
-// nothing is in flight: what is larger than idleKeepSlots and than twice
-// the packets the burst just ended had in flight. A stream whose acks
-// now and then catch up with it keeps what its next burst needs, rather
-// than growing it again from nothing each time (up to 66 bytes of
-// garbage a message at 10,000 packets in flight); a burst larger than
-// those that follow it gives its memory back at the next idle.
+// nothing is in flight.
 func (s *Sender) idle() {
-	keep := max(idleKeepSlots, 2*s.peak)
-	s.peak = 0
 	for m := s.used; m != 0; m &= m - 1 {
 		b := bits.TrailingZeros64(m)
-		s.buckets[b].Reset(keep)
+		s.buckets[b].Reset(idleKeepSlots)
 		s.live[b] = 0
 	}
 	s.nonEmpty, s.used = 0, 0
-	s.bySeq.Reset(keep)
+	s.bySeq.Reset(idleKeepSlots)
 	s.deadSeq, s.headLive = 0, false
-	if cap(s.recs) > keep {
+	if cap(s.recs) > idleKeepSlots {
 		s.recs, s.freeRecs = nil, nil
 	}
 	if s.pending.Len() == 0 {
@@ -740,7 +729,7 @@ func (s *Sender) Reset() {
 	s.queued = 0
 	s.recs, s.freeRecs = nil, nil
 	s.bySeq.Reset(0)
-	s.deadSeq, s.headLive, s.peak = 0, false, 0
+	s.deadSeq, s.headLive = 0, false
 	for b := range s.buckets {
 		s.buckets[b].Reset(0)
 		s.live[b] = 0
