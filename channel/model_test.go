@@ -120,22 +120,18 @@ func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
 			}
 		}
 		if lo < 0 {
-			w := naiveWitness{h.Seq, m.l, owed, now}
-			if len(m.witnesses) < DefaultSkipEvidence-1 {
-				m.witnesses = append(m.witnesses, w)
-				return OutOfWindow
-			}
-			// The oldest gives way, the first of those as old where
-			// several arrived at one instant, as a batch of datagrams
-			// does; the new one takes its place, so that which is
-			// first among those that stay is the receiver's order.
-			oldest := 0
-			for i, w := range m.witnesses {
-				if w.at < m.witnesses[oldest].at {
-					oldest = i
+			if len(m.witnesses) == DefaultSkipEvidence-1 {
+				// The oldest gives way, the first to come of those
+				// that came at one instant.
+				oldest := 0
+				for i, w := range m.witnesses {
+					if w.at < m.witnesses[oldest].at {
+						oldest = i
+					}
 				}
+				m.witnesses = slices.Delete(m.witnesses, oldest, oldest+1)
 			}
-			m.witnesses[oldest] = w
+			m.witnesses = append(m.witnesses, naiveWitness{h.Seq, m.l, owed, now})
 			return OutOfWindow
 		}
 		m.witnesses = nil
@@ -613,10 +609,12 @@ func TestReceiverProperties(t *testing.T) {
 // TestModelWitnessTies replays what a rapid seed found (D27): unreliable
 // packets beyond the window arriving at one instant, each a witness, one of
 // them waiting for reliable packets. When a new witness takes the place of
-// the oldest, several are as old; the model gave way at the front of its
-// list, the receiver at the front of its array, and after a replacement the
-// two orders differed, so they later kept different witnesses and one moved
-// the window where the other did not. Both now replace in place.
+// the oldest, several are as old; the model let the first to come give way,
+// the receiver the one in its first slot, which after a replacement was
+// another, so they later kept different witnesses and one moved the window
+// where the other did not. The receiver now keeps its witnesses in the
+// order they came, as the model does (see the batch case of
+// TestD27WindowMovesOnlyOnEvidence).
 func TestModelWitnessTies(t *testing.T) {
 	cfg := ReceiverConfig{Window: 200, MaxMessage: 10000, MaxBytes: 1 << 20, MCI: 25 * ms}
 	r := NewReceiver(cfg)

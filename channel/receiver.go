@@ -679,7 +679,8 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 // returns the distance from the ignore number of the lowest of them, and
 // forgets the witnesses. Otherwise the packet is kept among the witnesses,
 // in place of one no longer valid or of the oldest (of witnesses that
-// arrived at one instant, as a batch of datagrams does, the first kept).
+// arrived at one instant, as a batch of datagrams does, the first to
+// come).
 func (r *Receiver) witnessed(now clock.Time, seq Seq, reliable bool, owed, d int) (lo int, ok bool) {
 	w := r.cfg.Window
 	type cand struct{ off, owed int }
@@ -734,13 +735,20 @@ func (r *Receiver) witnessed(now clock.Time, seq Seq, reliable bool, owed, d int
 	if r.evidenceN == 0 {
 		return 0, false
 	}
+	// The witnesses are kept in the order they came: the oldest, and of
+	// those that came at one instant (a batch of datagrams) the first,
+	// gives way, and the new one goes last. Replaced in place, the first
+	// slot's witness gave way again and again while the others stayed
+	// for the rest of the instant, and one forged witness among them
+	// kept the honest ones of a whole batch from moving the window.
 	oldest := 0
 	for i := range r.evidence[:r.evidenceN] {
 		if r.evidence[i].at < r.evidence[oldest].at {
 			oldest = i
 		}
 	}
-	r.evidence[oldest] = e
+	copy(r.evidence[oldest:r.evidenceN], r.evidence[oldest+1:r.evidenceN])
+	r.evidence[r.evidenceN-1] = e
 	return 0, false
 }
 

@@ -260,6 +260,12 @@ func TestD27WindowMovesOnlyOnEvidence(t *testing.T) {
 		{"a reliable packet duplicated by the network", []arrival{{5000, 1, 0, OutOfWindow}, {5000, 1, ms, OutOfWindow}, {5000, 1, 2 * ms, OutOfWindow}}, -1},
 		{"a reliable message after an unblocked first packet", []arrival{{5000, 1, 0, OutOfWindow}, {5001, 2, ms, OutOfWindow}, {5002, 3, 2 * ms, Accepted}}, 4999},
 		{"blocked packets are no evidence", []arrival{{5000, 2, 0, OutOfWindow}, {5001, 2, ms, OutOfWindow}, {5002, 2, 2 * ms, OutOfWindow}}, -1},
+		// A batch of datagrams reaches the receiver at one instant: a
+		// forged witness among honest ones gives way in its turn, the
+		// first to come going first. When a new witness took the first
+		// slot's place, the forged one in the second stayed for the
+		// whole batch and the window never moved within it.
+		{"one forged among a batch at one instant", []arrival{{1000, 0, 0, OutOfWindow}, {5000, 0, 0, OutOfWindow}, {1001, 0, 0, OutOfWindow}, {1002, 0, 0, OutOfWindow}, {1003, 0, 0, Accepted}}, 1003},
 		{"more than M/4 ahead", []arrival{{Seq(MaxSkip + 1), 0, 0, OutOfWindow}, {Seq(MaxSkip + 2), 0, ms, OutOfWindow}, {Seq(MaxSkip + 3), 0, 2 * ms, OutOfWindow}}, -1},
 		{"at M/4", []arrival{{Seq(MaxSkip - 3), 0, 0, OutOfWindow}, {Seq(MaxSkip - 2), 0, ms, OutOfWindow}, {Seq(MaxSkip - 1), 0, 2 * ms, Accepted}}, Seq(MaxSkip - 1)},
 	} {
