@@ -112,7 +112,10 @@ const (
 	// headers. The window counts packets with it (N76), so that small
 	// packets, before MTU estimation has grown the payload MTU, do not
 	// fill a bottleneck's queue behind the window's back.
-	wireOverhead = packetOverhead + 28
+	wireOverhead = packetOverhead + ipUDPOverhead
+	// ipUDPOverhead is what the IPv4 and UDP headers add to a datagram
+	// on the path.
+	ipUDPOverhead = 28
 	// ccSSGain and ccCAGain are the pacing gains in slow start and in
 	// congestion avoidance: the pacer runs ahead of window/RTT so that
 	// it never is what limits the window's growth (Linux's 200 % and

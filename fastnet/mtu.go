@@ -81,7 +81,7 @@ func (c *conn) startMTU(now clock.Time) {
 // that a connection uses before its estimation has checked it (N84): the
 // payload of a 576-byte IPv4 datagram, which every IPv4 host must accept
 // and practically every path carries whole.
-const assumedPayloadMTU = 576 - 28 - 2
+const assumedPayloadMTU = 576 - ipUDPOverhead - 2
 
 // SetPathMTUHint tells the estimation of connection h the payload MTU the
 // system believes its path carries (PathInfo.PayloadMTU; D29, N43), for a
@@ -353,7 +353,7 @@ func (c *conn) mtuPoll(now clock.Time, buf []byte) ([]byte, bool) {
 		c.applyMTU()
 		c.estimationDone(now)
 		if ok {
-			c.sentProbe(now, len(b)-len(buf)+28)
+			c.sentProbe(now, len(b)-len(buf)+ipUDPOverhead)
 			return b, true
 		}
 	}
