@@ -39,6 +39,11 @@ type Sender struct {
 	live     [numBuckets]int // live entries per bucket
 	nonEmpty uint64          // bit b set while buckets[b] has entries
 	used     uint64          // bit b set if buckets[b] had entries since idle
+	// peak is the most packets in flight at once since the last Shrink;
+	// grown says the sender, idle, keeps bookkeeping for more than
+	// idleKeepSlots packets (idle, Shrink).
+	peak  int
+	grown bool
 
 	inFlight      int
 	inFlightBytes int
@@ -376,6 +381,12 @@ func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 		idx = s.freeRecs[k-1]
 		s.freeRecs = s.freeRecs[:k-1]
 	} else {
+		if len(s.recs) == cap(s.recs) {
+			// Doubled: append grows a large array by a quarter, and
+			// the arrays a burst grows through would add up to five
+			// times the last.
+			s.recs = slices.Grow(s.recs, max(len(s.recs), 16))
+		}
 		s.recs = append(s.recs, record{})
 		idx = int32(len(s.recs) - 1)
 	}
@@ -388,6 +399,7 @@ func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 	s.bySeq.Push(seqEntry{no: s.sendNo, idx: idx, seq: h.Seq})
 	s.schedule(idx)
 	s.inFlight++
+	s.peak = max(s.peak, s.inFlight)
 	s.inFlightBytes += len(chunk)
 }
 
@@ -604,25 +616,68 @@ func (s *Sender) oldest() int32 {
 	return -1
 }
 
-// idle releases in-flight bookkeeping that grew large in a burst, once
-// nothing is in flight.
+// idle runs once nothing is in flight. It keeps the in-flight bookkeeping
+// (records and queues) of up to twice the most packets in flight at once
+// since the last Shrink, and lets go of what is larger: a stream whose
+// acks now and then catch up with it keeps what its next burst needs
+// rather than growing it again from nothing each time (up to 66 bytes of
+// garbage a message at 10,000 packets in flight). What it keeps beyond
+// idleKeepSlots is for a short while: Grown reports it, and the owner
+// calls Shrink once the sender has stayed idle a while (the fastnet
+// connection does within GrowthRetention, N95).
 func (s *Sender) idle() {
-	for m := s.used; m != 0; m &= m - 1 {
-		b := bits.TrailingZeros64(m)
-		s.buckets[b].Reset(idleKeepSlots)
-		s.live[b] = 0
-	}
-	s.nonEmpty, s.used = 0, 0
-	s.bySeq.Reset(idleKeepSlots)
-	s.deadSeq, s.headLive = 0, false
-	if cap(s.recs) > idleKeepSlots {
-		s.recs, s.freeRecs = nil, nil
-	}
+	keep := max(idleKeepSlots, 2*s.peak)
+	s.resetBookkeeping(keep, s.used)
+	s.grown = keep > idleKeepSlots
 	if s.pending.Len() == 0 {
 		s.bufs.trim(idleRetain)
 		s.trimMsgs(idleKeepSlots)
 	}
 }
+
+// resetBookkeeping empties the in-flight bookkeeping of a sender with
+// nothing in flight, letting go of the queues in mask and the records
+// whose arrays hold more than keep places.
+func (s *Sender) resetBookkeeping(keep int, mask uint64) {
+	for m := mask; m != 0; m &= m - 1 {
+		b := bits.TrailingZeros64(m)
+		s.buckets[b].Reset(keep)
+		s.live[b] = 0
+	}
+	s.nonEmpty, s.used = 0, 0
+	s.bySeq.Reset(keep)
+	s.deadSeq, s.headLive = 0, false
+	if cap(s.recs) > keep {
+		s.recs, s.freeRecs = nil, nil
+	}
+}
+
+// GrowthRetention is how long the fastnet connection lets an idle sender
+// keep bookkeeping beyond the usual (Grown) before it calls Shrink.
+const GrowthRetention = time.Second
+
+// Grown reports that the sender, idle, keeps the in-flight bookkeeping of
+// a burst larger than usual for its next one; Shrink lets it go.
+func (s *Sender) Grown() bool { return s.grown && s.inFlight == 0 }
+
+// Shrink lets go of the in-flight bookkeeping an idle sender kept beyond
+// the usual after a large burst (Grown), and forgets the burst: until the
+// next, what falls idle keeps no more than usual. A sender with packets in
+// flight is left as it is: it is using what it has.
+func (s *Sender) Shrink() {
+	if s.inFlight > 0 {
+		return
+	}
+	s.peak = 0
+	if !s.grown {
+		return
+	}
+	s.grown = false
+	s.resetBookkeeping(idleKeepSlots, allBuckets)
+}
+
+// allBuckets is the mask of every resend bucket.
+const allBuckets = 1<<numBuckets - 1
 
 // trimMsgs keeps at most keep free message structs, and an array no
 // larger than they need.
@@ -701,18 +756,8 @@ func (s *Sender) Trim() {
 	if !s.Idle() {
 		return
 	}
-	if cap(s.recs) > spareSlots {
-		// Only a sender that had many packets in flight at once has
-		// grown its schedule's queues.
-		for b := range s.buckets {
-			s.buckets[b].Reset(spareSlots)
-			s.live[b] = 0
-		}
-		s.nonEmpty, s.used = 0, 0
-		s.bySeq.Reset(spareSlots)
-		s.deadSeq, s.headLive = 0, false
-		s.recs, s.freeRecs = nil, nil
-	}
+	s.grown, s.peak = false, 0
+	s.resetBookkeeping(spareSlots, allBuckets)
 	s.pending.Reset(spareSlots)
 	s.bufs.trim(spareRetain)
 	s.trimMsgs(64)
@@ -736,6 +781,7 @@ func (s *Sender) Reset() {
 	}
 	s.nonEmpty, s.used = 0, 0
 	s.inFlight, s.inFlightBytes = 0, 0
+	s.peak, s.grown = 0, false
 	s.bufs.drain()
 	s.msgs = nil
 }

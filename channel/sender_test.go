@@ -571,3 +571,82 @@ func TestAckedAndResent(t *testing.T) {
 		t.Errorf("oldest in flight R %d, %v; want 2", rel, ok)
 	}
 }
+
+// TestBookkeepingAcrossBursts: the in-flight bookkeeping of a burst is
+// kept when the sender goes idle, as long as it is at most twice the most
+// packets in flight at once since the last Shrink, so that the next burst
+// like it allocates none of it again (at 10,000 packets in flight, 66
+// bytes of garbage a message when each idle let it go); Shrink lets it go,
+// and Trim lets every queue go (N95).
+func TestBookkeepingAcrossBursts(t *testing.T) {
+	s := NewSender(1)
+	msg := payload(0, 16)
+	burst := func(n int) {
+		t.Helper()
+		var seqs []Seq
+		for range n {
+			s.Queue(msg, true)
+		}
+		for s.HasNew() {
+			_, st := s.AppendNew(nil, t0, 100)
+			seqs = append(seqs, st.Seq)
+		}
+		for _, q := range seqs {
+			if _, ok := s.HandleAck(q); !ok {
+				t.Fatalf("ack of %d not taken", q)
+			}
+		}
+	}
+	// largest is the largest array among the bookkeeping's.
+	largest := func() int {
+		n := max(cap(s.recs), s.bySeq.Cap())
+		for b := range s.buckets {
+			n = max(n, s.buckets[b].Cap())
+		}
+		return n
+	}
+	const big = 3 * idleKeepSlots
+	burst(big) // grows the arrays
+	if c := cap(s.recs); c < big {
+		t.Fatalf("after an idle burst of %d: %d records kept, want them all", big, c)
+	}
+	if !s.Grown() {
+		t.Errorf("after a burst of %d: Grown false", big)
+	}
+	recs, seqs := &s.recs[0], s.bySeq.Cap()
+	burst(10) // a small burst between two large ones keeps them too
+	burst(big)
+	if &s.recs[0] != recs || s.bySeq.Cap() != seqs {
+		t.Errorf("a burst like the one before last grew its records or queue again")
+	}
+
+	// Shrink leaves a sender with packets in flight as it is.
+	s.Queue(msg, true)
+	_, st := s.AppendNew(nil, t0, 100)
+	s.Shrink()
+	if n := cap(s.recs); n < big {
+		t.Errorf("Shrink with a packet in flight: %d records kept, want %d", n, big)
+	}
+	if _, ok := s.HandleAck(st.Seq); !ok {
+		t.Fatal("ack not taken")
+	}
+	// An idle one lets go at once, and forgets the burst.
+	if !s.Grown() {
+		t.Fatal("Grown false after a burst")
+	}
+	s.Shrink()
+	if n := largest(); n > idleKeepSlots || s.Grown() {
+		t.Errorf("after Shrink: an array of %d kept, Grown %v; want at most %d, false", n, s.Grown(), idleKeepSlots)
+	}
+	burst(10)
+	if n := largest(); n > idleKeepSlots || s.Grown() {
+		t.Errorf("a burst of 10 after Shrink: an array of %d kept, Grown %v; want at most %d, false", n, s.Grown(), idleKeepSlots)
+	}
+
+	// Trim lets every queue go, whatever the records kept.
+	burst(big)
+	s.Trim()
+	if n := largest(); n > spareSlots {
+		t.Errorf("after Trim: an array of %d kept, want at most %d", n, spareSlots)
+	}
+}

@@ -134,6 +134,11 @@ type conn struct {
 	spare                      []*channel.Receiver
 	spareSenders               []*channel.Sender
 	idleRecv, idleSend         idleQueue
+	// grown holds the channels whose idle sender keeps the bookkeeping
+	// of a large burst (channel.Sender.Grown), at most maxGrown, and
+	// shrinkAt is when they let it go, 0 if none does (N95).
+	grown    []*chanState
+	shrinkAt clock.Time
 
 	payloadMTU int
 	// Admission of estimations (N53): mtuRunning while this side's
@@ -424,6 +429,7 @@ func (c *conn) nextDeadline() clock.Time {
 	}
 	d = clock.Earliest(d, mtuAt)
 	d = clock.Earliest(d, c.qualityDeadline())
+	d = clock.Earliest(d, c.shrinkAt)
 	return d
 }
 
@@ -493,6 +499,9 @@ func (c *conn) handleTimeout(now clock.Time) {
 	}
 	c.tick(now) // EventQuality, when due (N57)
 	c.mtuTimeout(now)
+	if c.shrinkAt != 0 && now >= c.shrinkAt {
+		c.shrinkSenders()
+	}
 	// Heartbeats and resends are produced by PollTransmit when due.
 }
 

@@ -205,6 +205,7 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 		if p, _ := cs.snd.InFlight(); p == 0 && cs.inSend {
 			c.removeSendChan(cs)
 			c.senderIdle(cs)
+			c.noteGrown(now, cs)
 		}
 	}
 	// Once the whole ack packet is taken (a lost ack's repeat follows the

@@ -497,6 +497,7 @@ func (c *conn) releaseBuffers() {
 	c.acksHead = 0
 	c.spare, c.spareSenders, c.receivers, c.senders = nil, nil, 0, 0
 	c.idleRecv, c.idleSend = idleQueue{}, idleQueue{}
+	c.grown, c.shrinkAt = nil, 0
 	c.timesStale = true
 	c.stream = streamQueue{}
 	c.queued, c.inFlight, c.ccInFlight = 0, 0, 0

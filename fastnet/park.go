@@ -1,6 +1,11 @@
 package fastnet
 
-import "github.com/fastnet-engine/fastnet/channel"
+import (
+	"slices"
+
+	"github.com/fastnet-engine/fastnet/channel"
+	"github.com/fastnet-engine/fastnet/clock"
+)
 
 // Parking (N25). A channel must remember four numbers for the life of its
 // connection; its receiver and sender are needed only while it holds or
@@ -145,4 +150,46 @@ func (c *conn) senderIdle(cs *chanState) {
 			c.senders--
 		}
 	}
+}
+
+// Bookkeeping kept after a burst (N95). A sender whose packets in flight
+// are all acked keeps the records and queues of up to twice the burst's
+// packets in flight (channel.Sender.Grown), so that a stream whose acks
+// now and then catch up does not grow them again from nothing each time.
+// The connection lets them go (channel.Sender.Shrink) within
+// channel.GrowthRetention of the first such sender falling idle, and keeps
+// at most maxGrown such senders at once: what a burst needed is kept for a
+// second at most, by a few channels.
+const maxGrown = 4
+
+// noteGrown notes that cs's sender fell idle at now, keeping a burst's
+// bookkeeping if it is Grown.
+func (c *conn) noteGrown(now clock.Time, cs *chanState) {
+	if cs.snd == nil || !cs.snd.Grown() || slices.Contains(c.grown, cs) {
+		return
+	}
+	if len(c.grown) == maxGrown {
+		// The oldest gives way.
+		if x := c.grown[0]; x.snd != nil {
+			x.snd.Shrink()
+		}
+		copy(c.grown, c.grown[1:])
+		c.grown = c.grown[:maxGrown-1]
+	}
+	c.grown = append(c.grown, cs)
+	if c.shrinkAt == 0 {
+		c.shrinkAt = now.Add(channel.GrowthRetention)
+	}
+}
+
+// shrinkSenders lets go of what the senders in c.grown keep; those busy
+// again keep what they use, and are noted again when they next fall idle.
+func (c *conn) shrinkSenders() {
+	for i, cs := range c.grown {
+		c.grown[i] = nil
+		if cs.snd != nil {
+			cs.snd.Shrink()
+		}
+	}
+	c.grown, c.shrinkAt = c.grown[:0], 0
 }

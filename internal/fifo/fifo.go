@@ -5,6 +5,8 @@
 // never quite empties stays as large as what it holds.
 package fifo
 
+import "slices"
+
 // Queue is a first-in first-out queue. The zero value is empty and ready
 // to use.
 type Queue[T any] struct {
@@ -22,15 +24,26 @@ func (q *Queue[T]) Cap() int { return cap(q.buf) }
 func (q *Queue[T]) At(i int) *T { return &q.buf[q.head+i] }
 
 // Push appends v at the back. Before the array would grow, the places
-// already taken are reclaimed once they are half of it.
+// already taken are reclaimed once they are half of it; when it must grow,
+// it doubles, so that the arrays a queue grows through add up to about its
+// final size (append grows a large slice by a quarter: five times as much).
 func (q *Queue[T]) Push(v T) {
-	if len(q.buf) == cap(q.buf) && q.head > 0 && q.head >= len(q.buf)/2 {
+	if len(q.buf) == cap(q.buf) {
+		q.grow()
+	}
+	q.buf = append(q.buf, v)
+}
+
+// grow makes room in a full array for one more value.
+func (q *Queue[T]) grow() {
+	if q.head > 0 && q.head >= len(q.buf)/2 {
 		n := copy(q.buf, q.buf[q.head:])
 		clear(q.buf[n:])
 		q.buf = q.buf[:n]
 		q.head = 0
+		return
 	}
-	q.buf = append(q.buf, v)
+	q.buf = slices.Grow(q.buf, max(len(q.buf), 4))
 }
 
 // Pop removes the front value; the queue must not be empty.

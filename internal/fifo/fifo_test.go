@@ -49,3 +49,22 @@ func TestCompacts(t *testing.T) {
 		t.Errorf("the queue grew to %d places, holding %d", got, q.Len())
 	}
 }
+
+// TestGrowthDoubles: a queue that grows to n values allocates arrays that
+// add up to about 2n places, not the 5n of append's growth by a quarter,
+// and none larger than twice what it holds.
+func TestGrowthDoubles(t *testing.T) {
+	var q Queue[int64]
+	total, last := 0, 0
+	const n = 100000
+	for i := range n {
+		q.Push(int64(i))
+		if c := q.Cap(); c != last {
+			total += c
+			last = c
+		}
+	}
+	if total > 2*last+64 || last > 2*n {
+		t.Errorf("growing to %d values: arrays of %d places in all, the last %d; want at most twice the last, and it at most %d", n, total, last, 2*n)
+	}
+}
