@@ -58,7 +58,13 @@ func (p *bufPool) put(b []byte) {
 	if c >= numClasses || n != 1<<(minClassShift+c) || p.retained+n > p.limit {
 		return
 	}
-	p.free[c] = append(p.free[c], b[:0])
+	f := p.free[c]
+	if len(f) == cap(f) {
+		// Doubled, as the fifo queues: append grows a large array
+		// by a quarter.
+		f = append(make([][]byte, 0, max(2*len(f), 8)), f...)
+	}
+	p.free[c] = append(f, b[:0])
 	p.retained += n
 }
 

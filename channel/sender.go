@@ -39,10 +39,8 @@ type Sender struct {
 	live     [numBuckets]int // live entries per bucket
 	nonEmpty uint64          // bit b set while buckets[b] has entries
 	used     uint64          // bit b set if buckets[b] had entries since idle
-	// peak is the most packets in flight at once since the last Shrink;
-	// grown says the sender, idle, keeps bookkeeping for more than
-	// idleKeepSlots packets (idle, Shrink).
-	peak  int
+	// grown says the sender, idle, keeps arrays of bookkeeping of more
+	// than idleKeepSlots places (idle, Shrink).
 	grown bool
 
 	inFlight      int
@@ -385,7 +383,9 @@ func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 			// Doubled: append grows a large array by a quarter, and
 			// the arrays a burst grows through would add up to five
 			// times the last.
-			s.recs = slices.Grow(s.recs, max(len(s.recs), 16))
+			recs := make([]record, len(s.recs), max(2*len(s.recs), 16))
+			copy(recs, s.recs)
+			s.recs = recs
 		}
 		s.recs = append(s.recs, record{})
 		idx = int32(len(s.recs) - 1)
@@ -399,7 +399,6 @@ func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 	s.bySeq.Push(seqEntry{no: s.sendNo, idx: idx, seq: h.Seq})
 	s.schedule(idx)
 	s.inFlight++
-	s.peak = max(s.peak, s.inFlight)
 	s.inFlightBytes += len(chunk)
 }
 
@@ -616,19 +615,21 @@ func (s *Sender) oldest() int32 {
 	return -1
 }
 
-// idle runs once nothing is in flight. It keeps the in-flight bookkeeping
-// (records and queues) of up to twice the most packets in flight at once
-// since the last Shrink, and lets go of what is larger: a stream whose
+// idle runs once nothing is in flight. It empties the in-flight
+// bookkeeping (records and queues) but keeps its arrays: a stream whose
 // acks now and then catch up with it keeps what its next burst needs
 // rather than growing it again from nothing each time (up to 66 bytes of
-// garbage a message at 10,000 packets in flight). What it keeps beyond
-// idleKeepSlots is for a short while: Grown reports it, and the owner
-// calls Shrink once the sender has stayed idle a while (the fastnet
-// connection does within GrowthRetention, N95).
+// garbage a message at 10,000 packets in flight). Arrays of more than
+// idleKeepSlots places are kept for a short while only: Grown reports
+// them, and the owner calls Shrink once the sender has stayed idle a
+// while (the fastnet connection does within GrowthRetention, N95).
 func (s *Sender) idle() {
-	keep := max(idleKeepSlots, 2*s.peak)
-	s.resetBookkeeping(keep, s.used)
-	s.grown = keep > idleKeepSlots
+	grown := s.grown || cap(s.recs) > idleKeepSlots || s.bySeq.Cap() > idleKeepSlots
+	for m := s.used; m != 0 && !grown; m &= m - 1 {
+		grown = s.buckets[bits.TrailingZeros64(m)].Cap() > idleKeepSlots
+	}
+	s.resetBookkeeping(math.MaxInt, s.used)
+	s.grown = grown
 	if s.pending.Len() == 0 {
 		s.bufs.trim(idleRetain)
 		s.trimMsgs(idleKeepSlots)
@@ -661,15 +662,10 @@ const GrowthRetention = time.Second
 func (s *Sender) Grown() bool { return s.grown && s.inFlight == 0 }
 
 // Shrink lets go of the in-flight bookkeeping an idle sender kept beyond
-// the usual after a large burst (Grown), and forgets the burst: until the
-// next, what falls idle keeps no more than usual. A sender with packets in
-// flight is left as it is: it is using what it has.
+// the usual after a large burst (Grown). A sender with packets in flight
+// is left as it is: it is using what it has.
 func (s *Sender) Shrink() {
-	if s.inFlight > 0 {
-		return
-	}
-	s.peak = 0
-	if !s.grown {
+	if s.inFlight > 0 || !s.grown {
 		return
 	}
 	s.grown = false
@@ -756,7 +752,7 @@ func (s *Sender) Trim() {
 	if !s.Idle() {
 		return
 	}
-	s.grown, s.peak = false, 0
+	s.grown = false
 	s.resetBookkeeping(spareSlots, allBuckets)
 	s.pending.Reset(spareSlots)
 	s.bufs.trim(spareRetain)
@@ -781,7 +777,7 @@ func (s *Sender) Reset() {
 	}
 	s.nonEmpty, s.used = 0, 0
 	s.inFlight, s.inFlightBytes = 0, 0
-	s.peak, s.grown = 0, false
+	s.grown = false
 	s.bufs.drain()
 	s.msgs = nil
 }

@@ -5,8 +5,6 @@
 // never quite empties stays as large as what it holds.
 package fifo
 
-import "slices"
-
 // Queue is a first-in first-out queue. The zero value is empty and ready
 // to use.
 type Queue[T any] struct {
@@ -43,7 +41,9 @@ func (q *Queue[T]) grow() {
 		q.head = 0
 		return
 	}
-	q.buf = slices.Grow(q.buf, max(len(q.buf), 4))
+	buf := make([]T, len(q.buf), max(2*len(q.buf), 4))
+	copy(buf, q.buf)
+	q.buf = buf
 }
 
 // Pop removes the front value; the queue must not be empty.
