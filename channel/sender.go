@@ -657,19 +657,65 @@ func (s *Sender) resetBookkeeping(keep int, mask uint64) {
 // keep bookkeeping beyond the usual (Grown) before it calls Shrink.
 const GrowthRetention = time.Second
 
-// Grown reports that the sender, idle, keeps the in-flight bookkeeping of
-// a burst larger than usual for its next one; Shrink lets it go.
-func (s *Sender) Grown() bool { return s.grown && s.inFlight == 0 }
+// Grown reports that the sender keeps arrays of in-flight bookkeeping
+// larger than usual, grown in a burst; Shrink lets them go.
+func (s *Sender) Grown() bool { return s.grown }
 
-// Shrink lets go of the in-flight bookkeeping an idle sender kept beyond
-// the usual after a large burst (Grown). A sender with packets in flight
-// is left as it is: it is using what it has.
+// Shrink lets go of the in-flight bookkeeping the sender keeps beyond the
+// usual after a burst (Grown). An idle sender keeps arrays of the usual
+// size; one with packets in flight moves their records into arrays sized
+// for them, unless they are so many that it uses what it has, and then it
+// stays Grown.
 func (s *Sender) Shrink() {
-	if s.inFlight > 0 || !s.grown {
-		return
+	switch {
+	case !s.grown:
+	case s.inFlight == 0:
+		s.grown = false
+		s.resetBookkeeping(idleKeepSlots, allBuckets)
+	case s.inFlight <= idleKeepSlots/2:
+		s.compact()
+		s.grown = false
 	}
-	s.grown = false
-	s.resetBookkeeping(idleKeepSlots, allBuckets)
+}
+
+// compact moves the live records into an array of twice as many places
+// and rebuilds the queues that refer to them, dropping their dead
+// entries, in their order.
+func (s *Sender) compact() {
+	to := make([]int32, len(s.recs)) // a live record's new place, plus one
+	recs := make([]record, 0, max(2*s.inFlight, 16))
+	for i := range s.recs {
+		if s.recs[i].live {
+			to[i] = int32(len(recs)) + 1
+			recs = append(recs, s.recs[i])
+		}
+	}
+	var bySeq fifo.Queue[seqEntry]
+	for i := range s.bySeq.Len() {
+		e := *s.bySeq.At(i)
+		if r := &s.recs[e.idx]; r.live && r.no == e.no {
+			e.idx = to[e.idx] - 1
+			bySeq.Push(e)
+		}
+	}
+	s.nonEmpty = 0
+	for b := range s.buckets {
+		var q fifo.Queue[bucketEntry]
+		old := &s.buckets[b]
+		for i := range old.Len() {
+			e := *old.At(i)
+			if r := &s.recs[e.idx]; r.live && r.ticket == e.ticket {
+				e.idx = to[e.idx] - 1
+				q.Push(e)
+			}
+		}
+		s.buckets[b], s.live[b] = q, q.Len()
+		if q.Len() > 0 {
+			s.nonEmpty |= 1 << b
+		}
+	}
+	s.recs, s.freeRecs, s.bySeq = recs, nil, bySeq
+	s.deadSeq, s.headLive = 0, false
 }
 
 // allBuckets is the mask of every resend bucket.

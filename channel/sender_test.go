@@ -577,7 +577,8 @@ func TestAckedAndResent(t *testing.T) {
 // packets in flight at once since the last Shrink, so that the next burst
 // like it allocates none of it again (at 10,000 packets in flight, 66
 // bytes of garbage a message when each idle let it go); Shrink lets it go,
-// and Trim lets every queue go (N95).
+// or moves the packets in flight into arrays their size, and Trim lets
+// every queue go (N95).
 func TestBookkeepingAcrossBursts(t *testing.T) {
 	s := NewSender(1)
 	msg := payload(0, 16)
@@ -620,17 +621,28 @@ func TestBookkeepingAcrossBursts(t *testing.T) {
 		t.Errorf("a burst like the one before last grew its records or queue again")
 	}
 
-	// Shrink leaves a sender with packets in flight as it is.
-	s.Queue(msg, true)
-	_, st := s.AppendNew(nil, t0, 100)
+	// Shrink with packets in flight moves them into arrays their size.
+	burst(big)
+	var inFlight []Seq
+	for range 3 {
+		s.Queue(msg, true)
+		_, st := s.AppendNew(nil, t0, 100)
+		inFlight = append(inFlight, st.Seq)
+	}
 	s.Shrink()
-	if n := cap(s.recs); n < big {
-		t.Errorf("Shrink with a packet in flight: %d records kept, want %d", n, big)
+	if n := largest(); n > 16 || s.Grown() {
+		t.Errorf("Shrink with 3 packets in flight: an array of %d kept, Grown %v; want at most 16, false", n, s.Grown())
 	}
-	if _, ok := s.HandleAck(st.Seq); !ok {
-		t.Fatal("ack not taken")
+	if p, _ := s.InFlight(); p != 3 {
+		t.Errorf("after Shrink: %d packets in flight, want 3", p)
 	}
-	// An idle one lets go at once, and forgets the burst.
+	for _, q := range inFlight {
+		if _, ok := s.HandleAck(q); !ok {
+			t.Fatalf("after Shrink: ack of %d not taken", q)
+		}
+	}
+	// An idle one lets go at once.
+	burst(big)
 	if !s.Grown() {
 		t.Fatal("Grown false after a burst")
 	}

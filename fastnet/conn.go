@@ -134,9 +134,9 @@ type conn struct {
 	spare                      []*channel.Receiver
 	spareSenders               []*channel.Sender
 	idleRecv, idleSend         idleQueue
-	// grown holds the channels whose idle sender keeps the bookkeeping
-	// of a large burst (channel.Sender.Grown), at most maxGrown, and
-	// shrinkAt is when they let it go, 0 if none does (N95).
+	// grown holds the channels whose sender keeps the bookkeeping of a
+	// large burst (channel.Sender.Grown), and shrinkAt is when they let it
+	// go, 0 if none does (N95).
 	grown    []*chanState
 	shrinkAt clock.Time
 
@@ -217,6 +217,9 @@ type chanState struct {
 	// acked: an ack packet being handled acked a packet of the channel,
 	// which is in conn.ackedChans (N81).
 	acked bool
+	// inGrown: in conn.grown (park.go, N95). Beside the flags above, in
+	// what would be padding.
+	inGrown bool
 	// sendIdx is the channel's place in c.sendChans while inSend, so that
 	// an ack removes it without a scan.
 	sendIdx int32
@@ -500,7 +503,7 @@ func (c *conn) handleTimeout(now clock.Time) {
 	c.tick(now) // EventQuality, when due (N57)
 	c.mtuTimeout(now)
 	if c.shrinkAt != 0 && now >= c.shrinkAt {
-		c.shrinkSenders()
+		c.shrinkSenders(now)
 	}
 	// Heartbeats and resends are produced by PollTransmit when due.
 }

@@ -1,8 +1,6 @@
 package fastnet
 
 import (
-	"slices"
-
 	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/clock"
 )
@@ -153,43 +151,46 @@ func (c *conn) senderIdle(cs *chanState) {
 }
 
 // Bookkeeping kept after a burst (N95). A sender whose packets in flight
-// are all acked keeps the records and queues of up to twice the burst's
-// packets in flight (channel.Sender.Grown), so that a stream whose acks
-// now and then catch up does not grow them again from nothing each time.
-// The connection lets them go (channel.Sender.Shrink) within
-// channel.GrowthRetention of the first such sender falling idle, and keeps
-// at most maxGrown such senders at once: what a burst needed is kept for a
-// second at most, by a few channels.
-const maxGrown = 4
+// are all acked keeps the arrays of its bookkeeping, so that a stream
+// whose acks now and then catch up does not grow them again from nothing
+// each time; when they are larger than usual (channel.Sender.Grown), the
+// connection notes the channel and lets them go (channel.Sender.Shrink)
+// within channel.GrowthRetention of the first noted: what a burst needed
+// is kept for a second. A sender busy again by then moves its packets'
+// records into arrays their size; one with thousands in flight uses what
+// it has, and is looked at again a second later.
 
 // noteGrown notes that cs's sender fell idle at now, keeping a burst's
 // bookkeeping if it is Grown.
 func (c *conn) noteGrown(now clock.Time, cs *chanState) {
-	if cs.snd == nil || !cs.snd.Grown() || slices.Contains(c.grown, cs) {
+	if cs.inGrown || cs.snd == nil || !cs.snd.Grown() {
 		return
 	}
-	if len(c.grown) == maxGrown {
-		// The oldest gives way.
-		if x := c.grown[0]; x.snd != nil {
-			x.snd.Shrink()
-		}
-		copy(c.grown, c.grown[1:])
-		c.grown = c.grown[:maxGrown-1]
-	}
+	cs.inGrown = true
 	c.grown = append(c.grown, cs)
 	if c.shrinkAt == 0 {
 		c.shrinkAt = now.Add(channel.GrowthRetention)
 	}
 }
 
-// shrinkSenders lets go of what the senders in c.grown keep; those busy
-// again keep what they use, and are noted again when they next fall idle.
-func (c *conn) shrinkSenders() {
-	for i, cs := range c.grown {
-		c.grown[i] = nil
+// shrinkSenders, at c.shrinkAt, lets go of what the senders noted keep
+// beyond the usual; those still Grown stay noted for another
+// GrowthRetention.
+func (c *conn) shrinkSenders(now clock.Time) {
+	kept := c.grown[:0]
+	for _, cs := range c.grown {
 		if cs.snd != nil {
 			cs.snd.Shrink()
 		}
+		if cs.snd != nil && cs.snd.Grown() {
+			kept = append(kept, cs)
+			continue
+		}
+		cs.inGrown = false
 	}
-	c.grown, c.shrinkAt = c.grown[:0], 0
+	clear(c.grown[len(kept):])
+	c.grown, c.shrinkAt = kept, 0
+	if len(kept) > 0 {
+		c.shrinkAt = now.Add(channel.GrowthRetention)
+	}
 }
