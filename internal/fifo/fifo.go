@@ -32,7 +32,10 @@ func (q *Queue[T]) Push(v T) {
 	q.buf = append(q.buf, v)
 }
 
-// grow makes room in a full array for one more value.
+// grow makes room in a full array for one more value. It is rare, and
+// kept out of line so that Push stays small enough to inline.
+//
+//go:noinline
 func (q *Queue[T]) grow() {
 	if q.head > 0 && q.head >= len(q.buf)/2 {
 		n := copy(q.buf, q.buf[q.head:])
