@@ -161,8 +161,9 @@ type Config struct {
 	MaxHoldingChannels int
 	// SendQueueSize bounds the encoded bytes of one connection's messages
 	// waiting to be sent for the first time. A Send that would pass it
-	// fails with ErrQueueFull. Default 4 MiB, and at least one message of
-	// MaxMessageSize.
+	// fails with ErrQueueFull. Default 1 MiB, and at least one message of
+	// MaxMessageSize (with the defaults, 1 MiB and 21 bytes); it was 4 MiB
+	// before N96.
 	SendQueueSize int
 	// MaxInFlight bounds the bytes of reliable packets sent and not yet
 	// acknowledged on one connection; new packets wait while it is reached.
@@ -391,7 +392,7 @@ const (
 	DefaultPayloadMTU        = 32
 	DefaultMaxMessageSize    = 1 << 20
 	DefaultReceiveWindow     = 65536
-	DefaultSendQueueSize     = 4 << 20
+	DefaultSendQueueSize     = 1 << 20
 	DefaultMaxInFlight       = 1 << 20
 	DefaultMaxConnections    = 1024
 	DefaultMaxPendingConnect = 16

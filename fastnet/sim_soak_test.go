@@ -44,7 +44,10 @@ func TestSoakTerribleNetwork(t *testing.T) {
 	// soak measures delivery, not the memory limits (which
 	// TestScenarioReceiveMemoryHeadOfLine and the properties cover).
 	cfg := fastnet.Config{
-		MaxMessageSize:       64 << 10,
+		MaxMessageSize: 64 << 10,
+		// A wave queued whole, whatever the send queue's default (1 MiB
+		// since N96): the soak measures delivery, not backpressure.
+		SendQueueSize:        4 << 20,
 		ChannelReceiveMemory: 16 << 20,
 		ConnReceiveMemory:    64 << 20,
 		Timeout:              5 * time.Minute,
