@@ -29,6 +29,10 @@
 //	-cpuprofile FILE write a CPU profile of the clients (this process) to
 //	                 FILE, and of each server to FILE-SYSTEM-WORKLOAD.server
 //	                 (W5: of the measured window only)
+//	-stream-messages N  W2's and W3's messages (default 200000 and 100000):
+//	                 a longer stream measures the steady state, past a
+//	                 fresh process's first 100 ms (ENet's client queues a
+//	                 whole stream: W3 at 2,000,000 runs it out of memory)
 //	-w5-conns N      W5's connections (default 10000, 500 with -quick)
 //	-w5-window D     how long W5 measures the idle server (default 15s,
 //	                 3s with -quick)
@@ -148,6 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	w5Conns := fs.Int("w5-conns", 0, "W5's connections (0: 10000, 500 with -quick)")
 	w5Window := fs.Duration("w5-window", 0, "how long W5 measures the idle server (0: 15s, 3s with -quick)")
 	w5Dials := fs.Int("w5-dials", 0, "W5's handshakes under way at once (0: 256)")
+	streamMessages := fs.Int("stream-messages", 0, "W2's and W3's messages (0: 200000 and 100000)")
 	peersDir := fs.String("peers", "", "directory of the peer modules (default: bench/peers, found from the working directory)")
 	w6Links := fs.String("w6-links", w6DefaultLinks, "W6's bottlenecks, comma-separated RATE/RTT/QUEUE")
 	w6Paths := fs.String("w6-paths", w6DefaultPaths, "W6's bottlenecks are built as: tun (IP packets, any protocol; Linux, root), relay (package impair's UDP relay)")
@@ -214,6 +219,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseConfig(*runs, *wl, *sl, *quick)
 	if err == nil {
 		err = cfg.setW5(*w5Conns, *w5Window, *w5Dials)
+	}
+	if err == nil {
+		err = cfg.setStream(*streamMessages)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
@@ -333,6 +341,22 @@ func (cfg *config) setW5(conns int, window time.Duration, dials int) error {
 		}
 		if dials > 0 {
 			w.Dials = dials
+		}
+	}
+	return nil
+}
+
+// setStream applies -stream-messages: W2's and W3's count of messages, 0
+// leaving them as they are. A stream ten times as long measures the steady
+// state, past what a fresh process pays in its first 100 ms (a heap that
+// grows, a window that opens; docs/performance.md).
+func (cfg *config) setStream(n int) error {
+	if n < 0 {
+		return fmt.Errorf("-stream-messages %d: negative", n)
+	}
+	for i := range cfg.workloads {
+		if w := &cfg.workloads[i]; n > 0 && (w.Name == "W2" || w.Name == "W3") {
+			w.Messages = n
 		}
 	}
 	return nil

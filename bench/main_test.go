@@ -273,3 +273,24 @@ func TestNotes(t *testing.T) {
 		t.Errorf("note %q does not give the range and the remedy", b.String())
 	}
 }
+
+// TestStreamMessages: -stream-messages sets W2's and W3's counts and
+// nothing else's, and refuses a negative count.
+func TestStreamMessages(t *testing.T) {
+	cfg, err := parseConfig(1, "W1,W2,W3,W4", "fastnet-udp", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.setStream(2000000); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"W1": 20000, "W2": 2000000, "W3": 2000000, "W4": 1000000}
+	for _, w := range cfg.workloads {
+		if w.Messages != want[w.Name] {
+			t.Errorf("%s: %d messages, want %d", w.Name, w.Messages, want[w.Name])
+		}
+	}
+	if err := cfg.setStream(-1); err == nil {
+		t.Error("-stream-messages -1 accepted")
+	}
+}
