@@ -58,20 +58,8 @@ func (p *bufPool) put(b []byte) {
 	if c >= numClasses || n != 1<<(minClassShift+c) || p.retained+n > p.limit {
 		return
 	}
-	if len(p.free[c]) == cap(p.free[c]) {
-		p.grow(c)
-	}
 	p.free[c] = append(p.free[c], b[:0])
 	p.retained += n
-}
-
-// grow doubles the array of class c's free buffers, as the fifo queues
-// do: append grows a large array by a quarter. It is rare, and kept out
-// of line so that put stays small enough to inline.
-//
-//go:noinline
-func (p *bufPool) grow(c int) {
-	p.free[c] = append(make([][]byte, 0, max(2*len(p.free[c]), 8)), p.free[c]...)
 }
 
 // trim forgets free buffers, the largest first, until at most keep bytes
