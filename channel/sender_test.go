@@ -573,12 +573,11 @@ func TestAckedAndResent(t *testing.T) {
 }
 
 // TestBookkeepingAcrossBursts: the in-flight bookkeeping of a burst is
-// kept when the sender goes idle, as long as it is at most twice the most
-// packets in flight at once since the last Shrink, so that the next burst
-// like it allocates none of it again (at 10,000 packets in flight, 66
-// bytes of garbage a message when each idle let it go); Shrink lets it go,
-// or moves the packets in flight into arrays their size, and Trim lets
-// every queue go (N95).
+// kept when the sender goes idle, whatever its size, until Shrink, so that
+// the next burst like it allocates none of it again (at 10,000 packets in
+// flight, 66 bytes of garbage a message when each idle let it go); Shrink
+// lets it go, or moves the packets in flight into arrays their size, and
+// Trim lets every queue go (N95).
 func TestBookkeepingAcrossBursts(t *testing.T) {
 	s := NewSender(1)
 	msg := payload(0, 16)
