@@ -434,6 +434,14 @@ func TestProbeNoServer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			r := runBin(t, "", 10*time.Second, append([]string{"probe"}, tt.args...)...)
+			for try := 1; tt.name == "closed-udp" && strings.Contains(r.stderr, "no answer within") && try < 3; try++ {
+				// As in TestConnectNoServer: the system limits the
+				// ICMP messages it sends, and under other tests' load
+				// the port unreachable may not come (seen once under a
+				// processor hog). Try again.
+				t.Logf("no ICMP port unreachable on try %d (%v): trying again", try, r.took)
+				r = runBin(t, "", 10*time.Second, "probe", freePort(t, "udp"))
+			}
 			if r.code != 1 || !strings.Contains(r.stderr, tt.want) {
 				t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, tt.want)
 			}
