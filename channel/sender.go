@@ -637,8 +637,9 @@ func (s *Sender) idle() {
 }
 
 // resetBookkeeping empties the in-flight bookkeeping of a sender with
-// nothing in flight, letting go of the queues in mask and the records
-// whose arrays hold more than keep places.
+// nothing in flight: the resend buckets in mask (the others are empty) and
+// the queue in send order, letting go of any of their arrays, and of the
+// records', that hold more than keep places.
 func (s *Sender) resetBookkeeping(keep int, mask uint64) {
 	for m := mask; m != 0; m &= m - 1 {
 		b := bits.TrailingZeros64(m)

@@ -180,11 +180,10 @@ func (c *conn) shrinkSenders(now clock.Time) {
 	kept := c.grown[:0]
 	for _, cs := range c.grown {
 		if cs.snd != nil {
-			cs.snd.Shrink()
-		}
-		if cs.snd != nil && cs.snd.Grown() {
-			kept = append(kept, cs)
-			continue
+			if cs.snd.Shrink(); cs.snd.Grown() {
+				kept = append(kept, cs)
+				continue
+			}
 		}
 		cs.inGrown = false
 	}
