@@ -105,13 +105,16 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 	}
 	pre := e.presum(p)
 	defer e.endPresums(pre)
+	// The connection the last packets went to, touched once they are
+	// handled, or before a packet for another.
+	var touched *conn
 	for k := 0; len(p) > 0; k++ {
 		inner, rest, ok := cutBundle(p)
 		if !ok {
 			// The lengths do not add up: what came before stands,
 			// the rest is dropped (D24).
 			e.drop(e.connAt(from), DropBundleMalformed)
-			return
+			break
 		}
 		p = rest
 		cur := e.connAt(from)
@@ -122,7 +125,7 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 		}
 		if ch == chBundle {
 			e.drop(cur, DropBundleNested) // and the rest with it (D24)
-			return
+			break
 		}
 		if len(pre) > 0 && pre[0].k == k {
 			e.presums.Set(pre[0].payload, pre[0].digest)
@@ -130,7 +133,15 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 		} else {
 			e.presums.Clear()
 		}
-		e.handlePacket(now, from, cur, ch, payload)
+		if e.handleUntouched(now, from, cur, ch, payload) && cur != touched {
+			if touched != nil {
+				e.touch(touched, now)
+			}
+			touched = cur
+		}
+	}
+	if touched != nil {
+		e.touch(touched, now)
 	}
 }
 

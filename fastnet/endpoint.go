@@ -443,22 +443,32 @@ func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte)
 // connection, if any, is c: a datagram's, or one of a bundle's (D24),
 // which is handled exactly as if it had arrived alone.
 func (e *Endpoint) handlePacket(now clock.Time, from netip.AddrPort, c *conn, ch int16, payload []byte) {
+	if e.handleUntouched(now, from, c, ch, payload) {
+		e.touch(c, now)
+	}
+}
+
+// handleUntouched is handlePacket but for the touch that follows a packet
+// c took, which it reports: a bundle's packets touch their connection
+// once, after the last (touch only marks what the next settle and
+// PollTransmit look at).
+func (e *Endpoint) handleUntouched(now clock.Time, from netip.AddrPort, c *conn, ch int16, payload []byte) bool {
 	if ch == chControl {
 		e.handleControl(now, from, c, payload)
-		return
+		return false
 	}
 	if c == nil || !c.established() {
 		// Servers ignore everything but channel -1 from addresses without
 		// a connection; clients ignore everything but the handshake's
 		// replies until connected (D15).
 		e.drop(c, DropNotConnected)
-		return
+		return false
 	}
 	c.handlePacket(now, ch, payload)
 	if c.unvalidated && ch == chHeartbeat && c.state != 0 {
 		e.afterHeartbeat(now, c)
 	}
-	e.touch(c, now)
+	return true
 }
 
 // maxIncoming is the largest datagram the endpoint takes: the largest UDP
