@@ -203,11 +203,12 @@ func (c *Conn) send(ctx context.Context, channel int, msg []byte, reliable, trac
 		}
 		var err error
 		var now clock.Time
+		var read bool
 		var id fastnet.MessageID
 		if e.bp != nil && e.bp.Blocked(c.remote) {
 			err = fastnet.ErrQueueFull
 		} else {
-			now = e.clk.Now()
+			now, read = e.sendTimeLocked(reliable)
 			if tracked {
 				id, err = e.ep.SendTracked(now, c.h, channel, msg, reliable)
 			} else {
@@ -223,7 +224,7 @@ func (c *Conn) send(ctx context.Context, channel int, msg []byte, reliable, trac
 				}
 				e.receipts[id] = r
 			}
-			yield := e.sentLocked(now)
+			yield := e.sentLocked(now, read)
 			e.unlock()
 			if yield {
 				// The goroutines this burst woke (the timer goroutine

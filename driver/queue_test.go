@@ -43,11 +43,73 @@ func TestBurstYields(t *testing.T) {
 	var yields []int
 	for i := 1; i <= 3*burstYield; i++ {
 		now = now.Add(time.Microsecond)
-		if e.sentLocked(now) {
+		if e.sentLocked(now, true) {
 			yields = append(yields, i)
 		}
 	}
 	if want := []int{burstYield, 2 * burstYield, 3 * burstYield}; !slices.Equal(yields, want) {
 		t.Errorf("yielded at Sends %v, want %v", yields, want)
+	}
+}
+
+// A reliable Send while a write is pending that will poll it reads no
+// clock, but every clockEvery-th does; an unreliable one, one that answers
+// a Receive and one with no write pending always read it (N97).
+func TestSendReadsClock(t *testing.T) {
+	e := &Engine{opts: Options{CombineWrites: true}, kick: make(chan struct{}, 1), clk: clock.NewReal()}
+	e.writing = true // a goroutine writing outside the lock polls again
+	e.lastSend = e.clk.Now()
+	var reads []int
+	for i := 1; i <= 3*clockEvery; i++ {
+		now, read := e.sendTimeLocked(true)
+		if !read && now != e.lastSend {
+			t.Fatalf("Send %d read no clock and queued at %v, not the last reading %v", i, now, e.lastSend)
+		}
+		if read {
+			reads = append(reads, i)
+		}
+		e.sentLocked(now, read)
+	}
+	if want := []int{clockEvery, 2 * clockEvery, 3 * clockEvery}; !slices.Equal(reads, want) {
+		t.Errorf("reliable Sends read the clock at %v, want %v", reads, want)
+	}
+	for _, tc := range []struct {
+		name     string
+		reliable bool
+		set      func()
+	}{
+		{"unreliable", false, func() {}},
+		{"answering a Receive", true, func() { e.answered = true }},
+		{"no write pending", true, func() { e.writing, e.unsent = false, false }},
+		{"without CombineWrites", true, func() { e.opts.CombineWrites = false }},
+	} {
+		e.unread, e.answered, e.writing, e.opts.CombineWrites = 0, false, true, true
+		tc.set()
+		if _, read := e.sendTimeLocked(tc.reliable); !read {
+			t.Errorf("%s: no clock read", tc.name)
+		}
+	}
+}
+
+// After Sends that read no clock, the next that reads it is part of the
+// burst if it came within sendBurst for each Send since the last reading.
+func TestBurstAfterUnreadSends(t *testing.T) {
+	e := &Engine{opts: Options{CombineWrites: true}}
+	e.lastSend = clock.Epoch
+	for _, tc := range []struct {
+		unread int
+		after  time.Duration
+		want   bool
+	}{
+		{0, sendBurst - 1, true},
+		{0, sendBurst, false},
+		{clockEvery - 1, clockEvery*sendBurst - 1, true},
+		{clockEvery - 1, clockEvery * sendBurst, false},
+		{3, time.Millisecond, false},
+	} {
+		e.unread = tc.unread
+		if got := e.burstLocked(e.lastSend.Add(tc.after)); got != tc.want {
+			t.Errorf("%d Sends unread, next after %v: burst %v, want %v", tc.unread, tc.after, got, tc.want)
+		}
 	}
 }

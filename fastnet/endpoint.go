@@ -667,7 +667,8 @@ func (e *Endpoint) send(now clock.Time, h Handle, channel int, msg []byte, relia
 	case !c.established():
 		return ErrNotConnected
 	}
-	if err := c.send(max(now, e.now), int16(channel), msg, reliable, id); err != nil {
+	now = max(now, e.now) // never before what the endpoint has seen
+	if err := c.send(now, int16(channel), msg, reliable, id); err != nil {
 		return err
 	}
 	e.at(now)
