@@ -229,9 +229,13 @@ type Engine struct {
 	idleTimers *timer.IdleTimers
 	kick       chan struct{} // a Send left its transmits to the timer goroutine
 	unsent     bool          // a Send queued data no flush has polled yet
-	done       chan struct{}
-	wg         sync.WaitGroup
-	closed     bool
+	// held: unsent was left by a Receive for the reply that may follow
+	// (N75), and no goroutine is about to poll it: the idle timer bounds
+	// its wait.
+	held   bool
+	done   chan struct{}
+	wg     sync.WaitGroup
+	closed bool
 
 	writeErrors atomic.Uint64 // Stats.WriteErrors
 
@@ -476,7 +480,7 @@ func (e *Engine) flushLocked() { e.flushAtLocked(e.clk.Now()) }
 // flushAtLocked is flushLocked with the clock already read for the input
 // it follows.
 func (e *Engine) flushAtLocked(now clock.Time) {
-	e.unsent = false
+	e.unsent, e.held = false, false
 	for {
 		ev, ok := e.ep.PollEvent()
 		if !ok {
@@ -547,8 +551,9 @@ const clockEvery = 16
 
 // sendTimeLocked returns the time a Send queues its message at, and
 // whether it read the clock for it. A reliable message sent while a write
-// is pending that will poll it (the timer goroutine kicked by an earlier
-// Send of the burst, or a goroutine writing outside the lock) reads none:
+// is pending that will poll it (writePendingLocked: the timer goroutine
+// kicked by an earlier Send of the burst, or a goroutine writing outside
+// the lock; not what a Receive left for its reply, N75) reads none:
 // the time of a reliable message is not used once queued, and the
 // endpoint queues it at the later of the time given and the latest it
 // knows (Endpoint.Send), here the last input's or poll's. Over a stream
@@ -557,7 +562,7 @@ const clockEvery = 16
 // expires (fastnet.Config.UnreliableMaxDelay), and so do a Send that
 // answers a Receive (sendBurst) and every clockEvery-th Send.
 func (e *Engine) sendTimeLocked(reliable bool) (now clock.Time, read bool) {
-	if reliable && e.opts.CombineWrites && (e.unsent || e.writing) && !e.answered &&
+	if reliable && e.opts.CombineWrites && e.writePendingLocked() && !e.answered &&
 		e.lastSend != 0 && e.unread < clockEvery-1 {
 		e.unread++
 		return e.lastSend, false
@@ -595,8 +600,9 @@ func (e *Engine) sentLocked(now clock.Time, read bool) (yield bool) {
 	case e.writing:
 		e.unsent = true
 	case burst:
-		if !e.unsent {
-			e.unsent = true
+		if !e.writePendingLocked() {
+			// What a Receive left for its reply (held) goes with it.
+			e.unsent, e.held = true, false
 			select {
 			case e.kick <- struct{}{}:
 			default:
@@ -607,6 +613,11 @@ func (e *Engine) sentLocked(now clock.Time, read bool) (yield bool) {
 	}
 	return yield
 }
+
+// writePendingLocked reports whether a goroutine is about to poll the
+// endpoint and write what it has: one writing outside the lock, which
+// polls again before it stops, or the timer goroutine, kicked by a Send.
+func (e *Engine) writePendingLocked() bool { return e.writing || e.unsent && !e.held }
 
 // burstLocked reports whether a Send at now is part of a burst: it
 // follows the last Send that read the clock by less than sendBurst for

@@ -81,9 +81,10 @@ func TestSendReadsClock(t *testing.T) {
 		{"unreliable", false, func() {}},
 		{"answering a Receive", true, func() { e.answered = true }},
 		{"no write pending", true, func() { e.writing, e.unsent = false, false }},
+		{"what a Receive left for its reply (N75)", true, func() { e.writing, e.unsent, e.held = false, true, true }},
 		{"without CombineWrites", true, func() { e.opts.CombineWrites = false }},
 	} {
-		e.unread, e.answered, e.writing, e.opts.CombineWrites = 0, false, true, true
+		e.unread, e.answered, e.writing, e.held, e.opts.CombineWrites = 0, false, true, false, true
 		tc.set()
 		if _, read := e.sendTimeLocked(tc.reliable); !read {
 			t.Errorf("%s: no clock read", tc.name)
@@ -111,5 +112,25 @@ func TestBurstAfterUnreadSends(t *testing.T) {
 		if got := e.burstLocked(e.lastSend.Add(tc.after)); got != tc.want {
 			t.Errorf("%d Sends unread, next after %v: burst %v, want %v", tc.unread, tc.after, got, tc.want)
 		}
+	}
+}
+
+// What a Receive left unpolled for its reply (N75) waits only for the idle
+// timer: a Send of a burst that finds it kicks the timer goroutine, which
+// writes both, rather than leaving its message to wait as well.
+func TestBurstSendAfterHeldReply(t *testing.T) {
+	e := &Engine{opts: Options{CombineWrites: true}, kick: make(chan struct{}, 1), clk: clock.NewReal()}
+	e.unsent, e.held = true, true
+	now, read := e.sendTimeLocked(true)
+	if !read {
+		t.Fatal("a Send with only a Receive's acks unpolled read no clock")
+	}
+	e.lastSend = now.Add(-time.Microsecond) // the previous Send of the burst
+	e.sentLocked(now, read)
+	if len(e.kick) != 1 {
+		t.Error("the timer goroutine was not kicked")
+	}
+	if !e.unsent || e.held {
+		t.Errorf("unsent %v, held %v: want a write pending", e.unsent, e.held)
 	}
 }

@@ -447,7 +447,7 @@ func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 		// application is about to send is polled with it and leaves
 		// in the same datagram. The idle timer that releaseRoleLocked
 		// arms polls it if no Send comes first (N75).
-		e.unsent = true
+		e.unsent, e.held = true, true
 		e.releaseRoleLocked(now)
 		e.wakeLocked()
 		e.mu.Unlock()
