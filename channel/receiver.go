@@ -351,6 +351,10 @@ func (r *Receiver) Err() error { return r.err }
 // Drops returns the cumulative drop counters.
 func (r *Receiver) Drops() Drops { return r.drops }
 
+// Dropped reports whether NewDrops has something to return: whether
+// anything was dropped since its previous call.
+func (r *Receiver) Dropped() bool { return r.drops != r.reported }
+
 // NewDrops returns what was dropped since its previous call (or since the
 // receiver was made or reused).
 func (r *Receiver) NewDrops() Drops {

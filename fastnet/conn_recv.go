@@ -106,7 +106,8 @@ func (c *conn) deliver(now clock.Time, cs *chanState) {
 		c.ep.estats.MessagesDelivered++
 		c.ep.emitMessage(c, cs.id, m.Reliable, m.Data)
 	}
-	if d := cs.rcv.NewDrops(); d.Malformed|d.Expired|d.Evicted|d.Orphaned|d.Skipped != 0 {
+	if cs.rcv.Dropped() {
+		d := cs.rcv.NewDrops()
 		c.stats.Dropped[DropMalformedMessage] += d.Malformed
 		c.stats.Dropped[DropExpired] += d.Expired
 		c.stats.Dropped[DropMemory] += d.Evicted
