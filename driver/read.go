@@ -426,7 +426,8 @@ func (e *Engine) interruptReadLocked() {
 // inputFor feeds datagrams c's Receive read. If c now has a message (or
 // has ended), it releases the role and reports true, and the Receive
 // returns at once: the datagrams polled are left for the next Send or
-// read to write (idleDelay at the latest).
+// read to write (idleDelay at the latest), unless c now holds more than
+// the one message the Receive returns (N98).
 func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 	e.mu.Lock()
 	e.endReadLocked()
@@ -440,7 +441,12 @@ func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 	now := e.clk.Now()
 	e.feedLocked(msgs, now)
 	e.dispatchAllLocked()
-	if c.queue.Len() > 0 && c.err == nil && e.opts.CombineWrites && e.ep.Bundling(c.h) {
+	// More messages than the one the Receive returns: a stream, or a
+	// backlog. Its acks go out now, before the Receive returns, rather
+	// than once the application has taken every message and reads
+	// again (N98).
+	stream := c.queue.Len() > 1
+	if c.queue.Len() == 1 && c.err == nil && e.opts.CombineWrites && e.ep.Bundling(c.h) {
 		// The Receive returns a message from a peer that takes
 		// bundles: what the endpoint has to send (the acks of that
 		// message, first of all) stays unpolled, so that the reply the
@@ -459,7 +465,7 @@ func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 		e.unlock()
 		return false
 	}
-	if len(e.out) > 0 && !e.writing {
+	if len(e.out) > 0 && !e.writing && !stream {
 		// Left for the next Send or read; the idle timer that
 		// releaseRoleLocked arms bounds their wait: the timer
 		// goroutine's unlock writes them.
@@ -467,7 +473,11 @@ func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 	}
 	e.releaseRoleLocked(now)
 	e.wakeLocked()
-	e.mu.Unlock()
+	if stream {
+		e.unlock() // writes what was polled
+	} else {
+		e.mu.Unlock()
+	}
 	e.token <- struct{}{}
 	return true
 }
