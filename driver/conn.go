@@ -137,6 +137,7 @@ func (c *Conn) deliverLocked(ev fastnet.Event) {
 	}
 	c.queue.Push(Message{Channel: ev.Channel, Reliable: ev.Reliable, Data: ev.Data})
 	c.queueBytes += len(ev.Data)
+	c.e.delivered++
 	if c.queueBytes >= limit {
 		c.pauseLocked(true)
 	}

@@ -256,6 +256,7 @@ type Engine struct {
 	// of one are timed with the clock instead.
 	waitsUnknown bool
 	rmsgs        []datagram.Message // the role holder's read buffers
+	delivered    uint64             // messages queued for Receive, ever (N98)
 	nbufs        int                // how many of rmsgs have their buffer (read)
 	rsize        int                // how many of them the next read asks for
 	early        int                // reads of one in a row that found their datagram waiting

@@ -31,7 +31,9 @@ import (
 // Datagrams polled by a Receive about to return (its acks) are not written
 // at once: the next Send carries them in its batched write (an echo's acks
 // and its reply leave in one system call), or the next read before it
-// blocks, or the timer goroutine after idleDelay.
+// blocks, or the timer goroutine after idleDelay. Those of an input that
+// brought more than streamInput messages, a stream's, are written before
+// the Receive returns (N98).
 type Reader interface {
 	// ReadBatch blocks until at least one datagram arrives and reads as
 	// many as are waiting into msgs, as the UDP driver's batched socket reads do.
@@ -97,6 +99,12 @@ const (
 	// readWaited is how long a read of one datagram takes at least when
 	// it waits for it: a context switch each way.
 	readWaited = 5 * time.Microsecond
+	// streamInput is how many messages an input that wakes a Receive
+	// may bring and still have its acks wait for the application's reply
+	// or next read (N75, N24); past it, they go at once (N98). Taking a
+	// few messages costs the application little time; a datagram of
+	// small messages, a hundred or more, costs it a millisecond.
+	streamInput = 8
 )
 
 // readRole says who holds the read role.
@@ -439,14 +447,15 @@ func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 	// goroutine may have fed the endpoint a later time meanwhile, and
 	// the endpoint's time must not go backwards.
 	now := e.clk.Now()
+	delivered := e.delivered
 	e.feedLocked(msgs, now)
 	e.dispatchAllLocked()
-	// More messages than the one the Receive returns: a stream, or a
-	// backlog. Its acks go out now, before the Receive returns, rather
-	// than once the application has taken every message and reads
-	// again (N98).
-	stream := c.queue.Len() > 1
-	if c.queue.Len() == 1 && c.err == nil && e.opts.CombineWrites && e.ep.Bundling(c.h) {
+	// An input that brought more than streamInput messages, to this
+	// connection or others, is a stream's: its acks go out before the
+	// Receive returns, rather than once the application has taken every
+	// message and reads again (N98).
+	stream := e.delivered-delivered > streamInput
+	if !stream && c.queue.Len() > 0 && c.err == nil && e.opts.CombineWrites && e.ep.Bundling(c.h) {
 		// The Receive returns a message from a peer that takes
 		// bundles: what the endpoint has to send (the acks of that
 		// message, first of all) stays unpolled, so that the reply the
@@ -472,12 +481,16 @@ func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 		e.pending = len(e.out)
 	}
 	e.releaseRoleLocked(now)
-	e.wakeLocked()
 	if stream {
-		e.unlock() // writes what was polled
-	} else {
-		e.mu.Unlock()
+		// The role goes back first (the token's channel has room for
+		// it): another goroutine may read while this one writes, and
+		// those waiting wake after the writes (N24).
+		e.token <- struct{}{}
+		e.unlock()
+		return true
 	}
+	e.wakeLocked()
+	e.mu.Unlock()
 	e.token <- struct{}{}
 	return true
 }

@@ -385,50 +385,62 @@ func TestReadSizeReported(t *testing.T) {
 	}
 }
 
-// A Receive woken by an input that brings several messages, a stream's,
-// writes that input's acks before it returns the first: left for its
-// next read, they waited until the application had taken every message
-// of the input, and the sender's window waited with them (N98). A lone
-// message goes first, as N75 leaves it.
+// A Receive woken by an input that brings more than streamInput
+// messages, a stream's, writes that input's acks before it returns the
+// first: left for its next read, or held for a reply (N75), they waited
+// until the application had taken every message of the input, and the
+// sender's window waited with them (N98).
 func TestStreamAcksWrittenAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, sc := pair(t, ctx)
 	warm(t, ctx, c, sc)
-	for _, k := range []int{1, 8} {
-		got := make(chan error, 1)
-		go func() {
-			_, err := c.Receive(ctx)
-			got <- err
-		}()
-		waitFor(t, c.e, "reading", func() bool { return c.e.reading == c })
-		// k messages in one datagram: queued under the server's lock,
-		// then polled together.
-		se := sc.e
-		se.mu.Lock()
-		for i := range k {
-			if err := se.ep.Send(se.clk.Now(), sc.h, 0, []byte(fmt.Sprint("stream ", i)), true); err != nil {
-				se.mu.Unlock()
-				t.Fatal(err)
-			}
-		}
-		se.flushLocked()
-		se.unlock()
-		if err := <-got; err != nil {
+	// Bundles negotiated and MTU estimation over on both sides, so that
+	// the messages below leave in one datagram, offload or not.
+	for _, x := range []*Conn{c, sc} {
+		waitFor(t, x.e, "bundling, MTU estimated", func() bool {
+			st, ok := x.e.ep.Stats(x.h)
+			return x.e.ep.Bundling(x.h) && ok && !st.MTUSearching && st.MTUEstimations > 0
+		})
+	}
+	const k = 4 * streamInput
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Receive(ctx)
+		got <- err
+	}()
+	waitFor(t, c.e, "reading", func() bool { return c.e.reading == c })
+	c.e.mu.Lock()
+	before := c.e.delivered
+	c.e.mu.Unlock()
+	// k messages polled together, into one bundle.
+	se := sc.e
+	se.mu.Lock()
+	for i := range k {
+		if err := se.ep.Send(se.clk.Now(), sc.h, 0, []byte(fmt.Sprint("stream ", i)), true); err != nil {
+			se.mu.Unlock()
 			t.Fatal(err)
 		}
-		e := c.e
-		e.mu.Lock()
-		left := len(e.out) + e.pending
-		held := e.held
-		e.mu.Unlock()
-		if k > 1 && (left > 0 || held) {
-			t.Errorf("%d messages in one input: %d datagrams left unwritten, held %v, when the Receive returned", k, left, held)
-		}
-		for range k - 1 {
-			if _, err := c.Receive(ctx); err != nil {
-				t.Fatal(err)
-			}
+	}
+	se.flushLocked()
+	se.unlock()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	e := c.e
+	e.mu.Lock()
+	delivered := e.delivered - before
+	held, pending, unwritten := e.held, e.pending, len(e.out) > 0 && !e.writing
+	e.mu.Unlock()
+	switch {
+	case delivered <= streamInput:
+		t.Fatalf("the Receive returned after an input of %d messages, want all %d in one", delivered, k)
+	case held || pending > 0 || unwritten:
+		t.Errorf("after an input of %d messages: held %v, %d datagrams left for the next read, unwritten %v", delivered, held, pending, unwritten)
+	}
+	for range k - 1 {
+		if _, err := c.Receive(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
