@@ -565,8 +565,7 @@ const clockEvery = 16
 func (e *Engine) sendTimeLocked(reliable bool) (now clock.Time, read bool) {
 	if reliable && e.opts.CombineWrites && e.writePendingLocked() && !e.answered &&
 		e.lastSend != 0 && e.unread < clockEvery-1 {
-		e.unread++
-		return e.lastSend, false
+		return e.lastSend, false // counted in unread once queued (sentLocked)
 	}
 	return e.clk.Now(), true
 }
@@ -587,6 +586,8 @@ func (e *Engine) sentLocked(now clock.Time, read bool) (yield bool) {
 	if read {
 		burst = e.burstLocked(now)
 		e.lastSend, e.unread = now, 0
+	} else {
+		e.unread++
 	}
 	e.answered = false
 	if burst {
