@@ -434,8 +434,8 @@ func (e *Engine) interruptReadLocked() {
 // inputFor feeds datagrams c's Receive read. If c now has a message (or
 // has ended), it releases the role and reports true, and the Receive
 // returns at once: the datagrams polled are left for the next Send or
-// read to write (idleDelay at the latest), unless c now holds more than
-// the one message the Receive returns (N98).
+// read to write (idleDelay at the latest), unless the input brought more
+// than streamInput messages, which are written before it returns (N98).
 func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 	e.mu.Lock()
 	e.endReadLocked()

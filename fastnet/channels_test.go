@@ -170,6 +170,14 @@ func TestMaxHoldingChannelsDefault(t *testing.T) {
 	}
 }
 
+// unpacedPair is a pair with a payload MTU of 1200, MTU estimation off and
+// no pacer (D30), so that a flush sends all at one instant.
+func unpacedPair(t *testing.T) *pair {
+	t.Helper()
+	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}, Congestion: CongestionConfig{Disabled: true}}
+	return newPair(t, cfg, cfg)
+}
+
 // TestSenderParked checks N25 for the sending half, with D5 and D7: a
 // server that sends on 1,000 channels once keeps senders for only
 // liveReceivers of them; one that keeps cycling through them keeps more
@@ -177,9 +185,7 @@ func TestMaxHoldingChannelsDefault(t *testing.T) {
 // whose sender was parked continues its sequence numbers and R, so the
 // client delivers every message once and in order.
 func TestSenderParked(t *testing.T) {
-	// Without the pacer (D30), so that flush sends all at one instant.
-	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}, Congestion: CongestionConfig{Disabled: true}}
-	p := newPair(t, cfg, cfg)
+	p := unpacedPair(t)
 	c := p.srv.conns[p.sh]
 	const channels, rounds = 1000, 3
 	var want, got []string
@@ -241,9 +247,7 @@ func TestSenderParked(t *testing.T) {
 // every round), but past the first liveReceivers an idle sender keeps
 // little of the buffers its last message took.
 func TestSenderTrimmed(t *testing.T) {
-	// Without the pacer (D30), so that flush sends all at one instant.
-	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}, Congestion: CongestionConfig{Disabled: true}}
-	p := newPair(t, cfg, cfg)
+	p := unpacedPair(t)
 	p.keep = false
 	c := p.srv.conns[p.sh]
 	msg := make([]byte, 60000)
@@ -296,9 +300,7 @@ func TestPartialFloodDefault(t *testing.T) {
 // packets at a time meanwhile; a heap measure bounds what bursts on many
 // channels keep.
 func TestGrownSendersShrink(t *testing.T) {
-	// Without the pacer (D30), so that flush sends all at one instant.
-	cfg := Config{InitialPayloadMTU: 1200, MTU: MTUConfig{Disabled: true}, Congestion: CongestionConfig{Disabled: true}}
-	p := newPair(t, cfg, cfg)
+	p := unpacedPair(t)
 	p.keep = false
 	c := p.cli.conns[p.ch]
 	msg := make([]byte, 16)
