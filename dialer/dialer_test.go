@@ -127,9 +127,21 @@ func silentUDP(t *testing.T, addr string) {
 // counting them.
 func silentTCP(t *testing.T, addr string) *atomic.Int32 {
 	t.Helper()
-	ln, err := net.Listen("tcp4", addr)
+	n, err := trySilentTCP(t, addr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return n
+}
+
+// trySilentTCP is silentTCP, returning the error when addr cannot be
+// bound: a port the system picked for UDP may be taken over TCP, by a
+// listener or by a connection's end still in TIME_WAIT.
+func trySilentTCP(t *testing.T, addr string) (*atomic.Int32, error) {
+	t.Helper()
+	ln, err := net.Listen("tcp4", addr)
+	if err != nil {
+		return nil, err
 	}
 	var n atomic.Int32
 	done := make(chan struct{})
@@ -151,7 +163,7 @@ func silentTCP(t *testing.T, addr string) *atomic.Int32 {
 			conns = append(conns, c)
 		}
 	}()
-	return &n
+	return &n, nil
 }
 
 // roundTrip checks that c carries a message both ways.
@@ -296,15 +308,29 @@ func TestDialBoth(t *testing.T) {
 	t.Logf("racing both: %v", paths)
 }
 
-// A server that refuses over UDP is believed: no TCP dial follows.
+// A server that refuses over UDP is believed: no TCP dial follows. The
+// delay is long so that only the refusal's handling could start TCP: a
+// refusal that takes longer than a short delay under load would let the
+// timer start it (and TCP's connection is then aborted, as designed).
 func TestDialRefusedOverUDP(t *testing.T) {
 	noLeaks(t)
 	ctx := testContext(t)
 	var cfg udpdriver.Config
 	cfg.Engine.Accept = func(netip.AddrPort) error { return errors.New("go away") }
-	l := listenUDP(t, ctx, "127.0.0.1:0", cfg)
-	accepted := silentTCP(t, l.Addr().String())
-	_, path, err := Dial(ctx, l.Addr().String(), Config{Delay: 10 * time.Millisecond})
+	var l *driver.Listener
+	var accepted *atomic.Int32
+	for range 20 {
+		l = listenUDP(t, ctx, "127.0.0.1:0", cfg)
+		var err error
+		if accepted, err = trySilentTCP(t, l.Addr().String()); err == nil {
+			break
+		}
+		l.Close()
+	}
+	if accepted == nil {
+		t.Fatal("no port free for both TCP and UDP")
+	}
+	_, path, err := Dial(ctx, l.Addr().String(), Config{Delay: 5 * time.Second})
 	var refused *fastnet.RefusedError
 	if !errors.As(err, &refused) || refused.Reason != "go away" || path != UDP {
 		t.Fatalf("Dial: %v, %v; want the server's refusal over udp", path, err)

