@@ -168,3 +168,21 @@ func TestBudgetParent(t *testing.T) {
 		t.Error("Take of more than the limit succeeded")
 	}
 }
+
+// TestClassOf checks the pool's size classes at their edges: the
+// smallest class whose buffers hold n bytes, each a power of two from
+// 32 bytes on.
+func TestClassOf(t *testing.T) {
+	for _, tc := range []struct{ n, class, cap int }{
+		{0, 0, 32}, {1, 0, 32}, {32, 0, 32}, {33, 1, 64}, {64, 1, 64},
+		{65, 2, 128}, {1200, 6, 2048}, {4096, 7, 4096}, {4097, 8, 8192},
+		{1 << 30, 25, 1 << 30}, {1<<30 + 1, 26, 1<<30 + 1},
+	} {
+		if c := classOf(tc.n); c != tc.class {
+			t.Errorf("classOf(%d) = %d, want %d", tc.n, c, tc.class)
+		}
+		if c := classCap(tc.n); c != tc.cap {
+			t.Errorf("classCap(%d) = %d, want %d", tc.n, c, tc.cap)
+		}
+	}
+}

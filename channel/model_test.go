@@ -407,7 +407,9 @@ func TestReceiverMatchesModel(t *testing.T) {
 // once and intact; delivery follows send order; memory stays within the
 // limits. At the end, once every reliable packet has been delivered and
 // time has passed the MCI, every reliable message is delivered and nothing
-// is left queued (nothing stalls).
+// is left queued (nothing stalls). A twin receiver takes every packet
+// through HandleTake, as the engine does, and must return the same results,
+// deliver the same messages and hold the same memory.
 func TestReceiverProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		budget := &Budget{Limit: rapid.IntRange(4000, 10000).Draw(t, "budget")}
@@ -419,6 +421,13 @@ func TestReceiverProperties(t *testing.T) {
 			MCI:        25 * ms,
 		}
 		r := NewReceiver(cfg)
+		// twin takes the same packets through HandleTake, and must
+		// deliver the same messages and hold the same memory.
+		twinBudget := &Budget{Limit: budget.Limit}
+		twinCfg := cfg
+		twinCfg.Budget = twinBudget
+		twin := NewReceiver(twinCfg)
+		var took []Message // what twin's HandleTake returned, not yet compared
 		s := NewSender(0)
 		mtu := rapid.IntRange(8, 60).Draw(t, "mtu")
 		// With unlimited set, the sender does not hold back: the receiver
@@ -434,6 +443,16 @@ func TestReceiverProperties(t *testing.T) {
 		deliverAll := func(t *rapid.T) {
 			for {
 				msg, ok := r.Poll(now)
+				var tm Message
+				tok := len(took) > 0
+				if tok {
+					tm, took = took[0], took[1:]
+				} else {
+					tm, tok = twin.Poll(now)
+				}
+				if tok != ok || !slices.Equal(tm.Data, msg.Data) || tm.Reliable != msg.Reliable {
+					t.Fatalf("HandleTake and Poll gave %v %q, Handle and Poll %v %q", tok, tm.Data, ok, msg.Data)
+				}
 				if !ok {
 					return
 				}
@@ -484,6 +503,13 @@ func TestReceiverProperties(t *testing.T) {
 		}
 		handle := func(t *rapid.T, p packet) {
 			res := r.Handle(now, p.h, p.chunk)
+			tres, tm, ok := twin.HandleTake(now, p.h, p.chunk)
+			if tres != res {
+				t.Fatalf("HandleTake returned %v, Handle %v", tres, res)
+			}
+			if ok {
+				took = append(took, tm)
+			}
 			if p.h.Reliable && res.Ack() {
 				s.HandleAck(p.h.Seq)
 			}
@@ -495,6 +521,15 @@ func TestReceiverProperties(t *testing.T) {
 		invariants := func(t *rapid.T) {
 			if r.Bytes() > cfg.MaxBytes || budget.Used > budget.Limit || budget.Used != r.Bytes() || r.Bytes() < 0 {
 				t.Fatalf("memory: Bytes %d (max %d), budget %d/%d", r.Bytes(), cfg.MaxBytes, budget.Used, budget.Limit)
+			}
+			// Once the messages are taken, HandleTake leaves the
+			// receiver as Handle does.
+			if len(took) == 0 && (twin.Bytes() != r.Bytes() || twinBudget.Used != budget.Used || twinBudget.committed != budget.committed || twinBudget.holders != budget.holders || twin.Drops() != r.Drops() || twin.NextDeadline() != r.NextDeadline()) {
+				t.Fatalf("twin: Bytes %d, budget %d %d %d, drops %+v, deadline %v; receiver %d, %d %d %d, %+v, %v", twin.Bytes(), twinBudget.Used, twinBudget.committed, twinBudget.holders, twin.Drops(), twin.NextDeadline(), r.Bytes(), budget.Used, budget.committed, budget.holders, r.Drops(), r.NextDeadline())
+			}
+			tg, tl := twin.Position()
+			if g, l := r.Position(); g != tg || l != tl {
+				t.Fatalf("twin at %d %d, receiver at %d %d", tg, tl, g, l)
 			}
 		}
 		t.Repeat(map[string]func(*rapid.T){

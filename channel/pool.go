@@ -1,5 +1,7 @@
 package channel
 
+import "math/bits"
+
 // bufPool recycles byte buffers in power-of-two size classes, so that
 // steady-state sending and receiving allocate nothing. The bytes it keeps
 // are bounded by limit: a burst that needed many buffers does not pin them
@@ -18,11 +20,10 @@ const (
 
 // classOf returns the smallest class whose buffers hold n bytes.
 func classOf(n int) int {
-	c := 0
-	for n > 1<<(minClassShift+c) {
-		c++
+	if n <= 1<<minClassShift {
+		return 0
 	}
-	return c
+	return bits.Len(uint(n-1)) - minClassShift
 }
 
 // classCap returns the capacity of the buffer get(n) returns: what holding

@@ -353,7 +353,10 @@ func (r *Receiver) Drops() Drops { return r.drops }
 
 // Dropped reports whether NewDrops has something to return: whether
 // anything was dropped since its previous call.
-func (r *Receiver) Dropped() bool { return r.drops != r.reported }
+func (r *Receiver) Dropped() bool {
+	// The counters only grow: the totals differ if any did.
+	return r.drops.total() != r.reported.total()
+}
 
 // NewDrops returns what was dropped since its previous call (or since the
 // receiver was made or reused).
@@ -584,27 +587,43 @@ func need(reliable bool, rel Seq) Seq {
 // The result says whether to ack a reliable packet (Result.Ack). Messages
 // the packet completes are taken with Poll.
 func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
+	res, _, _ := r.handle(now, h, chunk, false)
+	return res
+}
+
+// HandleTake is Handle for a caller that takes at once what the packet
+// completes: a message that arrives whole in one packet, with no packet
+// queued and no message waiting for Poll, is returned (ok), not kept for
+// Poll. The receiver is left as Handle and a Poll that took the message
+// would leave it; other messages the packet completes are taken with Poll
+// as after Handle.
+func (r *Receiver) HandleTake(now clock.Time, h Header, chunk []byte) (res Result, m Message, ok bool) {
+	return r.handle(now, h, chunk, true)
+}
+
+// handle is Handle, and HandleTake if take is set.
+func (r *Receiver) handle(now clock.Time, h Header, chunk []byte, take bool) (Result, Message, bool) {
 	if r.err != nil {
-		return Rejected
+		return Rejected, Message{}, false
 	}
 	if !h.Seq.Valid() || !h.Rel.Valid() {
-		return OutOfWindow
+		return OutOfWindow, Message{}, false
 	}
 	d := Distance(r.g, h.Seq)
 	if d == 0 || d > SeqSpace/2 {
 		// At or before the ignore number (D8).
 		if !h.Reliable {
-			return Stale
+			return Stale, Message{}, false
 		}
 		if !r.l.Before(h.Rel) {
-			return Duplicate // consumed already: its R is at or before L
+			return Duplicate, Message{}, false // consumed already: its R is at or before L
 		}
 		// The window passed a reliable packet that was never consumed: an
 		// ack would tell the sender it was delivered. Only a datagram no
 		// honest sender makes (forged, corrupted, or one that moved the
 		// window on false evidence) leads here; end loudly (D26).
 		r.fail(ErrPassedReliable)
-		return Rejected
+		return Rejected, Message{}, false
 	}
 	// A message that fits in its packet is verified now (D3): a reliable
 	// one that fails is dropped before it is acked, so the sender's resend
@@ -613,20 +632,20 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 	whole := false
 	if h.Start {
 		if hdr, err := coalesce.ParseHeader(chunk, r.cfg.MaxMessage); err == nil && hdr.EncodedLen() <= len(chunk) {
-			m, err := coalesce.ParseMessageWith(r.cfg.Presums, chunk, r.cfg.MaxMessage)
+			m, err := hdr.MessageWith(r.cfg.Presums, chunk)
 			switch {
 			case err == nil && m.Reliable == h.Reliable:
 				msg, whole = m, true
 			case h.Reliable:
 				r.drops.Malformed++
-				return Corrupt
+				return Corrupt, Message{}, false
 			}
 		}
 	}
 	if d > r.cfg.Window {
 		nd := Distance(r.l, need(h.Reliable, h.Rel))
 		if d > MaxSkip || nd >= r.cfg.Window || r.queued != r.unrelN {
-			return OutOfWindow // D9
+			return OutOfWindow, Message{}, false // D9
 		}
 		// An unblocked packet says that every packet between G and it is
 		// unreliable (no reliable packet before it is still owed, D7,
@@ -637,7 +656,7 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 		// when several say it together (D27).
 		lo, ok := r.witnessed(now, h.Seq, h.Reliable, nd, d)
 		if !ok {
-			return OutOfWindow // D9: dropped, not acked, remembered
+			return OutOfWindow, Message{}, false // D9: dropped, not acked, remembered
 		}
 		r.skip(lo - 1)
 		d -= lo - 1
@@ -647,9 +666,9 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 		s := r.q.at(i)
 		switch {
 		case h.Reliable && s.reliable():
-			return Duplicate // D8
+			return Duplicate, Message{}, false // D8
 		case !h.Reliable:
-			return Stale
+			return Stale, Message{}, false
 		}
 		// A reliable packet takes the place of an unreliable one with the
 		// same sequence number, which no honest sender produces.
@@ -657,14 +676,14 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 		r.recharge()
 	}
 	if whole && r.queued == 0 && r.ready.Len() < maxReady && need(h.Reliable, h.Rel) == r.l {
-		return r.fast(h, msg)
+		return r.fast(h, msg, take)
 	}
 	if !r.store(now, i, h, chunk) {
-		return NoMemory
+		return NoMemory, Message{}, false
 	}
 	r.process(now)
 	r.updateGrant()
-	return Accepted
+	return Accepted, Message{}, false
 }
 
 // witnessed records a packet with sequence number seq, d places after the
@@ -759,18 +778,29 @@ func (r *Receiver) witnessed(now clock.Time, seq Seq, reliable bool, owed, d int
 // fast delivers a message that arrives whole in one packet at the head of
 // an empty queue straight from the chunk (D11 rule 2 with a one-packet
 // group).
-func (r *Receiver) fast(h Header, m coalesce.Message) Result {
+// With take, and no message waiting for Poll, the message is returned
+// instead: what Poll would have taken is never charged.
+func (r *Receiver) fast(h Header, m coalesce.Message, take bool) (Result, Message, bool) {
 	// Poll takes the message at once: it may use the Budget's Reserve.
+	// The test is the same taken or not, so that a packet is refused or
+	// taken alike either way.
 	cost := len(m.Payload) + max(r.ready.Len()+1-max(r.ready.Cap(), keptReady), 0)*messageSize
 	if !r.fitsGranted(r.charge+cost, r.grant) && !(r.releaseRing() && r.fitsGranted(r.charge+cost, r.grant)) {
-		return NoMemory
+		return NoMemory, Message{}, false
 	}
-	r.deliver(h.Reliable, r.cfg.Arena.Copy(m.Payload))
+	msg := Message{Reliable: h.Reliable, Data: r.cfg.Arena.Copy(m.Payload)}
+	take = take && r.ready.Len() == 0
+	if !take {
+		r.deliver(msg.Reliable, msg.Data)
+	}
 	r.q.pay() // a kept ring is paid for by every packet (N39)
 	r.consumed(Distance(r.g, h.Seq), h.Reliable, h.Rel)
 	r.recharge()
 	r.deadline = 0
-	return Accepted
+	if !take {
+		return Accepted, Message{}, false
+	}
+	return Accepted, msg, true
 }
 
 // skip moves the ignore number k places forward over packets that are all

@@ -115,7 +115,7 @@ func Digests(digests [][MD5Len]byte, payloads [][]byte) { multimd5.Sums(digests,
 func VerifyChecksumWith(ps *Presums, payload, sum []byte) bool {
 	n := len(payload)
 	if ps != nil && ps.set && n > ShortChecksumMax && ps.n == n && ps.p == &payload[0] {
-		return len(sum) == MD5Len && string(ps.digest[:]) == string(sum)
+		return len(sum) == MD5Len && ps.digest == [MD5Len]byte(sum)
 	}
 	return VerifyChecksum(payload, sum)
 }
@@ -127,6 +127,12 @@ func ParseMessageWith(ps *Presums, b []byte, maxLen int) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
+	return h.MessageWith(ps, b)
+}
+
+// MessageWith is ParseMessageWith for an encoded message b whose header,
+// h, is parsed already.
+func (h Header) MessageWith(ps *Presums, b []byte) (Message, error) {
 	switch n := h.EncodedLen(); {
 	case len(b) < n:
 		return Message{}, ErrShort

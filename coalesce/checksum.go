@@ -56,8 +56,7 @@ func VerifyChecksum(payload, sum []byte) bool {
 		return false
 	}
 	if n > ShortChecksumMax {
-		want := md5.Sum(payload)
-		return string(want[:]) == string(sum)
+		return md5.Sum(payload) == [MD5Len]byte(sum)
 	}
 	for i, c := range sum {
 		if c != reversedNot[payload[n-1-i]] {

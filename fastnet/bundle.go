@@ -103,8 +103,9 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 		e.drop(c, DropBundleMalformed) // one or more packets (D24)
 		return
 	}
-	pre := e.presum(p)
-	defer e.endPresums(pre)
+	sums := e.presum(p)
+	defer e.endPresums()
+	j := 0 // the next of e.sums
 	// The connection the last packets went to, touched once they are
 	// handled, or before a packet for another.
 	var touched *conn
@@ -127,9 +128,9 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 			e.drop(cur, DropBundleNested) // and the rest with it (D24)
 			break
 		}
-		if len(pre) > 0 && pre[0].k == k {
-			e.presums.Set(pre[0].payload, pre[0].digest)
-			pre = pre[1:]
+		if j < sums && e.sums.k[j] == k {
+			e.presums.Set(e.sums.payloads[j], e.sums.digests[j])
+			j++
 		} else {
 			e.presums.Clear()
 		}
@@ -146,34 +147,37 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 }
 
 // endPresums forgets the digests of a bundle once it is handled, and the
-// slices of it that pre, kept for the next bundle, still holds: the
+// payloads of it that e.sums, kept for the next bundle, still holds: the
 // endpoint keeps nothing of a datagram after handling it.
-func (e *Endpoint) endPresums(pre []presumed) {
+func (e *Endpoint) endPresums() {
 	e.presums.Clear()
-	clear(pre)
+	clear(e.sums.payloads)
 }
 
-// presumed is the digest of the message inner packet k of a bundle
-// carries whole.
-type presumed struct {
-	k       int
-	payload []byte
-	digest  [coalesce.MD5Len]byte
+// bundleSums is what presum computed for the bundle being handled: for
+// each inner packet that carries a message whole, in the order of the
+// packets, its number in the bundle (k), the message's payload and its
+// digest. The arrays are kept for the next bundle.
+type bundleSums struct {
+	k        []int
+	payloads [][]byte
+	digests  [][coalesce.MD5Len]byte
 }
 
 // presum computes together, where that is faster (coalesce.Batched), the
 // MD5 digests of the messages that the data packets of bundle payload p
-// carry whole, and returns them in the order of the packets: handleBundle
+// carry whole, into e.sums, and returns how many there are: handleBundle
 // hands each to the receiver through e.presums as its packet is handled,
 // so that it is not computed again alone (D3, N86). Packets that are not
 // such a message, and what follows a malformed length, are left to the
 // receiver as they are. The work is at most one digest per byte of the
 // bundle, as the receiver's own would be.
-func (e *Endpoint) presum(p []byte) []presumed {
+func (e *Endpoint) presum(p []byte) int {
 	if !coalesce.Batched() {
-		return nil
+		return 0
 	}
-	pre := e.pre[:0]
+	s := &e.sums
+	s.k, s.payloads = s.k[:0], s.payloads[:0]
 	for k := 0; len(p) > 0; k++ {
 		inner, rest, ok := cutBundle(p)
 		if !ok {
@@ -192,30 +196,19 @@ func (e *Endpoint) presum(p []byte) []presumed {
 		if err != nil || mh.Len <= coalesce.ShortChecksumMax || mh.EncodedLen() != len(chunk) {
 			continue
 		}
-		pre = append(pre, presumed{k: k, payload: chunk[mh.HeaderLen : mh.HeaderLen+mh.Len]})
+		s.k = append(s.k, k)
+		s.payloads = append(s.payloads, chunk[mh.HeaderLen:mh.HeaderLen+mh.Len])
 	}
-	if len(pre) < 2 {
-		e.pre = pre[:0]
-		return nil // one digest alone is computed where it always was
+	n := len(s.k)
+	if n < 2 {
+		clear(s.payloads)
+		return 0 // one digest alone is computed where it always was
 	}
-	// The digests, a batch at a time.
-	var (
-		payloads [2 * coalesce.BatchLanes][]byte
-		digests  [2 * coalesce.BatchLanes][coalesce.MD5Len]byte
-	)
-	for i := 0; i < len(pre); {
-		n := min(len(pre)-i, len(payloads))
-		for j := range n {
-			payloads[j] = pre[i+j].payload
-		}
-		coalesce.Digests(digests[:n], payloads[:n])
-		for j := range n {
-			pre[i+j].digest = digests[j]
-		}
-		i += n
+	if cap(s.digests) < n {
+		s.digests = make([][coalesce.MD5Len]byte, n)
 	}
-	e.pre = pre[:0]
-	return pre
+	coalesce.Digests(s.digests[:n], s.payloads)
+	return n
 }
 
 // cutBundle takes the first inner packet off p, a bundle's payload or

@@ -61,7 +61,8 @@ func (c *conn) handleData(now clock.Time, ch int16, p []byte) {
 		c.stats.Dropped[DropMemory]++
 		return
 	}
-	switch cs.rcv.Handle(now, h, chunk) {
+	res, m, took := cs.rcv.HandleTake(now, h, chunk)
+	switch res {
 	case channel.Accepted:
 		if h.Reliable {
 			c.ack(ch, h.Seq)
@@ -76,6 +77,11 @@ func (c *conn) handleData(now clock.Time, ch int16, p []byte) {
 		c.stats.Dropped[DropWindow]++
 	case channel.NoMemory:
 		c.stats.Dropped[DropMemory]++
+	}
+	if took {
+		// A message whole in its packet, with nothing before it: what
+		// Poll would have given first (deliver gives the rest).
+		c.emit(cs, m)
 	}
 	c.deliver(now, cs)
 }
@@ -102,9 +108,7 @@ func (c *conn) deliver(now clock.Time, cs *chanState) {
 		if !ok {
 			break
 		}
-		c.stats.MessagesDelivered++
-		c.ep.estats.MessagesDelivered++
-		c.ep.emitMessage(c, cs.id, m.Reliable, m.Data)
+		c.emit(cs, m)
 	}
 	if cs.rcv.Dropped() {
 		d := cs.rcv.NewDrops()
@@ -123,6 +127,13 @@ func (c *conn) deliver(now clock.Time, cs *chanState) {
 		c.recvChans = append(c.recvChans, cs)
 	}
 	c.receiverIdle(cs)
+}
+
+// emit hands message m of channel cs to the application.
+func (c *conn) emit(cs *chanState, m channel.Message) {
+	c.stats.MessagesDelivered++
+	c.ep.estats.MessagesDelivered++
+	c.ep.emitMessage(c, cs.id, m.Reliable, m.Data)
 }
 
 // expireReceivers applies the MCI rule (D11) to receivers whose deadline

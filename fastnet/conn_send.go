@@ -357,7 +357,9 @@ const floodPaced = 4
 // heartbeats keep their interval, or a long path's echoes would come back
 // to heartbeats already forgotten.
 func (c *conn) floodBeat() {
-	if c.hb.floodIv == 0 || !c.cc.echoLimited() {
+	if c.hb.floodIv == 0 || !c.cc.echoLimited() || !c.hb.lastSent.Add(c.hb.floodIv).Before(c.hb.nextSend) {
+		// The interval is at least floodIv: if that is not sooner,
+		// nothing is.
 		return
 	}
 	// No closer than floodPaced datagrams at the pacing rate: a slow

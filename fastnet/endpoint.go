@@ -21,8 +21,9 @@ type Endpoint struct {
 	conns      map[Handle]*conn
 	byAddr     map[netip.AddrPort]*conn
 	lastConn   *conn            // the connection of the latest datagram, saving a lookup
+	lastSent   *conn            // the connection of the latest Send, likewise
 	presums    coalesce.Presums // the digest of the message being handled, computed ahead (handleBundle)
-	pre        []presumed       // handleBundle's digests, kept for the next bundle
+	sums       bundleSums       // handleBundle's digests
 	arena      channel.Arena    // the buffers of small delivered messages
 	ids        map[uint32]*conn // IDs in use by server-role connections (N1, X19)
 	served     int              // server-role connections (X19)
@@ -171,6 +172,9 @@ func (e *Endpoint) addConn(now clock.Time, addr netip.AddrPort, role Role) *conn
 func (e *Endpoint) removeConn(c *conn) {
 	if e.lastConn == c {
 		e.lastConn = nil
+	}
+	if e.lastSent == c {
+		e.lastSent = nil
 	}
 	if e.intros.n() > 0 {
 		e.introConnGone(c) // X7
@@ -658,7 +662,11 @@ func (e *Endpoint) send(now clock.Time, h Handle, channel int, msg []byte, relia
 	if len(msg) > e.cfg.MaxMessageSize {
 		return ErrMessageTooLarge
 	}
-	c := e.conns[h]
+	c := e.lastSent
+	if c == nil || c.handle != h {
+		c = e.conns[h]
+		e.lastSent = c
+	}
 	switch {
 	case c == nil:
 		return ErrUnknownConn

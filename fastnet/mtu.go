@@ -332,7 +332,7 @@ func (c *conn) probeStuckAt() clock.Time {
 // mtuPoll writes a responder reply or an estimator packet, if one is due.
 func (c *conn) mtuPoll(now clock.Time, buf []byte) ([]byte, bool) {
 	own, peer := c.mtuChannels()
-	if c.responder != nil && (c.bundling || c.replyReady(now)) {
+	if c.responder != nil && c.responder.Pending() && (c.bundling || c.replyReady(now)) {
 		count := !c.responder.AckPending()
 		if b, ok := c.responder.AppendReply(appendPacketHeader(buf, peer)); ok {
 			if count {
