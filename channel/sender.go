@@ -542,14 +542,20 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 	if no >= s.sendNo {
 		return Acked{}, false
 	}
-	// bySeq is sorted by no: binary search.
-	lo, hi := 0, s.bySeq.Len()
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if s.bySeq.At(mid).no < no {
-			lo = mid + 1
-		} else {
-			hi = mid
+	// bySeq is sorted by no, which its entries hold once each: with no
+	// dead entry before it, as when acks come in order, the packet's is
+	// no-base.no places on; else a binary search finds it.
+	lo := int(no - base.no)
+	if lo >= s.bySeq.Len() || s.bySeq.At(lo).no != no {
+		hi := s.bySeq.Len()
+		lo = 0
+		for lo < hi {
+			mid := int(uint(lo+hi) >> 1)
+			if s.bySeq.At(mid).no < no {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
 		}
 	}
 	if lo == s.bySeq.Len() {
