@@ -287,11 +287,15 @@ func (n *net) take(t *rapid.T, keep bool) packet {
 // resends, acks) mixed with hostile packets (arbitrary headers and chunks
 // near the window). Results, deliveries, drop counters, errors, deadlines,
 // G and L must agree at every step (D7-D11). Memory limits are set so
-// that they are never reached.
+// that they are never reached. A twin receiver takes the same packets
+// through HandleTake, and must agree with the receiver in every field
+// (twinDiff).
 func TestReceiverMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := ReceiverConfig{Window: 200, MaxMessage: 10000, MaxBytes: 1 << 20, MCI: 25 * ms}
 		r := NewReceiver(cfg)
+		twin := NewReceiver(cfg)
+		var took []Message
 		m := newNaive(cfg)
 		s := NewSender(0)
 		var nw net
@@ -301,10 +305,23 @@ func TestReceiverMatchesModel(t *testing.T) {
 		check := func(t *rapid.T) {
 			for {
 				msg, ok := r.Poll(now)
+				var tm Message
+				tok := len(took) > 0
+				if tok {
+					tm, took = took[0], took[1:]
+				} else {
+					tm, tok = twin.Poll(now)
+				}
+				if tok != ok || !slices.Equal(tm.Data, msg.Data) || tm.Reliable != msg.Reliable {
+					t.Fatalf("model twin: HandleTake and Poll gave %v %q, Handle and Poll %v %q", tok, tm.Data, ok, msg.Data)
+				}
 				if !ok {
 					break
 				}
 				got = append(got, msg)
+			}
+			if d := twinDiff(r, twin); d != "" {
+				t.Fatalf("model twin state differs:%s", d)
 			}
 			m.process(now)
 			if diff := cmp.Diff(m.out, got); diff != "" {
@@ -326,6 +343,13 @@ func TestReceiverMatchesModel(t *testing.T) {
 		}
 		handle := func(t *rapid.T, p packet) {
 			res := r.Handle(now, p.h, p.chunk)
+			tres, tm, tok := twin.HandleTake(now, p.h, p.chunk)
+			if tres != res {
+				t.Fatalf("model twin: HandleTake %v, Handle %v", tres, res)
+			}
+			if tok {
+				took = append(took, tm)
+			}
 			if want := m.handle(now, p.h, p.chunk); res != want {
 				t.Fatalf("Handle(%+v, %d bytes) = %v, model %v", p.h, len(p.chunk), res, want)
 			}
@@ -409,7 +433,7 @@ func TestReceiverMatchesModel(t *testing.T) {
 // time has passed the MCI, every reliable message is delivered and nothing
 // is left queued (nothing stalls). A twin receiver takes every packet
 // through HandleTake, as the engine does, and must return the same results,
-// deliver the same messages and hold the same memory.
+// deliver the same messages and end in the same state (twinDiff).
 func TestReceiverProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		budget := &Budget{Limit: rapid.IntRange(4000, 10000).Draw(t, "budget")}
@@ -526,6 +550,11 @@ func TestReceiverProperties(t *testing.T) {
 			// receiver as Handle does.
 			if len(took) == 0 && (twin.Bytes() != r.Bytes() || twinBudget.Used != budget.Used || twinBudget.committed != budget.committed || twinBudget.holders != budget.holders || twin.Drops() != r.Drops() || twin.NextDeadline() != r.NextDeadline()) {
 				t.Fatalf("twin: Bytes %d, budget %d %d %d, drops %+v, deadline %v; receiver %d, %d %d %d, %+v, %v", twin.Bytes(), twinBudget.Used, twinBudget.committed, twinBudget.holders, twin.Drops(), twin.NextDeadline(), r.Bytes(), budget.Used, budget.committed, budget.holders, r.Drops(), r.NextDeadline())
+			}
+			if len(took) == 0 {
+				if d := twinDiff(r, twin); d != "" {
+					t.Fatalf("twin state differs:%s", d)
+				}
 			}
 			tg, tl := twin.Position()
 			if g, l := r.Position(); g != tg || l != tl {

@@ -594,9 +594,9 @@ func (r *Receiver) Handle(now clock.Time, h Header, chunk []byte) Result {
 // HandleTake is Handle for a caller that takes at once what the packet
 // completes: a message that arrives whole in one packet, with no packet
 // queued and no message waiting for Poll, is returned (ok), not kept for
-// Poll. The receiver is left as Handle and a Poll that took the message
-// would leave it; other messages the packet completes are taken with Poll
-// as after Handle.
+// Poll. The caller then polls as after Handle, for any other message the
+// packet completes; the receiver is then as Handle, and Poll taking the
+// same messages, would leave it.
 func (r *Receiver) HandleTake(now clock.Time, h Header, chunk []byte) (res Result, m Message, ok bool) {
 	return r.handle(now, h, chunk, true)
 }

@@ -357,15 +357,21 @@ const floodPaced = 4
 // heartbeats keep their interval, or a long path's echoes would come back
 // to heartbeats already forgotten.
 func (c *conn) floodBeat() {
-	if c.hb.floodIv == 0 || !c.cc.echoLimited() || !c.hb.lastSent.Add(c.hb.floodIv).Before(c.hb.nextSend) {
+	if c.hb.floodIv == 0 || !c.cc.echoLimited() {
+		return
+	}
+	// Asked even when nothing changes: asking may lift the echo
+	// limiter's cap, once the window's rate passes it (computeRate).
+	rate := c.paceRate()
+	if !c.hb.lastSent.Add(c.hb.floodIv).Before(c.hb.nextSend) {
 		// The interval is at least floodIv: if that is not sooner,
-		// nothing is.
+		// nothing is, and the division below is saved.
 		return
 	}
 	// No closer than floodPaced datagrams at the pacing rate: a slow
 	// pacer would otherwise send more heartbeats, and draw more echoes,
 	// than data.
-	iv := max(c.hb.floodIv, time.Duration(floodPaced*float64(c.payloadMTU+2)/c.paceRate()*1e9))
+	iv := max(c.hb.floodIv, time.Duration(floodPaced*float64(c.payloadMTU+2)/rate*1e9))
 	if t := c.hb.lastSent.Add(iv); t < c.hb.nextSend {
 		c.hb.nextSend = t
 	}
