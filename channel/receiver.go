@@ -513,6 +513,9 @@ func (r *Receiver) inGrant(h Header) bool {
 
 // setCharge records a new Bytes and passes the change to the budget.
 func (r *Receiver) setCharge(c int) {
+	if c == r.charge {
+		return // as after most packets: nothing to pass on
+	}
 	if r.budget != nil {
 		r.budget.add(c-r.charge, 0)
 	}
