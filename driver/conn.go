@@ -109,6 +109,9 @@ func (c *Conn) endLocked(err error, local bool) {
 		c.watched, c.unwatch = nil, nil
 	}
 	delete(c.e.conns, c.h)
+	if c.e.lastConn == c {
+		c.e.lastConn = nil
+	}
 	if c.e.byAddr[c.remote] == c {
 		delete(c.e.byAddr, c.remote)
 	}
@@ -128,7 +131,7 @@ func (c *Conn) endLocked(err error, local bool) {
 // read, until Receive has taken half the queue. Reliable messages the
 // endpoint already delivered are queued all the same (they were acked);
 // an unreliable one that does not fit is dropped.
-func (c *Conn) deliverLocked(ev fastnet.Event) {
+func (c *Conn) deliverLocked(ev *fastnet.Event) {
 	limit := c.e.opts.ReceiveQueue
 	if !ev.Reliable && c.queueBytes+len(ev.Data) > limit && c.queue.Len() > 0 {
 		c.dropped++

@@ -203,6 +203,7 @@ type Engine struct {
 	cfg      fastnet.Config
 	opts     Options
 	conns    map[fastnet.Handle]*Conn
+	lastConn *Conn // the connection of the latest event, saving a lookup a message; nil when it ends
 	byAddr   map[netip.AddrPort]*Conn
 
 	scratch []byte
@@ -457,7 +458,7 @@ func (e *Engine) dispatchAllLocked() {
 		if !ok {
 			return
 		}
-		e.dispatchLocked(ev)
+		e.dispatchLocked(&ev)
 	}
 }
 
@@ -487,7 +488,7 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 		if !ok {
 			break
 		}
-		e.dispatchLocked(ev)
+		e.dispatchLocked(&ev)
 	}
 	for {
 		if e.opts.CombineWrites && len(e.out) >= e.opts.Batch {
@@ -527,7 +528,7 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 		if !ok {
 			break
 		}
-		e.dispatchLocked(ev)
+		e.dispatchLocked(&ev)
 	}
 	if d, ok := e.ep.NextDeadline(); ok {
 		e.armLocked(d, now)
@@ -704,8 +705,15 @@ func (e *Engine) wakeLocked() {
 	e.wakes = e.wakes[:0]
 }
 
-func (e *Engine) dispatchLocked(ev fastnet.Event) {
-	c := e.conns[ev.Conn]
+// dispatchLocked hands the endpoint's event ev to its connection. ev is
+// read, not kept: it is a pointer only so that an event, large, is not
+// copied once more for each message.
+func (e *Engine) dispatchLocked(ev *fastnet.Event) {
+	c := e.lastConn
+	if c == nil || c.h != ev.Conn {
+		c = e.conns[ev.Conn]
+		e.lastConn = c
+	}
 	switch ev.Kind {
 	case fastnet.EventConnected:
 		if c == nil && ev.Intro != nil && ev.Intro.Initiator && e.opts.Intro != nil {
@@ -715,7 +723,7 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 			c.id = ev.ID
 			c.established = true
 			e.notifyLocked(Event{Kind: EventConnected, Conn: c, Addr: c.remote})
-			e.opts.Intro(ev, c)
+			e.opts.Intro(*ev, c)
 			return
 		}
 		if c == nil { // a server's new connection
@@ -723,7 +731,7 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 			c.id = ev.ID
 			c.established = true
 			if ev.Intro != nil && e.opts.Intro != nil {
-				e.opts.Intro(ev, c)
+				e.opts.Intro(*ev, c)
 			}
 			if l := e.listener; l != nil && !l.pushLocked(c) {
 				// The backlog filled after the accept hook let the
@@ -742,11 +750,11 @@ func (e *Engine) dispatchLocked(ev fastnet.Event) {
 		if c != nil {
 			c.endLocked(ev.Err, false)
 		} else if ev.Intro != nil && e.opts.Intro != nil {
-			e.opts.Intro(ev, nil)
+			e.opts.Intro(*ev, nil)
 		}
 	case fastnet.EventIntroduced, fastnet.EventIntroFailed, fastnet.EventRelayHost, fastnet.EventRelayJoin:
 		if e.opts.Intro != nil {
-			e.opts.Intro(ev, c)
+			e.opts.Intro(*ev, c)
 		}
 	case fastnet.EventDisconnected:
 		if c != nil {

@@ -17,7 +17,7 @@ func TestReceiveQueueCompacts(t *testing.T) {
 	c := &Conn{e: e, notify: make(chan struct{}, 1)}
 	data := make([]byte, 8)
 	deliver := func() {
-		c.deliverLocked(fastnet.Event{Kind: fastnet.EventMessage, Reliable: true, Data: data})
+		c.deliverLocked(&fastnet.Event{Kind: fastnet.EventMessage, Reliable: true, Data: data})
 	}
 	deliver()
 	for range 100000 {
