@@ -425,6 +425,27 @@ func (e *Engine) Input(from netip.AddrPort, b []byte) {
 	e.flushAtLocked(now)
 }
 
+// InputEstablished is Input for a transport that must know when the
+// handshake of the connection with from completes: once b is handled, if
+// that connection is established, it calls established, under the
+// engine's lock, before anything else can use or end the connection.
+// Asking Established after Input could find the connection accepted,
+// used and closed by others meanwhile, and take it for one whose
+// handshake never completed.
+func (e *Engine) InputEstablished(from netip.AddrPort, b []byte, established func()) {
+	e.mu.Lock()
+	defer e.unlockInput()
+	if e.closed {
+		return
+	}
+	now := e.clk.Now()
+	e.ep.HandleDatagram(now, from, b)
+	e.flushAtLocked(now)
+	if c := e.byAddr[from]; c != nil && c.established {
+		established()
+	}
+}
+
 // InputBatch feeds datagrams read together, under one lock.
 func (e *Engine) InputBatch(msgs []datagram.Message) {
 	e.mu.Lock()

@@ -222,7 +222,7 @@ type tcpConn struct {
 	wbuf        []byte // the framing of a packet written by a Send
 	ready       chan struct{}
 	ending      bool      // this side ends the connection: write pending, then close
-	established bool      // the Fastnet handshake completed
+	established bool      // the Fastnet handshake completed; written by the reader goroutine only, with mu held
 	paused      bool      // Receive is behind: the reader waits (driver.Pauser)
 	deadline    time.Time // the read deadline of the connection's state (setDeadlineLocked)
 	// Read role state.
@@ -433,12 +433,18 @@ func (t *transport) readBackground(c *tcpConn) bool {
 			t.failed(c, err)
 			return false
 		}
-		t.e.Input(c.remote, p)
-		if !c.established && t.e.Established(c.remote) {
-			t.settled(c)
-			// The reader goroutine holds the role: nobody else
-			// reads through c.fr now.
-			c.fr.Grow(frame.DefaultBuffer)
+		if c.established { // written by this goroutine only
+			t.e.Input(c.remote, p)
+			continue
+		}
+		// Marked with the packet that completes the handshake, under
+		// the engine's lock: asked afterwards, the connection could be
+		// accepted, used and closed by then, and its end (finish) would
+		// take it for one still in its handshake and reset it rather
+		// than drain what it had queued.
+		now := false
+		t.e.InputEstablished(c.remote, p, func() {
+			now = true
 			c.mu.Lock()
 			c.established = true
 			if !c.ending { // an ending connection keeps its deadline
@@ -446,9 +452,24 @@ func (t *transport) readBackground(c *tcpConn) bool {
 				c.nc.SetReadDeadline(c.deadline)
 			}
 			c.mu.Unlock()
+		})
+		if hook := testHookHandshakeInput.Load(); hook != nil {
+			(*hook)()
+		}
+		if now {
+			t.settled(c)
+			// The reader goroutine holds the role: nobody else
+			// reads through c.fr now.
+			c.fr.Grow(frame.DefaultBuffer)
 		}
 	}
 }
+
+// testHookHandshakeInput, if set by a test, runs in a reader goroutine
+// after each packet of a connection still in its handshake is handled:
+// there, a reader that the scheduler holds back lets others accept, use
+// and close the connection.
+var testHookHandshakeInput atomic.Pointer[func()]
 
 // failed records that the stream ended or broke, from a read or a write.
 // If the peer did it (this side is not ending the connection), the engine

@@ -3,6 +3,7 @@ package tcpdriver
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,5 +47,61 @@ func TestEcho(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCloseAfterSlowHandshakeRead closes a server whose connection's
+// reader is held back just after the packet that completed the handshake,
+// as a loaded machine's scheduler can: meanwhile the server accepts the
+// connection, queues messages on it and closes. The messages must reach
+// the client, then the server's reason; when the reader learnt of the
+// handshake only by asking after it, the connection was gone by then, its
+// end took it for one still in its handshake and reset it, and the client
+// lost the stream.
+func TestCloseAfterSlowHandshakeRead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg := Config{}
+	cfg.Engine.Linger = 5 * time.Second
+	l, err := Listen(ctx, "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	hold := func() { time.Sleep(100 * time.Millisecond) }
+	testHookHandshakeInput.Store(&hold)
+	defer testHookHandshakeInput.Store(nil)
+	const n = 100
+	served := make(chan error, 1)
+	go func() {
+		sc, err := l.Accept(ctx)
+		if err != nil {
+			served <- err
+			return
+		}
+		msg := bytes.Repeat([]byte("x"), 1000)
+		for range n {
+			if err := sc.Send(ctx, 1, msg, true); err != nil {
+				served <- err
+				return
+			}
+		}
+		served <- l.Close()
+	}()
+	c, err := Dial(ctx, l.Addr().String(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range n {
+		if _, err := c.Receive(ctx); err != nil {
+			t.Fatalf("after %d of %d messages: %v", i, n, err)
+		}
+	}
+	if _, err := c.Receive(ctx); err == nil || !strings.Contains(err.Error(), "server shutting down") {
+		t.Errorf("after the messages: %v, want the server's reason", err)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("server: %v", err)
 	}
 }

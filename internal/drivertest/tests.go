@@ -624,9 +624,11 @@ func testListenerClose(t *testing.T, d Driver) {
 	const n = 300
 	ctx := testContext(t)
 	cfg := config()
-	// The messages must get through, as in testGracefulClose: with the
-	// default 1 s linger a loaded machine once lost the TCP stream after
-	// 36 of them.
+	// The messages must get through, as in testGracefulClose. (A loaded
+	// machine once lost the TCP stream after 36 of them. That was not the
+	// default 1 s linger but tcpdriver taking a connection closed before
+	// its reader saw the handshake complete for one still in it, and
+	// resetting it; see tcpdriver's TestCloseAfterSlowHandshakeRead.)
 	cfg.Linger = 5 * time.Second
 	l := listen(t, ctx, d, cfg)
 	c, sc := connect(t, ctx, d, l, cfg)
