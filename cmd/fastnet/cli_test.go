@@ -118,7 +118,9 @@ func TestLongLines(t *testing.T) {
 	srv := startServer(t, "--echo", "--tcp", "127.0.0.1:0")
 	const max = 1 << 20
 	longest := strings.Repeat("x", max)
-	r := runBin(t, longest+"\r\n", 30*time.Second, "connect", "--tcp", srv.tcp)
+	// Its echo takes a while under the race detector on a loaded
+	// machine: connect waits for it up to --drain of quiet.
+	r := runBin(t, longest+"\r\n", 30*time.Second, "connect", "--tcp", "--drain", "3s", srv.tcp)
 	if r.code != 0 || r.stdout != longest+"\n" {
 		t.Errorf("a line of %d bytes: exit %d, %d bytes back, stderr %q; want 0 and the line", max, r.code, len(r.stdout), r.stderr)
 	}
