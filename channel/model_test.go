@@ -305,15 +305,8 @@ func TestReceiverMatchesModel(t *testing.T) {
 		check := func(t *rapid.T) {
 			for {
 				msg, ok := r.Poll(now)
-				var tm Message
-				tok := len(took) > 0
-				if tok {
-					tm, took = took[0], took[1:]
-				} else {
-					tm, tok = twin.Poll(now)
-				}
-				if tok != ok || !slices.Equal(tm.Data, msg.Data) || tm.Reliable != msg.Reliable {
-					t.Fatalf("model twin: HandleTake and Poll gave %v %q, Handle and Poll %v %q", tok, tm.Data, ok, msg.Data)
+				if err := sameNext(twin, &took, now, msg, ok); err != "" {
+					t.Fatalf("model twin: %s", err)
 				}
 				if !ok {
 					break
@@ -467,15 +460,8 @@ func TestReceiverProperties(t *testing.T) {
 		deliverAll := func(t *rapid.T) {
 			for {
 				msg, ok := r.Poll(now)
-				var tm Message
-				tok := len(took) > 0
-				if tok {
-					tm, took = took[0], took[1:]
-				} else {
-					tm, tok = twin.Poll(now)
-				}
-				if tok != ok || !slices.Equal(tm.Data, msg.Data) || tm.Reliable != msg.Reliable {
-					t.Fatalf("HandleTake and Poll gave %v %q, Handle and Poll %v %q", tok, tm.Data, ok, msg.Data)
+				if err := sameNext(twin, &took, now, msg, ok); err != "" {
+					t.Fatal(err)
 				}
 				if !ok {
 					return

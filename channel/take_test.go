@@ -2,8 +2,10 @@ package channel
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
+	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
 )
 
@@ -43,6 +45,24 @@ func twinDiff(a, b *Receiver) string {
 	x, y := get(a), get(b)
 	if x != y {
 		return fmt.Sprintf("\n%+v\n%+v", x, y)
+	}
+	return ""
+}
+
+// sameNext takes the twin's next message, the first of took (what
+// HandleTake returned) or else what Poll gives, and returns what differs
+// from msg and ok, the next message of the receiver fed through Handle, or
+// "" if nothing does.
+func sameNext(twin *Receiver, took *[]Message, now clock.Time, msg Message, ok bool) string {
+	var tm Message
+	tok := len(*took) > 0
+	if tok {
+		tm, *took = (*took)[0], (*took)[1:]
+	} else {
+		tm, tok = twin.Poll(now)
+	}
+	if tok != ok || !slices.Equal(tm.Data, msg.Data) || tm.Reliable != msg.Reliable {
+		return fmt.Sprintf("HandleTake and Poll gave %v %q, Handle and Poll %v %q", tok, tm.Data, ok, msg.Data)
 	}
 	return ""
 }

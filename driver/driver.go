@@ -414,24 +414,15 @@ func (e *Engine) timerLoop() {
 }
 
 // Input feeds one datagram (or deframed packet) from addr.
-func (e *Engine) Input(from netip.AddrPort, b []byte) {
-	e.mu.Lock()
-	defer e.unlockInput()
-	if e.closed {
-		return
-	}
-	now := e.clk.Now()
-	e.ep.HandleDatagram(now, from, b)
-	e.flushAtLocked(now)
-}
+func (e *Engine) Input(from netip.AddrPort, b []byte) { e.InputEstablished(from, b, nil) }
 
 // InputEstablished is Input for a transport that must know when the
 // handshake of the connection with from completes: once b is handled, if
-// that connection is established, it calls established, under the
-// engine's lock, before anything else can use or end the connection.
-// Asking Established after Input could find the connection accepted,
-// used and closed by others meanwhile, and take it for one whose
-// handshake never completed.
+// that connection is established, it calls established (unless nil)
+// under the engine's lock, before anything else can use or end the
+// connection. Asking Established after Input could find the connection
+// accepted, used and closed by others meanwhile, and take it for one
+// whose handshake never completed.
 func (e *Engine) InputEstablished(from netip.AddrPort, b []byte, established func()) {
 	e.mu.Lock()
 	defer e.unlockInput()
@@ -441,6 +432,9 @@ func (e *Engine) InputEstablished(from netip.AddrPort, b []byte, established fun
 	now := e.clk.Now()
 	e.ep.HandleDatagram(now, from, b)
 	e.flushAtLocked(now)
+	if established == nil {
+		return
+	}
 	if c := e.byAddr[from]; c != nil && c.established {
 		established()
 	}
