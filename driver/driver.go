@@ -812,7 +812,9 @@ func (e *Engine) newConnLocked(h fastnet.Handle, addr netip.AddrPort) *Conn {
 }
 
 // Established reports whether the Fastnet connection with addr is
-// established.
+// established. Asked after Input, it may find the connection ended
+// already; a transport that must know when the handshake completes uses
+// InputEstablished.
 func (e *Engine) Established(addr netip.AddrPort) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -438,13 +438,16 @@ func (t *transport) readBackground(c *tcpConn) bool {
 			continue
 		}
 		// Marked with the packet that completes the handshake, under
-		// the engine's lock: asked afterwards, the connection could be
-		// accepted, used and closed by then, and its end (finish) would
-		// take it for one still in its handshake and reset it rather
-		// than drain what it had queued.
+		// the engine's lock (N99): asked afterwards, the connection
+		// could be accepted, used and closed by then, and its end
+		// (finish) would take it for one still in its handshake and
+		// reset it rather than drain what it had queued; and until it
+		// leaves the handshakes, a new connection could evict it as
+		// the oldest of them (N46).
 		now := false
 		t.e.InputEstablished(c.remote, p, func() {
 			now = true
+			t.settled(c)
 			c.mu.Lock()
 			c.established = true
 			if !c.ending { // an ending connection keeps its deadline
@@ -457,7 +460,6 @@ func (t *transport) readBackground(c *tcpConn) bool {
 			(*hook)()
 		}
 		if now {
-			t.settled(c)
 			// The reader goroutine holds the role: nobody else
 			// reads through c.fr now.
 			c.fr.Grow(frame.DefaultBuffer)

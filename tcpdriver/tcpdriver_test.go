@@ -3,6 +3,7 @@ package tcpdriver
 import (
 	"bytes"
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +104,60 @@ func TestCloseAfterSlowHandshakeRead(t *testing.T) {
 	}
 	if err := <-served; err != nil {
 		t.Errorf("server: %v", err)
+	}
+}
+
+// TestSlowHandshakeReadNotEvicted holds a server connection's reader back
+// after the packet that completed its handshake, as in
+// TestCloseAfterSlowHandshakeRead, while the server accepts it and, with
+// MaxHandshakes 1, a new TCP connection arrives: the accepted connection
+// is out of the handshakes already and is not evicted as their oldest
+// (N46, N99); a message sent on it arrives.
+func TestSlowHandshakeReadNotEvicted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg := Config{MaxHandshakes: 1}
+	l, err := Listen(ctx, "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	hold := func() { time.Sleep(100 * time.Millisecond) }
+	testHookHandshakeInput.Store(&hold)
+	defer testHookHandshakeInput.Store(nil)
+	accepted := make(chan *Conn, 1)
+	go func() {
+		sc, err := l.Accept(ctx)
+		if err != nil {
+			t.Error(err)
+			accepted <- nil
+			return
+		}
+		// A second client opens a TCP connection while the first's
+		// reader is still held after its last handshake packet.
+		nc, err := net.Dial("tcp", l.Addr().String())
+		if err == nil {
+			defer nc.Close()
+		}
+		accepted <- sc
+		time.Sleep(500 * time.Millisecond)
+	}()
+	c, err := Dial(ctx, l.Addr().String(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc := <-accepted
+	if sc == nil {
+		return
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := sc.Send(ctx, 1, []byte("hi"), true); err != nil {
+		t.Fatalf("send on the accepted connection: %v (stats %+v)", err, l.DriverStats())
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer rcancel()
+	if _, err := c.Receive(rctx); err != nil {
+		t.Fatalf("receive: %v (stats %+v)", err, l.DriverStats())
 	}
 }
