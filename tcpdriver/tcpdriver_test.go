@@ -60,18 +60,9 @@ func TestEcho(t *testing.T) {
 // end took it for one still in its handshake and reset it, and the client
 // lost the stream.
 func TestCloseAfterSlowHandshakeRead(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	cfg := Config{}
 	cfg.Engine.Linger = 5 * time.Second
-	l, err := Listen(ctx, "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	hold := func() { time.Sleep(100 * time.Millisecond) }
-	testHookHandshakeInput.Store(&hold)
-	defer testHookHandshakeInput.Store(nil)
+	ctx, l := listenSlowHandshakes(t, cfg)
 	const n = 100
 	served := make(chan error, 1)
 	go func() {
@@ -114,17 +105,8 @@ func TestCloseAfterSlowHandshakeRead(t *testing.T) {
 // is out of the handshakes already and is not evicted as their oldest
 // (N46, N99); a message sent on it arrives.
 func TestSlowHandshakeReadNotEvicted(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	cfg := Config{MaxHandshakes: 1}
-	l, err := Listen(ctx, "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	hold := func() { time.Sleep(100 * time.Millisecond) }
-	testHookHandshakeInput.Store(&hold)
-	defer testHookHandshakeInput.Store(nil)
+	ctx, l := listenSlowHandshakes(t, cfg)
 	accepted := make(chan *Conn, 1)
 	go func() {
 		sc, err := l.Accept(ctx)
@@ -160,4 +142,22 @@ func TestSlowHandshakeReadNotEvicted(t *testing.T) {
 	if _, err := c.Receive(rctx); err != nil {
 		t.Fatalf("receive: %v (stats %+v)", err, l.DriverStats())
 	}
+}
+
+// listenSlowHandshakes listens with cfg, and until the test ends holds
+// every reader goroutine back 100 ms after each packet of a connection
+// still in its handshake (testHookHandshakeInput), as a loaded machine's
+// scheduler can.
+func listenSlowHandshakes(t *testing.T, cfg Config) (context.Context, *Listener) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	l, err := Listen(ctx, "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	hold := func() { time.Sleep(100 * time.Millisecond) }
+	testHookHandshakeInput.Store(&hold)
+	t.Cleanup(func() { testHookHandshakeInput.Store(nil) })
+	return ctx, l
 }
