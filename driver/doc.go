@@ -59,7 +59,10 @@
 // The rest of the package is for drivers. An Engine runs one
 // fastnet.Endpoint behind a mutex for a Transport: inputs come from the
 // transport's reader goroutines (Engine.Input, Engine.InputBatch,
-// Engine.TransportClosed), or, for a transport that is a Reader (UDP), from
+// Engine.TransportClosed; Engine.InputEstablished for one that must know,
+// with the packet that completes it, that a connection's handshake is
+// over, as TCP's end of a connection does, N99), or, for a transport that
+// is a Reader (UDP), from
 // the engine's own reads of its socket, and from API calls. Each takes the
 // lock, feeds the endpoint one input with one reading of the clock, drains
 // PollTransmit into the transport and PollEvent into the connections, and
