@@ -214,7 +214,7 @@ type Engine struct {
 	wout     []datagram.Message
 	wbufs    [][]byte
 	writing  bool       // a goroutine is writing outside the lock
-	written  *sync.Cond // signalled when writing ends, for Close
+	written  *sync.Cond // signalled when writing ends (Close) and when a writer takes a batch (answerLocked)
 	lastSend clock.Time // the last Send that read the clock, for sendBurst
 	unread   int        // Sends since lastSend that read none (sendTimeLocked)
 	burstN   int        // Sends of the burst since the last yield (burstYield)
@@ -440,7 +440,9 @@ func (e *Engine) InputEstablished(from netip.AddrPort, b []byte, established fun
 	}
 }
 
-// InputBatch feeds datagrams read together, under one lock.
+// InputBatch feeds datagrams read together, under one lock, which a
+// large batch lets go every 256 KiB to write what the endpoint has to
+// send (N100).
 func (e *Engine) InputBatch(msgs []datagram.Message) {
 	e.mu.Lock()
 	defer e.unlockInput()
@@ -453,17 +455,82 @@ func (e *Engine) InputBatch(msgs []datagram.Message) {
 // handleBatchLocked hands the endpoint every datagram of msgs, then
 // flushes.
 func (e *Engine) handleBatchLocked(msgs []datagram.Message, now clock.Time) {
-	e.feedLocked(msgs, now)
-	e.flushAtLocked(now)
+	if now = e.feedLocked(msgs, now); !e.closed {
+		e.flushAtLocked(now)
+	}
 }
 
-// feedLocked hands the endpoint every datagram of msgs.
-func (e *Engine) feedLocked(msgs []datagram.Message, now clock.Time) {
+// feedLocked hands the endpoint every datagram of msgs. Every
+// answerBytes of them, if more follow, it writes what the endpoint has to
+// send (answerLocked), and reads the clock again if it let the lock go; it
+// returns the time it fed the last datagrams at.
+func (e *Engine) feedLocked(msgs []datagram.Message, now clock.Time) clock.Time {
+	fed := 0
 	for i := range msgs {
 		for d := range msgs[i].Datagrams() {
 			e.ep.HandleDatagram(now, msgs[i].Addr, d)
+			fed += len(d)
+		}
+		if fed >= answerBytes && i < len(msgs)-1 {
+			fed = 0
+			if now = e.answerLocked(now); e.closed {
+				return now // closed while the lock was let go
+			}
 		}
 	}
+	return now
+}
+
+// answerLocked writes, in the middle of a large input, what the endpoint
+// has to send: the acks of what came so far (N100). Without it a batched
+// read (up to readBatch datagrams, each up to 64 KiB with receive
+// offload) is acknowledged only once all of it is handled, a millisecond
+// or more after its first datagrams came, and the peer's window runs dry
+// meanwhile. With Options.CombineWrites the writes are made outside the
+// lock, as release makes them; the clock is then read again, since another
+// goroutine may have fed the endpoint a later time meanwhile. It returns
+// the time to go on with.
+func (e *Engine) answerLocked(now clock.Time) clock.Time {
+	e.flushAtLocked(now)
+	switch {
+	case !e.opts.CombineWrites || len(e.out) == 0:
+		return now // written under the lock, or nothing to write
+	case e.writing:
+		// Another goroutine is writing outside the lock, and will
+		// take what was just polled once it has the lock again: let
+		// it, or the rest of the input would be handled first. It
+		// signals written at each batch it takes.
+		for e.writing && len(e.out) > 0 && !e.closed {
+			e.written.Wait()
+		}
+		return max(now, e.clk.Now())
+	}
+	e.writing = true
+	for len(e.out) > 0 && !e.closed {
+		batch, bufs := e.out, e.bufs
+		e.out, e.bufs = e.wout[:0], e.wbufs
+		e.pending = 0
+		e.written.Broadcast()
+		e.mu.Unlock()
+		for b := batch; len(b) > 0; {
+			n := min(len(b), e.opts.Batch)
+			e.tr.WriteBatch(b[:n])
+			b = b[n:]
+		}
+		clear(batch)
+		e.mu.Lock()
+		e.wout, e.wbufs = batch[:0], bufs
+		now = max(now, e.clk.Now())
+		if e.unsent && !e.closed {
+			// What a Send queued meanwhile, leaving it to this
+			// writer.
+			e.flushAtLocked(now)
+		}
+		e.wakeLocked()
+	}
+	e.writing = false
+	e.written.Broadcast()
+	return now
 }
 
 // dispatchAllLocked hands the endpoint's events to the connections.
@@ -689,6 +756,7 @@ func (e *Engine) release(yield bool) {
 		e.pending = 0
 		batch, bufs := e.out, e.bufs
 		e.out, e.bufs = e.wout[:0], e.wbufs
+		e.written.Broadcast() // for an input waiting to have its acks taken (answerLocked)
 		e.mu.Unlock()
 		for b := batch; len(b) > 0; {
 			n := min(len(b), e.opts.Batch)
