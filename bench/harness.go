@@ -359,11 +359,15 @@ func (r *result) spread(name string) (spread, bool) {
 		return spread{}, false
 	}
 	slices.Sort(v)
-	med := v[len(v)/2]
+	return spread{median(v), v[0], v[len(v)-1]}, true
+}
+
+// median is the median of v, sorted and not empty.
+func median(v []float64) float64 {
 	if len(v)%2 == 0 {
-		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
-	return spread{med, v[0], v[len(v)-1]}, true
+	return v[len(v)/2]
 }
 
 // config is what the command was asked to do.

@@ -270,6 +270,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	printTable(stdout, results, cfg.runs)
 	printNotes(stdout, results, *pin != "")
+	printPaired(stdout, results)
 	printIdle(stdout, results)
 	return 0
 }

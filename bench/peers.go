@@ -168,14 +168,11 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines, " / ")
 }
 
-// bestPeerCell compares r's median with the best peer's on the same
-// workload: the lowest W1 p50 (p50 and p99 both compared with that
-// system's), the highest rate otherwise. It is "-" when no peer ran r's
-// workload.
-func bestPeerCell(r *result, results []*result) string {
-	var best *result
-	var bestV float64
-	metric := Rate
+// bestPeer returns the peer with the best median on r's workload, the
+// metric compared (P50 for W1, Rate otherwise) and that median; nil when
+// no peer ran the workload.
+func bestPeer(r *result, results []*result) (best *result, metric string, med float64) {
+	metric = Rate
 	if r.w.Name == "W1" {
 		metric = P50
 	}
@@ -187,10 +184,19 @@ func bestPeerCell(r *result, results []*result) string {
 		if !ok || s.med <= 0 {
 			continue
 		}
-		if best == nil || (metric == P50 && s.med < bestV) || (metric == Rate && s.med > bestV) {
-			best, bestV = b, s.med
+		if best == nil || (metric == P50 && s.med < med) || (metric == Rate && s.med > med) {
+			best, med = b, s.med
 		}
 	}
+	return best, metric, med
+}
+
+// bestPeerCell compares r's median with the best peer's on the same
+// workload: the lowest W1 p50 (p50 and p99 both compared with that
+// system's), the highest rate otherwise. It is "-" when no peer ran r's
+// workload.
+func bestPeerCell(r *result, results []*result) string {
+	best, metric, bestV := bestPeer(r, results)
 	if best == nil {
 		return "-"
 	}
@@ -207,6 +213,59 @@ func bestPeerCell(r *result, results []*result) string {
 		return fmt.Sprintf("p50 %sx %s", times(x.med/bestV), best.system)
 	}
 	return fmt.Sprintf("p50 %sx, p99 %sx %s", times(x.med/bestV), times(p99.med/b99.med), best.system)
+}
+
+// pairedMin is the fewest runs printPaired compares run by run.
+const pairedMin = 5
+
+// printPaired writes, for each of the project's systems run at least
+// pairedMin times beside a peer, how it compared with the best peer of
+// its workload run by run: every run of every system is made in turn, so
+// that run i of two systems was measured minutes apart at most, while
+// the machine's speed drifts over a sitting by more than the medians
+// differ. The median of the per-run ratios, their quartiles and in how
+// many runs the system was ahead say what the medians of the table,
+// taken over different moments, cannot. It writes nothing with fewer
+// runs.
+func printPaired(out io.Writer, results []*result) {
+	var lines []string
+	for _, r := range results {
+		if !strings.HasPrefix(r.system, "fastnet-") || len(r.runs) < pairedMin {
+			continue
+		}
+		best, metric, _ := bestPeer(r, results)
+		if best == nil || len(best.runs) != len(r.runs) {
+			continue
+		}
+		var ratios []float64
+		ahead := 0
+		for i := range r.runs {
+			x, y := r.runs[i][metric], best.runs[i][metric]
+			if x <= 0 || y <= 0 {
+				continue
+			}
+			q := x / y
+			ratios = append(ratios, q)
+			if metric == Rate && q > 1 || metric == P50 && q < 1 {
+				ahead++
+			}
+		}
+		if len(ratios) < pairedMin {
+			continue
+		}
+		slices.Sort(ratios)
+		n := len(ratios)
+		what := "rate"
+		if metric == P50 {
+			what = "p50"
+		}
+		lines = append(lines, fmt.Sprintf("- %s %s against %s, %s run by run: median ratio %sx (quartiles %s-%s), ahead in %d of %d runs.",
+			r.system, r.w.Name, best.system, what, times(median(ratios)), times(ratios[n/4]), times(ratios[(3*n)/4]), ahead, n))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nRun by run (each run of every system made in turn):\n\n%s\n", strings.Join(lines, "\n"))
 }
 
 // times formats a ratio with two decimals, or three significant digits

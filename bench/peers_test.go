@@ -65,3 +65,46 @@ func TestPeerBuildFails(t *testing.T) {
 		t.Errorf("output %q does not say the build failed and why", out.String())
 	}
 }
+
+// TestPrintPaired checks the run-by-run comparison: each of the project's
+// systems against the best peer of its workload, from five runs on, with
+// the ratios of runs made in turn.
+func TestPrintPaired(t *testing.T) {
+	w := map[string]Workload{}
+	for _, x := range workloads(false) {
+		w[x.Name] = x
+	}
+	rates := func(system, workload string, v ...float64) *result {
+		r := &result{system: system, w: w[workload]}
+		for _, x := range v {
+			r.runs = append(r.runs, Metrics{Rate: x})
+		}
+		return r
+	}
+	// Medians equal (3 and 3), but the project's system is ahead in
+	// four runs of five.
+	fn := rates("fastnet-udp", "W2", 2, 3, 4, 5, 1)
+	enet := rates("enet", "W2", 1, 2, 3, 4, 5)
+	lat := &result{system: "fastnet-udp", w: w["W1"]}
+	peer := &result{system: "enet", w: w["W1"]}
+	for _, p50 := range []float64{10, 20, 30, 40, 50} {
+		lat.runs = append(lat.runs, Metrics{P50: p50 / 2})
+		peer.runs = append(peer.runs, Metrics{P50: p50})
+	}
+	var b bytes.Buffer
+	printPaired(&b, []*result{fn, enet, lat, peer})
+	got := b.String()
+	for _, want := range []string{
+		"- fastnet-udp W2 against enet, rate run by run: median ratio 1.33x (quartiles 1.25-1.50), ahead in 4 of 5 runs.",
+		"- fastnet-udp W1 against enet, p50 run by run: median ratio 0.50x (quartiles 0.50-0.50), ahead in 5 of 5 runs.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	b.Reset()
+	printPaired(&b, []*result{rates("fastnet-udp", "W2", 1, 2, 3, 4), rates("enet", "W2", 1, 2, 3, 4)})
+	if b.Len() != 0 {
+		t.Errorf("four runs: %q, want nothing", b.String())
+	}
+}
