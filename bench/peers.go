@@ -219,48 +219,50 @@ func bestPeerCell(r *result, results []*result) string {
 const pairedMin = 5
 
 // printPaired writes, for each of the project's systems run at least
-// pairedMin times beside a peer, how it compared with the best peer of
-// its workload run by run: every run of every system is made in turn, so
-// that run i of two systems was measured minutes apart at most, while
-// the machine's speed drifts over a sitting by more than the medians
-// differ. The median of the per-run ratios, their quartiles and in how
-// many runs the system was ahead say what the medians of the table,
-// taken over different moments, cannot. It writes nothing with fewer
-// runs.
+// pairedMin times, how it compared run by run with each peer library that
+// ran its workload as often (and fastnet-tcp with raw TCP, its baseline):
+// every run of every system is made in turn, so that run i of two
+// systems was measured close together, while the machine's speed drifts
+// over a sitting by more than the medians of some workloads differ. The
+// median of the per-run ratios, their quartiles and in how many runs the
+// system was ahead say what the medians of the table, taken over
+// different moments, cannot. It writes nothing with fewer runs.
 func printPaired(out io.Writer, results []*result) {
 	var lines []string
 	for _, r := range results {
 		if !strings.HasPrefix(r.system, "fastnet-") || len(r.runs) < pairedMin {
 			continue
 		}
-		best, metric, _ := bestPeer(r, results)
-		if best == nil || len(best.runs) != len(r.runs) {
-			continue
+		metric, what := Rate, "rate"
+		if r.w.Name == "W1" {
+			metric, what = P50, "p50"
 		}
-		var ratios []float64
-		ahead := 0
-		for i := range r.runs {
-			x, y := r.runs[i][metric], best.runs[i][metric]
-			if x <= 0 || y <= 0 {
+		for _, p := range results {
+			if p.w.Name != r.w.Name || len(p.runs) != len(r.runs) || !slices.Contains(peerNames, p.system) ||
+				p.system == tcpBaseline && r.system != tcpSystem {
 				continue
 			}
-			q := x / y
-			ratios = append(ratios, q)
-			if metric == Rate && q > 1 || metric == P50 && q < 1 {
-				ahead++
+			var ratios []float64
+			ahead := 0
+			for i := range r.runs {
+				x, y := r.runs[i][metric], p.runs[i][metric]
+				if x <= 0 || y <= 0 {
+					continue
+				}
+				q := x / y
+				ratios = append(ratios, q)
+				if metric == Rate && q > 1 || metric == P50 && q < 1 {
+					ahead++
+				}
 			}
+			if len(ratios) < pairedMin {
+				continue
+			}
+			slices.Sort(ratios)
+			n := len(ratios)
+			lines = append(lines, fmt.Sprintf("- %s %s against %s, %s run by run: median ratio %sx (quartiles %s-%s), ahead in %d of %d runs.",
+				r.system, r.w.Name, p.system, what, times(median(ratios)), times(ratios[n/4]), times(ratios[(3*n)/4]), ahead, n))
 		}
-		if len(ratios) < pairedMin {
-			continue
-		}
-		slices.Sort(ratios)
-		n := len(ratios)
-		what := "rate"
-		if metric == P50 {
-			what = "p50"
-		}
-		lines = append(lines, fmt.Sprintf("- %s %s against %s, %s run by run: median ratio %sx (quartiles %s-%s), ahead in %d of %d runs.",
-			r.system, r.w.Name, best.system, what, times(median(ratios)), times(ratios[n/4]), times(ratios[(3*n)/4]), ahead, n))
 	}
 	if len(lines) == 0 {
 		return

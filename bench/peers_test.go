@@ -91,16 +91,24 @@ func TestPrintPaired(t *testing.T) {
 		lat.runs = append(lat.runs, Metrics{P50: p50 / 2})
 		peer.runs = append(peer.runs, Metrics{P50: p50})
 	}
+	// raw TCP is fastnet-tcp's baseline, not fastnet-udp's.
+	tcp := rates("raw-tcp", "W2", 10, 10, 10, 10, 10)
+	fnTCP := rates("fastnet-tcp", "W2", 5, 5, 5, 5, 5)
 	var b bytes.Buffer
-	printPaired(&b, []*result{fn, enet, lat, peer})
+	printPaired(&b, []*result{fn, enet, lat, peer, tcp, fnTCP})
 	got := b.String()
 	for _, want := range []string{
 		"- fastnet-udp W2 against enet, rate run by run: median ratio 1.33x (quartiles 1.25-1.50), ahead in 4 of 5 runs.",
 		"- fastnet-udp W1 against enet, p50 run by run: median ratio 0.50x (quartiles 0.50-0.50), ahead in 5 of 5 runs.",
+		"- fastnet-tcp W2 against raw-tcp, rate run by run: median ratio 0.50x (quartiles 0.50-0.50), ahead in 0 of 5 runs.",
+		"- fastnet-tcp W2 against enet, rate run by run: median ratio 1.67x (quartiles 1.25-2.50), ahead in 4 of 5 runs.",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
+	}
+	if strings.Contains(got, "fastnet-udp W2 against raw-tcp") {
+		t.Errorf("fastnet-udp compared with raw TCP:\n%s", got)
 	}
 	b.Reset()
 	printPaired(&b, []*result{rates("fastnet-udp", "W2", 1, 2, 3, 4), rates("enet", "W2", 1, 2, 3, 4)})
