@@ -507,30 +507,35 @@ func (e *Engine) answerLocked(now clock.Time) clock.Time {
 	}
 	e.writing = true
 	for len(e.out) > 0 && !e.closed {
-		batch, bufs := e.out, e.bufs
-		e.out, e.bufs = e.wout[:0], e.wbufs
-		e.pending = 0
-		e.written.Broadcast()
-		e.mu.Unlock()
-		for b := batch; len(b) > 0; {
-			n := min(len(b), e.opts.Batch)
-			e.tr.WriteBatch(b[:n])
-			b = b[n:]
-		}
-		clear(batch)
-		e.mu.Lock()
-		e.wout, e.wbufs = batch[:0], bufs
-		now = max(now, e.clk.Now())
-		if e.unsent && !e.closed {
-			// What a Send queued meanwhile, leaving it to this
-			// writer.
-			e.flushAtLocked(now)
-		}
-		e.wakeLocked()
+		e.writeOutLocked()
 	}
 	e.writing = false
 	e.written.Broadcast()
-	return now
+	return max(now, e.clk.Now())
+}
+
+// writeOutLocked writes e.out outside the lock, for the goroutine that set
+// e.writing (Options.CombineWrites): it takes the batch and says so to an
+// input waiting for that (answerLocked), unlocks, writes, locks again, and
+// polls what a Send queued meanwhile, leaving it to this writer.
+func (e *Engine) writeOutLocked() {
+	e.pending = 0
+	batch, bufs := e.out, e.bufs
+	e.out, e.bufs = e.wout[:0], e.wbufs
+	e.written.Broadcast()
+	e.mu.Unlock()
+	for b := batch; len(b) > 0; {
+		n := min(len(b), e.opts.Batch)
+		e.tr.WriteBatch(b[:n])
+		b = b[n:]
+	}
+	clear(batch)
+	e.mu.Lock()
+	e.wout, e.wbufs = batch[:0], bufs
+	if e.unsent && !e.closed {
+		e.flushLocked()
+	}
+	e.wakeLocked()
 }
 
 // dispatchAllLocked hands the endpoint's events to the connections.
@@ -753,23 +758,7 @@ func (e *Engine) release(yield bool) {
 			slices.Reverse(e.out[p:])
 			slices.Reverse(e.out)
 		}
-		e.pending = 0
-		batch, bufs := e.out, e.bufs
-		e.out, e.bufs = e.wout[:0], e.wbufs
-		e.written.Broadcast() // for an input waiting to have its acks taken (answerLocked)
-		e.mu.Unlock()
-		for b := batch; len(b) > 0; {
-			n := min(len(b), e.opts.Batch)
-			e.tr.WriteBatch(b[:n])
-			b = b[n:]
-		}
-		clear(batch)
-		e.mu.Lock()
-		e.wout, e.wbufs = batch[:0], bufs
-		if e.unsent && !e.closed {
-			e.flushLocked()
-		}
-		e.wakeLocked()
+		e.writeOutLocked()
 	}
 	e.writing = false
 	e.written.Broadcast()
