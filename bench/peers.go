@@ -168,11 +168,14 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines, " / ")
 }
 
-// bestPeer returns the peer with the best median on r's workload, the
-// metric compared (P50 for W1, Rate otherwise) and that median; nil when
-// no peer ran the workload.
-func bestPeer(r *result, results []*result) (best *result, metric string, med float64) {
-	metric = Rate
+// bestPeerCell compares r's median with the best peer's on the same
+// workload: the lowest W1 p50 (p50 and p99 both compared with that
+// system's), the highest rate otherwise. It is "-" when no peer ran r's
+// workload.
+func bestPeerCell(r *result, results []*result) string {
+	var best *result
+	var bestV float64
+	metric := Rate
 	if r.w.Name == "W1" {
 		metric = P50
 	}
@@ -184,19 +187,10 @@ func bestPeer(r *result, results []*result) (best *result, metric string, med fl
 		if !ok || s.med <= 0 {
 			continue
 		}
-		if best == nil || (metric == P50 && s.med < med) || (metric == Rate && s.med > med) {
-			best, med = b, s.med
+		if best == nil || (metric == P50 && s.med < bestV) || (metric == Rate && s.med > bestV) {
+			best, bestV = b, s.med
 		}
 	}
-	return best, metric, med
-}
-
-// bestPeerCell compares r's median with the best peer's on the same
-// workload: the lowest W1 p50 (p50 and p99 both compared with that
-// system's), the highest rate otherwise. It is "-" when no peer ran r's
-// workload.
-func bestPeerCell(r *result, results []*result) string {
-	best, metric, bestV := bestPeer(r, results)
 	if best == nil {
 		return "-"
 	}

@@ -67,7 +67,9 @@
 // lock, feeds the endpoint one input with one reading of the clock, drains
 // PollTransmit into the transport and PollEvent into the connections, and
 // re-arms the one timer goroutine, exactly as the fastnet package
-// documentation asks. The optional interfaces (Reader, StreamReader,
+// documentation asks (a batch of more than 256 KiB is the exception: it
+// writes what the endpoint has to send every 256 KiB, letting the lock go,
+// and reads the clock again after, N100). The optional interfaces (Reader, StreamReader,
 // Backpressure, Pauser, Ender, StatsReporter) declare what the transport
 // can do.
 //
