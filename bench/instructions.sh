@@ -52,7 +52,7 @@ count() {
 
 count . "$work/head"
 if [[ -z "$rev" ]]; then
-	sort -rn "$work/head" | head -40
+	sort -rn "$work/head" | head -${TOP:-40}
 	exit 0
 fi
 git worktree add -q --detach "$work/base" "$rev"

@@ -806,6 +806,52 @@ func (r *Receiver) fast(h Header, m coalesce.Message, take bool) (Result, Messag
 	return Accepted, msg, true
 }
 
+// TakeWhole hands over at once, in order, the messages of the packets
+// with headers hs and chunks (the bytes after the header), each a message
+// whole in its packet whose MD5 digest, computed ahead with others (D3),
+// is in digests, for as long as each is one HandleTake would hand over at
+// once: the receiver holds nothing (Settled), the packet starts its
+// message and waits for no reliable packet, it is within the window and
+// not a duplicate, the message is well formed, its checksum holds and it
+// fits the memory limits. It appends them to out and returns it with how
+// many packets it took; those are handled exactly as HandleTake would
+// have handled them (Accepted, the message taken), and the first it did
+// not take, and those after it, are left untouched for HandleTake.
+func (r *Receiver) TakeWhole(hs []Header, chunks [][]byte, digests [][coalesce.MD5Len]byte, out []Message) ([]Message, int) {
+	if !r.Settled() {
+		return out, 0
+	}
+	// Settled still holds after each message taken: fast leaves nothing
+	// queued, ready, granted, dropped or timed.
+	for i, h := range hs {
+		if !h.Start || !h.Seq.Valid() || !h.Rel.Valid() || need(h.Reliable, h.Rel) != r.l {
+			return out, i
+		}
+		d := Distance(r.g, h.Seq)
+		if d == 0 || d > SeqSpace/2 || d > r.cfg.Window || r.q.has(d-1) {
+			return out, i
+		}
+		chunk := chunks[i]
+		hdr, err := coalesce.ParseHeader(chunk, r.cfg.MaxMessage)
+		if err != nil || hdr.EncodedLen() != len(chunk) || hdr.Len <= coalesce.ShortChecksumMax || hdr.Reliable != h.Reliable {
+			return out, i
+		}
+		end := hdr.HeaderLen + hdr.Len
+		if [coalesce.MD5Len]byte(chunk[end:]) != digests[i] {
+			return out, i
+		}
+		m := coalesce.Message{Reliable: hdr.Reliable, Payload: chunk[hdr.HeaderLen:end:end]}
+		res, msg, took := r.fast(h, m, true)
+		if res != Accepted || !took {
+			// Refused for memory: HandleTake, given it next, refuses
+			// it alike (the ring fast released stays released).
+			return out, i
+		}
+		out = append(out, msg)
+	}
+	return out, len(hs)
+}
+
 // skip moves the ignore number k places forward over packets that are all
 // unreliable, dropping those queued.
 func (r *Receiver) skip(k int) {
@@ -1041,6 +1087,16 @@ func (r *Receiver) release() {
 	r.cmg.valid = false
 	r.recharge()
 	r.setGrant(0, 0)
+}
+
+// Settled reports whether Poll would give nothing and change nothing, and
+// Dropped and NextDeadline report nothing: no queued packet, no message
+// ready, no memory granted, no deadline, no error and no drop not yet
+// taken by NewDrops. A receiver that just delivered a message whole from
+// its packet (HandleTake) usually is, and its caller need not poll it.
+func (r *Receiver) Settled() bool {
+	return r.queued == 0 && r.ready.Len() == 0 && r.deadline == 0 && r.err == nil &&
+		r.grant == 0 && r.grantBufs == 0 && r.grantCap == 0 && r.drops.total() == r.reported.total()
 }
 
 // Idle reports whether the receiver holds nothing and waits for nothing: no

@@ -199,6 +199,15 @@ func (s *Sender) DropExpired(before clock.Time) (msgs, bytes int) {
 	return msgs, bytes
 }
 
+// Expires reports whether DropExpired(before) would drop a message.
+func (s *Sender) Expires(before clock.Time) bool {
+	if s.pending.Len() == 0 {
+		return false
+	}
+	m := *s.pending.At(0)
+	return !m.reliable && m.off == 0 && m.at != 0 && m.at < before
+}
+
 // QueuedBytes returns the encoded bytes queued and not yet sent for the
 // first time.
 func (s *Sender) QueuedBytes() int { return s.queued }

@@ -105,6 +105,7 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 	}
 	sums := e.presum(p)
 	defer e.endPresums()
+	all := p
 	j := 0 // the next of e.sums
 	// The connection the last packets went to, touched once they are
 	// handled, or before a packet for another.
@@ -128,12 +129,47 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 			e.drop(cur, DropBundleNested) // and the rest with it (D24)
 			break
 		}
+		if j < sums && e.sums.k[j] == k && cur != nil && cur.established() {
+			// A run of whole messages of one channel, taken in one
+			// step while the receiver hands each over at once (N101).
+			n := 1
+			for j+n < sums && e.sums.k[j+n] == k+n && e.sums.chans[j+n] == ch {
+				n++
+			}
+			if taken := cur.takeWhole(ch, &e.sums, j, n); taken > 0 {
+				j += taken
+				k += taken - 1
+				p = all[e.sums.ends[j-1]:]
+				if cur != touched {
+					if touched != nil {
+						e.touch(touched, now)
+					}
+					touched = cur
+				}
+				continue
+			}
+		}
 		if j < sums && e.sums.k[j] == k {
 			e.presums.Set(e.sums.payloads[j], e.sums.digests[j])
+			h := e.sums.headers[j]
 			j++
-		} else {
-			e.presums.Clear()
+			// A data packet presum parsed already: what handleUntouched
+			// and handlePacket would do with it, without parsing it
+			// again (N101).
+			if cur == nil || !cur.established() {
+				e.drop(cur, DropNotConnected)
+				continue
+			}
+			cur.handleParsed(now, ch, payload, h)
+			if cur != touched {
+				if touched != nil {
+					e.touch(touched, now)
+				}
+				touched = cur
+			}
+			continue
 		}
+		e.presums.Clear()
 		if e.handleUntouched(now, from, cur, ch, payload) && cur != touched {
 			if touched != nil {
 				e.touch(touched, now)
@@ -152,6 +188,7 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 func (e *Endpoint) endPresums() {
 	e.presums.Clear()
 	clear(e.sums.payloads)
+	clear(e.sums.chunks)
 }
 
 // bundleSums is what presum computed for the bundle being handled: for
@@ -160,6 +197,10 @@ func (e *Endpoint) endPresums() {
 // digest. The arrays are kept for the next bundle.
 type bundleSums struct {
 	k        []int
+	ends     []int // where the packet ends in the bundle's payload
+	chans    []int16
+	headers  []channel.Header
+	chunks   [][]byte // the packet's bytes after its header
 	payloads [][]byte
 	digests  [][coalesce.MD5Len]byte
 }
@@ -177,7 +218,8 @@ func (e *Endpoint) presum(p []byte) int {
 		return 0
 	}
 	s := &e.sums
-	s.k, s.payloads = s.k[:0], s.payloads[:0]
+	s.k, s.ends, s.chans, s.headers, s.chunks, s.payloads = s.k[:0], s.ends[:0], s.chans[:0], s.headers[:0], s.chunks[:0], s.payloads[:0]
+	all := len(p)
 	for k := 0; len(p) > 0; k++ {
 		inner, rest, ok := cutBundle(p)
 		if !ok {
@@ -188,7 +230,8 @@ func (e *Endpoint) presum(p []byte) int {
 		if err != nil || ch < 0 || len(payload) < channel.HeaderLen {
 			continue
 		}
-		if h, err := channel.ParseHeader(payload); err != nil || !h.Start {
+		h, err := channel.ParseHeader(payload)
+		if err != nil || !h.Start {
 			continue
 		}
 		chunk := payload[channel.HeaderLen:]
@@ -197,11 +240,16 @@ func (e *Endpoint) presum(p []byte) int {
 			continue
 		}
 		s.k = append(s.k, k)
+		s.ends = append(s.ends, all-len(p))
+		s.chans = append(s.chans, ch)
+		s.headers = append(s.headers, h)
+		s.chunks = append(s.chunks, chunk)
 		s.payloads = append(s.payloads, chunk[mh.HeaderLen:mh.HeaderLen+mh.Len])
 	}
 	n := len(s.k)
 	if n < 2 {
 		clear(s.payloads)
+		clear(s.chunks)
 		return 0 // one digest alone is computed where it always was
 	}
 	if cap(s.digests) < n {
@@ -268,6 +316,19 @@ func (c *conn) bundle(now clock.Time, first []byte, paced bool) []byte {
 	b := first
 	n := 1
 	for {
+		if cs := c.runChannel(now); cs != nil {
+			var k int
+			if b, k = c.appendRun(now, b, first, n == 1, cs); k > 0 {
+				n += k
+				if c.state == 0 {
+					break
+				}
+				continue
+			}
+		}
+		if n > 1 && !c.wantsTransmit(now) {
+			break
+		}
 		p, ok := c.poll(now, e.scratch[:0])
 		if !ok {
 			break
@@ -281,16 +342,11 @@ func (c *conn) bundle(now clock.Time, first []byte, paced bool) []byte {
 			break
 		}
 		if n == 1 {
-			// Wrap first: it moves 4 bytes on, behind the bundle's
-			// channel id and its length.
-			b = b[:2+bundleLenSize+len(first)]
-			copy(b[2+bundleLenSize:], first)
-			binary.BigEndian.PutUint16(b[2:], uint16(len(first)))
-			appendPacketHeader(b[:0], chBundle)
+			b = wrapBundle(b, first)
 		}
 		b = appendBundled(b, p)
 		n++
-		if c.state == 0 || !c.wantsTransmit(now) {
+		if c.state == 0 {
 			break
 		}
 	}
@@ -299,6 +355,112 @@ func (c *conn) bundle(now clock.Time, first []byte, paced bool) []byte {
 		c.stats.BundledPackets += uint64(n)
 	}
 	return b
+}
+
+// wrapBundle makes b, which holds first, a bundle of it: first moves 4
+// bytes on, behind the bundle's channel id and its length.
+func wrapBundle(b, first []byte) []byte {
+	b = b[:2+bundleLenSize+len(first)]
+	copy(b[2+bundleLenSize:], first)
+	binary.BigEndian.PutUint16(b[2:], uint16(len(first)))
+	appendPacketHeader(b[:0], chBundle)
+	return b
+}
+
+// runChannel returns the channel whose first-time packet c.poll would
+// write next at now, with nothing before it in pollPacket's order and
+// nothing of the channel's dropped first (pollNew), or nil if that is not
+// plain without polling: while a bundle is filled (N79), with no echo,
+// heartbeat, ack, repeat, MTU estimation packet or (unless first sends
+// have their turn, N80) resend due, one channel in the ring and none
+// held. bundle then has pollNew write the packet in place (N101).
+func (c *conn) runChannel(now clock.Time) *chanState {
+	if !c.bundling || len(c.ring) != 1 || c.holdCh != nil || c.ep.noRuns || !c.established() {
+		return nil
+	}
+	if c.hb.echoN > 0 || now >= c.hb.nextSend || c.pendingAcks() > 0 || c.ackRepeatAt != 0 && now >= c.ackRepeatAt {
+		return nil
+	}
+	if c.responder != nil && c.responder.Pending() || c.estimator != nil && c.probeReady(now) {
+		return nil
+	}
+	if !c.newTurn {
+		if resend, _ := c.sendTimes(); resend != 0 && resend <= now {
+			return nil
+		}
+	}
+	cs := c.ring[0]
+	if !cs.snd.MayAppend() || c.cc.on && cs.snd.Expires(now.Add(-c.ep.cfg.UnreliableMaxDelay)) {
+		return nil
+	}
+	if cs.snd.NextReliable() {
+		mtu := c.payloadMTU - channel.HeaderLen
+		if !c.roomReliable(mtu) && !c.roomReliable(cs.snd.NextLen(mtu)) {
+			return nil
+		}
+	}
+	return cs
+}
+
+// appendRun appends to bundle b the first-time packets of cs that poll
+// would write next, one after the other, as long as they fit, in place
+// (N101); runChannel found cs. If wrap is set, b holds only first so
+// far, and becomes a bundle of it before the first packet goes in. It
+// returns b and the number of packets appended. What poll would check
+// before each packet is checked here only where a packet of cs can
+// change it: the heartbeat a flooding connection brings forward
+// (floodBeat, at most once: it depends on nothing a packet changes), the
+// ring, the window, and the messages that expire behind a reliable one.
+func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanState) ([]byte, int) {
+	mtu := c.payloadMTU - channel.HeaderLen
+	limit := c.payloadMTU + 2
+	expired := now.Add(-c.ep.cfg.UnreliableMaxDelay)
+	flooded := false
+	k := 0
+	// A run that had first sends' turn (N80) takes one packet if a
+	// resend is due: the next is the resend's. Packets of the run are
+	// resent later than now, so the test holds for the run.
+	one := false
+	if c.newTurn {
+		resend, _ := c.sendTimes()
+		one = resend != 0 && resend <= now
+	}
+	for {
+		size := len(b) + bundleLenSize + 2 + channel.HeaderLen + cs.snd.NextLen(mtu)
+		if wrap {
+			size += 2 + bundleLenSize
+		}
+		if size > limit {
+			return b, k
+		}
+		if wrap {
+			b, wrap = wrapBundle(b, first), false
+		}
+		c.newTurn = false // as pollPacket gives first sends their turn
+		if c.ringPos >= len(c.ring) {
+			c.ringPos = 0 // as pollNew turns the ring
+		}
+		at := len(b)
+		b = c.sendNew(now, append(b, 0, 0), cs, mtu)
+		binary.BigEndian.PutUint16(b[at:], uint16(len(b)-at-bundleLenSize))
+		k++
+		c.ep.runSent++
+		p := b[at+bundleLenSize:]
+		c.cc.spend(len(p), c.payloadMTU+2, true)
+		if !flooded && c.queued > 0 && (c.cc.tokens <= 0 || c.cc.sent-c.hb.lastBytes() >= floodDatagrams*uint64(c.payloadMTU)) {
+			c.floodBeat() // as spent does
+			flooded = true
+		}
+		if one || c.state == 0 || !cs.inRing || now >= c.hb.nextSend || !cs.snd.MayAppend() {
+			return b, k
+		}
+		if c.cc.on && cs.snd.Expires(expired) {
+			return b, k
+		}
+		if cs.snd.NextReliable() && !c.roomReliable(mtu) && !c.roomReliable(cs.snd.NextLen(mtu)) {
+			return b, k
+		}
+	}
 }
 
 // alone reports whether packet p, polled for c's peer, must travel in a

@@ -46,6 +46,12 @@ func (c *conn) handleData(now clock.Time, ch int16, p []byte) {
 		c.stats.Dropped[DropBadHeader]++
 		return
 	}
+	c.handleParsed(now, ch, p, h)
+}
+
+// handleParsed is handleData for a packet p whose header, h, is parsed
+// already (N101).
+func (c *conn) handleParsed(now clock.Time, ch int16, p []byte, h channel.Header) {
 	if c.recvPaused {
 		c.stats.Dropped[DropPaused]++
 		return
@@ -82,8 +88,51 @@ func (c *conn) handleData(now clock.Time, ch int16, p []byte) {
 		// A message whole in its packet, with nothing before it: what
 		// Poll would have given first (deliver gives the rest).
 		c.emit(cs, m)
+		if cs.rcv.Settled() {
+			// deliver would find nothing to give, count or time
+			// (N101).
+			c.receiverIdle(cs)
+			return
+		}
 	}
 	c.deliver(now, cs)
+}
+
+// takeWhole hands the receiver of channel ch the data packets j to j+n-1
+// of s, consecutive packets of one bundle that carry whole messages, for
+// it to take at once (channel.Receiver.TakeWhole), and returns how many
+// it took: each as handleParsed would have handled it, acked if reliable
+// and its message delivered (N101). The rest are left to handleParsed.
+func (c *conn) takeWhole(ch int16, s *bundleSums, j, n int) int {
+	if c.recvPaused || c.ep.noRuns {
+		return 0
+	}
+	cs := c.channel(ch, false)
+	if cs == nil || !cs.charged || cs.rcv == nil {
+		return 0 // recvChannel has work to do
+	}
+	if c.receivers > c.liveReceivers {
+		// receiverIdle may park the receiver after each packet, and
+		// recvChannel revive it for the next.
+		n = 1
+	}
+	msgs, taken := cs.rcv.TakeWhole(s.headers[j:j+n], s.chunks[j:j+n], s.digests[j:j+n], c.ep.taken[:0])
+	for i, m := range msgs {
+		if p := channel.HeaderLen + len(s.chunks[j+i]); p > c.stats.PeerPayloadMTU {
+			c.stats.PeerPayloadMTU = p
+		}
+		if h := &s.headers[j+i]; h.Reliable {
+			c.ack(ch, h.Seq)
+		}
+		c.emit(cs, m)
+	}
+	clear(msgs)
+	c.ep.taken = msgs[:0]
+	if taken > 0 {
+		c.ep.runTaken += uint64(taken)
+		c.receiverIdle(cs)
+	}
+	return taken
 }
 
 // ack queues an acknowledgement of a reliable packet (D13).

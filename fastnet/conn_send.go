@@ -148,19 +148,24 @@ func (c *conn) paceReady(now clock.Time) bool {
 func (c *conn) poll(now clock.Time, buf []byte) ([]byte, bool) {
 	b, ok := c.pollPacket(now, buf)
 	if ok {
-		// Acks and heartbeats slow data down but never hold the bucket
-		// below empty: a connection receiving more than its own rate
-		// carries would otherwise owe its tokens for good, its data
-		// and resends never let go (N79).
-		ch := int16(binary.BigEndian.Uint16(b[len(buf):]))
-		c.cc.spend(len(b)-len(buf), c.payloadMTU+2, ch != chAck && ch != chHeartbeat)
-		if c.queued > 0 && (c.cc.tokens <= 0 || c.cc.sent-c.hb.lastBytes() >= floodDatagrams*uint64(c.payloadMTU)) {
-			// The pacer, not the application, holds data back, or
-			// the connection sends more than the application paces.
-			c.floodBeat()
-		}
+		c.spent(b[len(buf):])
 	}
 	return b, ok
+}
+
+// spent takes packet p, just polled, from the pacer's tokens (D30, N79).
+func (c *conn) spent(p []byte) {
+	// Acks and heartbeats slow data down but never hold the bucket
+	// below empty: a connection receiving more than its own rate
+	// carries would otherwise owe its tokens for good, its data and
+	// resends never let go (N79).
+	ch := int16(binary.BigEndian.Uint16(p))
+	c.cc.spend(len(p), c.payloadMTU+2, ch != chAck && ch != chHeartbeat)
+	if c.queued > 0 && (c.cc.tokens <= 0 || c.cc.sent-c.hb.lastBytes() >= floodDatagrams*uint64(c.payloadMTU)) {
+		// The pacer, not the application, holds data back, or the
+		// connection sends more than the application paces.
+		c.floodBeat()
+	}
 }
 
 // pollPacket writes the connection's next packet into buf, in order of
@@ -303,37 +308,43 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 			c.ringPos++
 			continue
 		}
-		b, sent := cs.snd.AppendNew(appendPacketHeader(buf, cs.id), now, mtu)
-		c.queued -= sent.Bytes
-		if cs.tracked {
-			c.trackSent(cs, sent)
-		}
-		if sent.Reliable {
-			if !c.cc.reliable {
-				c.cc.sentReliable()
-			}
-			c.stats.ReliablePacketsSent++
-			c.inFlight += sent.Bytes
-			c.ccInFlight += sent.Bytes + wireOverhead
-			c.maxMTUInFlight = max(c.maxMTUInFlight, c.payloadMTU)
-			if !cs.inSend {
-				cs.inSend = true
-				cs.sendIdx = int32(len(c.sendChans))
-				c.sendChans = append(c.sendChans, cs)
-			}
-			c.sentReliable(now)
-		}
-		if cs.snd.MayAppend() {
-			c.ringPos++
-		} else {
-			cs.inRing = false
-			c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
-			c.senderIdle(cs) // it sent only unreliable packets
-		}
-		c.maybeWritable()
-		return b, true
+		return c.sendNew(now, buf, cs, mtu), true
 	}
 	return buf, false
+}
+
+// sendNew appends to buf the next first-time packet of cs, at the ring's
+// position ringPos, cut at mtu (pollNew).
+func (c *conn) sendNew(now clock.Time, buf []byte, cs *chanState, mtu int) []byte {
+	b, sent := cs.snd.AppendNew(appendPacketHeader(buf, cs.id), now, mtu)
+	c.queued -= sent.Bytes
+	if cs.tracked {
+		c.trackSent(cs, sent)
+	}
+	if sent.Reliable {
+		if !c.cc.reliable {
+			c.cc.sentReliable()
+		}
+		c.stats.ReliablePacketsSent++
+		c.inFlight += sent.Bytes
+		c.ccInFlight += sent.Bytes + wireOverhead
+		c.maxMTUInFlight = max(c.maxMTUInFlight, c.payloadMTU)
+		if !cs.inSend {
+			cs.inSend = true
+			cs.sendIdx = int32(len(c.sendChans))
+			c.sendChans = append(c.sendChans, cs)
+		}
+		c.sentReliable(now)
+	}
+	if cs.snd.MayAppend() {
+		c.ringPos++
+	} else {
+		cs.inRing = false
+		c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
+		c.senderIdle(cs) // it sent only unreliable packets
+	}
+	c.maybeWritable()
+	return b
 }
 
 // floodDatagrams is how many datagrams of the payload MTU a connection

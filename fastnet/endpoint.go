@@ -20,13 +20,14 @@ type Endpoint struct {
 
 	conns      map[Handle]*conn
 	byAddr     map[netip.AddrPort]*conn
-	lastConn   *conn            // the connection of the latest datagram, saving a lookup
-	lastSent   *conn            // the connection of the latest Send, likewise
-	presums    coalesce.Presums // the digest of the message being handled, computed ahead (handleBundle)
-	sums       bundleSums       // handleBundle's digests
-	arena      channel.Arena    // the buffers of small delivered messages
-	ids        map[uint32]*conn // IDs in use by server-role connections (N1, X19)
-	served     int              // server-role connections (X19)
+	lastConn   *conn             // the connection of the latest datagram, saving a lookup
+	lastSent   *conn             // the connection of the latest Send, likewise
+	presums    coalesce.Presums  // the digest of the message being handled, computed ahead (handleBundle)
+	taken      []channel.Message // the messages a receiver took from a bundle at once (takeWhole)
+	sums       bundleSums        // handleBundle's digests
+	arena      channel.Arena     // the buffers of small delivered messages
+	ids        map[uint32]*conn  // IDs in use by server-role connections (N1, X19)
+	served     int               // server-role connections (X19)
 	nextHandle Handle
 	pending    int // client: connections still in their handshake
 
@@ -77,6 +78,12 @@ type Endpoint struct {
 	scratch     []byte
 	pendingConn *conn
 	pendingN    int
+	// noRuns, set only by tests (SetRuns), has bundle poll every packet
+	// into scratch rather than write first-time packets in place (N101).
+	noRuns bool
+	// runSent and runTaken count the packets appendRun wrote in place
+	// and takeWhole took, for tests (Runs).
+	runSent, runTaken uint64
 	// now is the latest time the endpoint was given, which Stats reads
 	// rates at (N58).
 	now clock.Time

@@ -7,6 +7,14 @@ import "net/netip"
 // so that tests with few channels make them park and revive all the time.
 func SetLiveReceivers(ep *Endpoint, n int) { ep.liveReceivers, ep.liveCap = n, n }
 
+// SetRuns turns on or off, for ep, the in-place making of a bundle's
+// first-time packets (N101), for tests that compare the two.
+func SetRuns(ep *Endpoint, on bool) { ep.noRuns = !on }
+
+// Runs returns how many first-time packets ep wrote in place in bundles,
+// and how many packets of bundles its receivers took in runs (N101).
+func Runs(ep *Endpoint) (sent, taken uint64) { return ep.runSent, ep.runTaken }
+
 // BundlesNegotiated reports, for connection h of ep, whether its peer
 // answered "query:ext:bundle=yes" (ep may send it bundles) and whether ep
 // answered it so (ep takes its bundles) (D24).

@@ -60,6 +60,9 @@ type simSetup struct {
 	Trace         io.Writer
 	// KeepMessages records every delivered message in sim.got.
 	KeepMessages bool
+	// NoRuns turns off, on both sides, the runs of packets a bundle is
+	// filled and taken apart with (N101).
+	NoRuns bool
 	// Loose makes the ledgers check only that long messages are intact
 	// (see ledger.loose).
 	Loose bool
@@ -113,6 +116,9 @@ func newSim(t simT, s simSetup) *sim {
 		}
 		if s.LiveReceivers > 0 {
 			fastnet.SetLiveReceivers(ep, s.LiveReceivers)
+		}
+		if s.NoRuns {
+			fastnet.SetRuns(ep, false)
 		}
 		sm.ep[side] = ep
 		sm.cfg[side] = ep.Config()

@@ -1,0 +1,77 @@
+package fastnet_test
+
+import (
+	"fmt"
+	"hash/fnv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+)
+
+// N101: a bundle's first-time packets written in place, one channel's
+// run at a time, and the runs of whole messages a receiver takes from a
+// bundle at once, are shortcuts only. Over any network without
+// corruption and any workload, the same case played with them and
+// without them gives the same datagrams at the same times, byte for
+// byte, the same messages delivered at the same times, and the same
+// statistics on both sides. Across the cases, both shortcuts must have
+// been taken, or the comparison proves nothing.
+func TestPropertyRunsChangeNothing(t *testing.T) {
+	var sent, taken uint64
+	rapid.Check(t, func(t *rapid.T) {
+		c := drawCase(t, 0, 12, false)
+		c.setup.KeepMessages = true
+		// Bursts of small messages, as runs are made of, among the
+		// case's own steps.
+		for range rapid.IntRange(1, 4).Draw(t, "bursts") {
+			o := op{
+				side:     rapid.IntRange(0, 1).Draw(t, "burstSide"),
+				channel:  rapid.IntRange(0, 2).Draw(t, "burstChannel"),
+				reliable: rapid.Bool().Draw(t, "burstReliable"),
+				size:     rapid.IntRange(17, 120).Draw(t, "burstSize"),
+				n:        rapid.IntRange(8, 64).Draw(t, "burstN"),
+			}
+			at := rapid.IntRange(0, len(c.ops)).Draw(t, "burstAt")
+			c.ops = append(c.ops[:at], append([]op{o}, c.ops[at:]...)...)
+		}
+		var (
+			traces [2]*hashWriter
+			got    [2]string
+			stats  [2][2]fastnet.Stats
+		)
+		for i := range traces {
+			traces[i] = &hashWriter{h: fnv.New64a()}
+			c.setup.Trace = traces[i]
+			c.setup.NoRuns = i == 1
+			s := play(t, c)
+			if i == 0 {
+				for side := range 2 {
+					a, b := fastnet.Runs(s.ep[side])
+					sent += a
+					taken += b
+				}
+			}
+			for side := range 2 {
+				stats[i][side] = s.stats(side)
+			}
+			got[i] = fmt.Sprint(s.got)
+			s.closeAndIdle()
+		}
+		if traces[0].String() != traces[1].String() {
+			t.Fatalf("with and without runs, different traces: %v and %v", traces[0], traces[1])
+		}
+		if got[0] != got[1] {
+			t.Fatalf("with and without runs, different deliveries")
+		}
+		if d := cmp.Diff(stats[1], stats[0]); d != "" {
+			t.Fatalf("with and without runs, different statistics (-without +with):\n%s", d)
+		}
+	})
+	if sent == 0 || taken == 0 {
+		t.Fatalf("runs taken: %d packets written in place, %d taken whole; both must be taken for the comparison to mean anything", sent, taken)
+	}
+	t.Logf("%d packets written in place, %d taken whole", sent, taken)
+}
