@@ -806,24 +806,35 @@ func (r *Receiver) fast(h Header, m coalesce.Message, take bool) (Result, Messag
 	return Accepted, msg, true
 }
 
-// TakeWhole hands over at once, in order, the messages of the packets
-// with headers hs and chunks (the bytes after the header), each a message
-// whole in its packet whose MD5 digest, computed ahead with others (D3),
-// is in digests, for as long as each is one HandleTake would hand over at
-// once: the receiver holds nothing (Settled), the packet starts its
-// message and waits for no reliable packet, it is within the window and
-// not a duplicate, the message is well formed, its checksum holds and it
-// fits the memory limits. It appends them to out and returns it with how
-// many packets it took; those are handled exactly as HandleTake would
-// have handled them (Accepted, the message taken), and the first it did
-// not take, and those after it, are left untouched for HandleTake.
-func (r *Receiver) TakeWhole(hs []Header, chunks [][]byte, digests [][coalesce.MD5Len]byte, out []Message) ([]Message, int) {
+// Whole is a data packet that carries one message whole: its header H,
+// Chunk, the bytes after the header, and Msg, the message's header as
+// coalesce.ParseHeader parsed it from Chunk (for TakeWhole).
+type Whole struct {
+	H     Header
+	Msg   coalesce.Header
+	Chunk []byte
+}
+
+// TakeWhole hands over at once, in order, the messages of the packets ws,
+// each a message whole in its packet whose MD5 digest, computed ahead
+// with others (D3), is in digests, for as long as each is one HandleTake
+// would hand over at once: the receiver holds nothing (Settled), the
+// packet starts its message and waits for no reliable packet, it is
+// within the window and not a duplicate, the message fills the chunk and
+// fits MaxMessage, its checksum holds and it fits the memory limits. It
+// appends them to out and returns it with how many packets it took; those
+// are handled exactly as HandleTake would have handled them (Accepted,
+// the message taken), and the first it did not take, and those after it,
+// are left for HandleTake (N101).
+func (r *Receiver) TakeWhole(ws []Whole, digests [][coalesce.MD5Len]byte, out []Message) ([]Message, int) {
 	if !r.Settled() {
 		return out, 0
 	}
 	// Settled still holds after each message taken: fast leaves nothing
 	// queued, ready, granted, dropped or timed.
-	for i, h := range hs {
+	for i := range ws {
+		w := &ws[i]
+		h := w.H
 		if !h.Start || !h.Seq.Valid() || !h.Rel.Valid() || need(h.Reliable, h.Rel) != r.l {
 			return out, i
 		}
@@ -831,9 +842,8 @@ func (r *Receiver) TakeWhole(hs []Header, chunks [][]byte, digests [][coalesce.M
 		if d == 0 || d > SeqSpace/2 || d > r.cfg.Window || r.q.has(d-1) {
 			return out, i
 		}
-		chunk := chunks[i]
-		hdr, err := coalesce.ParseHeader(chunk, r.cfg.MaxMessage)
-		if err != nil || hdr.EncodedLen() != len(chunk) || hdr.Len <= coalesce.ShortChecksumMax || hdr.Reliable != h.Reliable {
+		hdr, chunk := &w.Msg, w.Chunk
+		if hdr.EncodedLen() != len(chunk) || hdr.Len <= coalesce.ShortChecksumMax || hdr.Len > r.cfg.MaxMessage || hdr.Reliable != h.Reliable {
 			return out, i
 		}
 		end := hdr.HeaderLen + hdr.Len
@@ -849,7 +859,7 @@ func (r *Receiver) TakeWhole(hs []Header, chunks [][]byte, digests [][coalesce.M
 		}
 		out = append(out, msg)
 	}
-	return out, len(hs)
+	return out, len(ws)
 }
 
 // skip moves the ignore number k places forward over packets that are all

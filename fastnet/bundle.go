@@ -129,17 +129,17 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 			e.drop(cur, DropBundleNested) // and the rest with it (D24)
 			break
 		}
-		if j < sums && e.sums.k[j] == k && cur != nil && cur.established() {
+		if j < sums && e.sums.at[j].k == k && cur != nil && cur.established() {
 			// A run of whole messages of one channel, taken in one
 			// step while the receiver hands each over at once (N101).
 			n := 1
-			for j+n < sums && e.sums.k[j+n] == k+n && e.sums.chans[j+n] == ch {
+			for j+n < sums && e.sums.at[j+n].k == k+n && e.sums.at[j+n].ch == ch {
 				n++
 			}
 			if taken := cur.takeWhole(ch, &e.sums, j, n); taken > 0 {
 				j += taken
 				k += taken - 1
-				p = all[e.sums.ends[j-1]:]
+				p = all[e.sums.at[j-1].end:]
 				if cur != touched {
 					if touched != nil {
 						e.touch(touched, now)
@@ -149,9 +149,9 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 				continue
 			}
 		}
-		if j < sums && e.sums.k[j] == k {
+		if j < sums && e.sums.at[j].k == k {
 			e.presums.Set(e.sums.payloads[j], e.sums.digests[j])
-			h := e.sums.headers[j]
+			h := e.sums.ws[j].H
 			j++
 			// A data packet presum parsed already: what handleUntouched
 			// and handlePacket would do with it, without parsing it
@@ -188,7 +188,7 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 func (e *Endpoint) endPresums() {
 	e.presums.Clear()
 	clear(e.sums.payloads)
-	clear(e.sums.chunks)
+	clear(e.sums.ws)
 }
 
 // bundleSums is what presum computed for the bundle being handled: for
@@ -196,13 +196,18 @@ func (e *Endpoint) endPresums() {
 // packets, its number in the bundle (k), the message's payload and its
 // digest. The arrays are kept for the next bundle.
 type bundleSums struct {
-	k        []int
-	ends     []int // where the packet ends in the bundle's payload
-	chans    []int16
-	headers  []channel.Header
-	chunks   [][]byte // the packet's bytes after its header
+	at       []sumAt
+	ws       []channel.Whole
 	payloads [][]byte
 	digests  [][coalesce.MD5Len]byte
+}
+
+// sumAt is where the packet of a whole message presum found is: its
+// number in the bundle, where it ends in the bundle's payload, and its
+// channel.
+type sumAt struct {
+	k, end int
+	ch     int16
 }
 
 // presum computes together, where that is faster (coalesce.Batched), the
@@ -218,7 +223,7 @@ func (e *Endpoint) presum(p []byte) int {
 		return 0
 	}
 	s := &e.sums
-	s.k, s.ends, s.chans, s.headers, s.chunks, s.payloads = s.k[:0], s.ends[:0], s.chans[:0], s.headers[:0], s.chunks[:0], s.payloads[:0]
+	s.at, s.ws, s.payloads = s.at[:0], s.ws[:0], s.payloads[:0]
 	all := len(p)
 	for k := 0; len(p) > 0; k++ {
 		inner, rest, ok := cutBundle(p)
@@ -239,17 +244,14 @@ func (e *Endpoint) presum(p []byte) int {
 		if err != nil || mh.Len <= coalesce.ShortChecksumMax || mh.EncodedLen() != len(chunk) {
 			continue
 		}
-		s.k = append(s.k, k)
-		s.ends = append(s.ends, all-len(p))
-		s.chans = append(s.chans, ch)
-		s.headers = append(s.headers, h)
-		s.chunks = append(s.chunks, chunk)
+		s.at = append(s.at, sumAt{k: k, end: all - len(p), ch: ch})
+		s.ws = append(s.ws, channel.Whole{H: h, Msg: mh, Chunk: chunk})
 		s.payloads = append(s.payloads, chunk[mh.HeaderLen:mh.HeaderLen+mh.Len])
 	}
-	n := len(s.k)
+	n := len(s.at)
 	if n < 2 {
 		clear(s.payloads)
-		clear(s.chunks)
+		clear(s.ws)
 		return 0 // one digest alone is computed where it always was
 	}
 	if cap(s.digests) < n {
@@ -451,7 +453,8 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 			c.floodBeat() // as spent does
 			flooded = true
 		}
-		if one || c.state == 0 || !cs.inRing || now >= c.hb.nextSend || !cs.snd.MayAppend() {
+		// sendNew took cs out of the ring if it may not append.
+		if one || c.state == 0 || !cs.inRing || now >= c.hb.nextSend {
 			return b, k
 		}
 		if c.cc.on && cs.snd.Expires(expired) {

@@ -116,12 +116,13 @@ func (c *conn) takeWhole(ch int16, s *bundleSums, j, n int) int {
 		// recvChannel revive it for the next.
 		n = 1
 	}
-	msgs, taken := cs.rcv.TakeWhole(s.headers[j:j+n], s.chunks[j:j+n], s.digests[j:j+n], c.ep.taken[:0])
+	msgs, taken := cs.rcv.TakeWhole(s.ws[j:j+n], s.digests[j:j+n], c.ep.taken[:0])
 	for i, m := range msgs {
-		if p := channel.HeaderLen + len(s.chunks[j+i]); p > c.stats.PeerPayloadMTU {
+		w := &s.ws[j+i]
+		if p := channel.HeaderLen + len(w.Chunk); p > c.stats.PeerPayloadMTU {
 			c.stats.PeerPayloadMTU = p
 		}
-		if h := &s.headers[j+i]; h.Reliable {
+		if h := &w.H; h.Reliable {
 			c.ack(ch, h.Seq)
 		}
 		c.emit(cs, m)
