@@ -806,17 +806,20 @@ func (r *Receiver) fast(h Header, m coalesce.Message, take bool) (Result, Messag
 	return Accepted, msg, true
 }
 
-// Whole is a data packet that carries one message whole: its header H,
-// Chunk, the bytes after the header, and Msg, the message's header as
-// coalesce.ParseHeader parsed it from Chunk (for TakeWhole).
+// Whole is a data packet that carries one message whole (for TakeWhole):
+// its header H; where its chunk, the bytes after the header, lies in the
+// buffer given with it, from Off to End; and Msg, the message's header as
+// coalesce.ParseHeader parsed it from the chunk. It holds no pointer, so
+// that arrays of them cost the garbage collector nothing.
 type Whole struct {
-	H     Header
-	Msg   coalesce.Header
-	Chunk []byte
+	H        Header
+	Msg      coalesce.Header
+	Off, End int
 }
 
 // TakeWhole hands over at once, in order, the messages of the packets ws,
-// each a message whole in its packet whose MD5 digest, computed ahead
+// whose chunks lie in b, each a message whole in its packet whose MD5
+// digest, computed ahead
 // with others (D3), is in digests, for as long as each is one HandleTake
 // would hand over at once: the receiver holds nothing (Settled), the
 // packet starts its message and waits for no reliable packet, it is
@@ -826,7 +829,7 @@ type Whole struct {
 // are handled exactly as HandleTake would have handled them (Accepted,
 // the message taken), and the first it did not take, and those after it,
 // are left for HandleTake (N101).
-func (r *Receiver) TakeWhole(ws []Whole, digests [][coalesce.MD5Len]byte, out []Message) ([]Message, int) {
+func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]byte, out []Message) ([]Message, int) {
 	if !r.Settled() {
 		return out, 0
 	}
@@ -842,7 +845,7 @@ func (r *Receiver) TakeWhole(ws []Whole, digests [][coalesce.MD5Len]byte, out []
 		if d == 0 || d > SeqSpace/2 || d > r.cfg.Window || r.q.has(d-1) {
 			return out, i
 		}
-		hdr, chunk := &w.Msg, w.Chunk
+		hdr, chunk := &w.Msg, b[w.Off:w.End]
 		if hdr.EncodedLen() != len(chunk) || hdr.Len <= coalesce.ShortChecksumMax || hdr.Len > r.cfg.MaxMessage || hdr.Reliable != h.Reliable {
 			return out, i
 		}

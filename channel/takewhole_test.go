@@ -508,12 +508,13 @@ func TestPropertyTakeWholeAsHandleTake(t *testing.T) {
 					}
 					run := batch[i:j]
 					ws := make([]Whole, len(run))
+					var buf []byte
 					digests := make([][coalesce.MD5Len]byte, len(run))
 					var payloads [][]byte
 					var at []int
 					for k, p := range run {
 						hdr, _ := twWhole(p.chunk)
-						ws[k] = Whole{H: p.h, Msg: hdr, Chunk: p.chunk}
+						ws[k] = twPut(&buf, p.h, hdr, p.chunk)
 						if hdr.Len > coalesce.ShortChecksumMax {
 							payloads = append(payloads, p.chunk[hdr.HeaderLen:hdr.HeaderLen+hdr.Len])
 							at = append(at, k)
@@ -529,7 +530,7 @@ func TestPropertyTakeWholeAsHandleTake(t *testing.T) {
 					}
 					offers++
 					first := twRefusal(b, run[0]) // before TakeWhole, for its stats
-					out, n := b.TakeWhole(ws, digests, []Message{sentinel})
+					out, n := b.TakeWhole(buf, ws, digests, []Message{sentinel})
 					if n < 0 || n > len(run) || len(out) != 1+n || string(out[0].Data) != "sentinel" {
 						fail("TakeWhole of %d packets returned %d taken and %d messages after the one given", len(run), n, len(out)-1)
 					}
@@ -727,10 +728,11 @@ func TestTakeWholeRefuses(t *testing.T) {
 			}
 			a, b := mk(), mk() // a takes through TakeWhole, b through HandleTake
 			ws := make([]Whole, len(c.pkts))
+			var buf []byte
 			digests := make([][coalesce.MD5Len]byte, len(c.pkts))
 			for i, p := range c.pkts {
 				hdr, _ := twWhole(p.chunk)
-				ws[i] = Whole{H: p.h, Msg: hdr, Chunk: p.chunk}
+				ws[i] = twPut(&buf, p.h, hdr, p.chunk)
 				digests[i] = twDigest(p)
 			}
 			if c.want < len(c.pkts) {
@@ -746,7 +748,7 @@ func TestTakeWholeRefuses(t *testing.T) {
 				b = mk()
 			}
 			sentinel := Message{Data: []byte("sentinel")}
-			out, n := a.TakeWhole(ws, digests, []Message{sentinel})
+			out, n := a.TakeWhole(buf, ws, digests, []Message{sentinel})
 			if n != c.want || len(out) != 1+n || string(out[0].Data) != "sentinel" {
 				t.Fatalf("TakeWhole took %d, returned %d messages after the one given; want %d", n, len(out)-1, c.want)
 			}
@@ -814,7 +816,9 @@ func TestTakeWholeKeptRing(t *testing.T) {
 			seq := a.g.Next()
 			p := twPkt{h: Header{Start: true, Seq: seq, Rel: a.l}, chunk: coalesce.AppendMessage(nil, payload(7, c.n), false)}
 			hdr, _ := twWhole(p.chunk)
-			out, n := a.TakeWhole([]Whole{{H: p.h, Msg: hdr, Chunk: p.chunk}}, [][coalesce.MD5Len]byte{twDigest(p)}, nil)
+			var buf []byte
+			w := twPut(&buf, p.h, hdr, p.chunk)
+			out, n := a.TakeWhole(buf, []Whole{w}, [][coalesce.MD5Len]byte{twDigest(p)}, nil)
 			res, m, ok := b.HandleTake(t0.Add(now), p.h, p.chunk)
 			if n != c.want || len(out) != n {
 				t.Fatalf("TakeWhole took %d, want %d (HandleTake: %v)", n, c.want, res)
@@ -830,4 +834,12 @@ func TestTakeWholeKeptRing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// twPut appends chunk to *buf and returns the Whole of the packet with
+// header h and message header hdr whose chunk it is.
+func twPut(buf *[]byte, h Header, hdr coalesce.Header, chunk []byte) Whole {
+	off := len(*buf)
+	*buf = append(*buf, chunk...)
+	return Whole{H: h, Msg: hdr, Off: off, End: len(*buf)}
 }

@@ -136,7 +136,7 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 			for j+n < sums && e.sums.at[j+n].k == k+n && e.sums.at[j+n].ch == ch {
 				n++
 			}
-			if taken := cur.takeWhole(ch, &e.sums, j, n); taken > 0 {
+			if taken := cur.takeWhole(ch, all, &e.sums, j, n); taken > 0 {
 				j += taken
 				k += taken - 1
 				p = all[e.sums.at[j-1].end:]
@@ -188,7 +188,6 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 func (e *Endpoint) endPresums() {
 	e.presums.Clear()
 	clear(e.sums.payloads)
-	clear(e.sums.ws)
 }
 
 // bundleSums is what presum computed for the bundle being handled: for
@@ -245,13 +244,13 @@ func (e *Endpoint) presum(p []byte) int {
 			continue
 		}
 		s.at = append(s.at, sumAt{k: k, end: all - len(p), ch: ch})
-		s.ws = append(s.ws, channel.Whole{H: h, Msg: mh, Chunk: chunk})
+		end := all - len(p)
+		s.ws = append(s.ws, channel.Whole{H: h, Msg: mh, Off: end - len(chunk), End: end})
 		s.payloads = append(s.payloads, chunk[mh.HeaderLen:mh.HeaderLen+mh.Len])
 	}
 	n := len(s.at)
 	if n < 2 {
 		clear(s.payloads)
-		clear(s.ws)
 		return 0 // one digest alone is computed where it always was
 	}
 	if cap(s.digests) < n {

@@ -99,11 +99,11 @@ func (c *conn) handleParsed(now clock.Time, ch int16, p []byte, h channel.Header
 }
 
 // takeWhole hands the receiver of channel ch the data packets j to j+n-1
-// of s, consecutive packets of one bundle that carry whole messages, for
+// of s, consecutive packets of bundle payload b that carry whole messages, for
 // it to take at once (channel.Receiver.TakeWhole), and returns how many
 // it took: each as handleParsed would have handled it, acked if reliable
 // and its message delivered (N101). The rest are left to handleParsed.
-func (c *conn) takeWhole(ch int16, s *bundleSums, j, n int) int {
+func (c *conn) takeWhole(ch int16, b []byte, s *bundleSums, j, n int) int {
 	if c.recvPaused || c.ep.noRuns {
 		return 0
 	}
@@ -116,10 +116,10 @@ func (c *conn) takeWhole(ch int16, s *bundleSums, j, n int) int {
 		// recvChannel revive it for the next.
 		n = 1
 	}
-	msgs, taken := cs.rcv.TakeWhole(s.ws[j:j+n], s.digests[j:j+n], c.ep.taken[:0])
+	msgs, taken := cs.rcv.TakeWhole(b, s.ws[j:j+n], s.digests[j:j+n], c.ep.taken[:0])
 	for i, m := range msgs {
 		w := &s.ws[j+i]
-		if p := channel.HeaderLen + len(w.Chunk); p > c.stats.PeerPayloadMTU {
+		if p := channel.HeaderLen + w.End - w.Off; p > c.stats.PeerPayloadMTU {
 			c.stats.PeerPayloadMTU = p
 		}
 		if h := &w.H; h.Reliable {
