@@ -274,16 +274,17 @@ func (s *Sender) NextLen(messageMTU int) int {
 
 // Sent describes a packet appended by AppendNew.
 type Sent struct {
-	// Reliable reports that the packet is reliable and now in flight.
-	Reliable bool
-	// Start reports that the packet starts its message.
-	Start bool
+	// Header is the packet's header: Reliable reports that the packet is
+	// reliable and now in flight, Start that it starts its message, Seq
+	// and Rel are its sequence number and reliable sequence number.
+	// (Two fields in all, so that the compiler keeps a Sent in
+	// registers: one of five, copied through memory as a whole after its
+	// fields were stored one by one, stalled every packet on the store
+	// forwarding, N101.)
+	Header
 	// Bytes is the chunk's length: the bytes taken off QueuedBytes and, for
 	// a reliable packet, added to the in-flight bytes.
 	Bytes int
-	// Seq is the packet's sequence number and Rel its reliable sequence
-	// number.
-	Seq, Rel Seq
 }
 
 // AppendNew cuts the next chunk of the oldest queued message, at most
@@ -331,7 +332,7 @@ func (s *Sender) AppendNew(b []byte, now clock.Time, messageMTU int) ([]byte, Se
 			s.trimMsgs(idleKeepSlots)
 		}
 	}
-	return b, Sent{Reliable: h.Reliable, Start: h.Start, Bytes: n, Seq: h.Seq, Rel: h.Rel}
+	return b, Sent{Header: h, Bytes: n}
 }
 
 // Deferred checksums. Where digests computed together cost less than one
@@ -399,11 +400,12 @@ func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 		s.recs = append(s.recs, record{})
 		idx = int32(len(s.recs) - 1)
 	}
+	// Every field set in place: a composite literal was built on the
+	// stack field by field and copied over whole, which stalls on the
+	// store forwarding (N101).
 	r := &s.recs[idx]
-	*r = record{
-		chunk: chunk, msg: m, no: s.sendNo, sum: s.sentSum, first: now, last: now,
-		seq: h.Seq, rel: h.Rel, ticket: r.ticket + 1, start: h.Start, live: true,
-	}
+	r.chunk, r.msg, r.no, r.sum, r.first, r.last = chunk, m, s.sendNo, s.sentSum, now, now
+	r.seq, r.rel, r.resends, r.ticket, r.start, r.live = h.Seq, h.Rel, 0, r.ticket+1, h.Start, true
 	m.refs++
 	s.bySeq.Push(seqEntry{no: s.sendNo, idx: idx, seq: h.Seq})
 	s.schedule(idx)
@@ -516,14 +518,20 @@ type Acked struct {
 	// Bytes is the packet's chunk length, to take off the caller's
 	// in-flight bytes.
 	Bytes int
-	// First is when the packet was first sent and Last its latest send;
-	// Resends counts its resends. An ack of a packet never resent times
-	// a round trip (D30).
+	// First is when the packet was first sent and Last its latest send.
+	// An ack of a packet never resent times a round trip (D30).
 	First, Last clock.Time
-	Resends     uint32
-	// Rel is the packet's reliable sequence number R (D7): counting
-	// reliable packets only, as Oldest does.
-	Rel Seq
+	// AckedCount holds its resends and its R. (Four fields in all, so
+	// that the compiler keeps an Acked in registers, as for Sent.)
+	AckedCount
+}
+
+// AckedCount is the part of Acked that counts: the packet's resends so
+// far, and its reliable sequence number R (D7), counting reliable packets
+// only, as Oldest does.
+type AckedCount struct {
+	Resends uint32
+	Rel     Seq
 }
 
 // Oldest describes the oldest reliable packet in flight, if any: its
@@ -575,7 +583,7 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 	if e.no != no || !r.live || r.no != no {
 		return Acked{}, false
 	}
-	a = Acked{Bytes: len(r.chunk), First: r.first, Last: r.last, Resends: r.resends, Rel: r.rel}
+	a = Acked{Bytes: len(r.chunk), First: r.first, Last: r.last, AckedCount: AckedCount{Resends: r.resends, Rel: r.rel}}
 	s.free(e.idx)
 	s.deadSeq++
 	s.oldest() // drop dead entries at the front

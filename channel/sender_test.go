@@ -2,6 +2,7 @@ package channel
 
 import (
 	"bytes"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -659,5 +660,14 @@ func TestBookkeepingAcrossBursts(t *testing.T) {
 	s.Trim()
 	if n := largest(); n > spareSlots {
 		t.Errorf("after Trim: an array of %d kept, want at most %d", n, spareSlots)
+	}
+}
+
+// TestTrackSetsEveryField guards track, which sets every field of a
+// record in place rather than through a composite literal (N101): a field
+// added to record must be set there too, and then counted here.
+func TestTrackSetsEveryField(t *testing.T) {
+	if n := reflect.TypeFor[record]().NumField(); n != 12 {
+		t.Fatalf("record has %d fields; track sets 12: set the new ones there, then update this count", n)
 	}
 }

@@ -234,19 +234,28 @@ func (e *Endpoint) presum(p []byte) int {
 		if err != nil || ch < 0 || len(payload) < channel.HeaderLen {
 			continue
 		}
-		h, err := channel.ParseHeader(payload)
-		if err != nil || !h.Start {
+		// The headers are parsed into the next record's place, kept
+		// only if the packet qualifies: parsed into variables, their
+		// fields went to the stack one by one and came back together,
+		// which stalls on the store forwarding (N101).
+		if len(s.ws) == cap(s.ws) {
+			s.ws = append(s.ws, channel.Whole{})[:len(s.ws)]
+		}
+		w := &s.ws[:len(s.ws)+1][len(s.ws)]
+		w.H, err = channel.ParseHeader(payload)
+		if err != nil || !w.H.Start {
 			continue
 		}
 		chunk := payload[channel.HeaderLen:]
-		mh, err := coalesce.ParseHeader(chunk, e.cfg.MaxMessageSize)
-		if err != nil || mh.Len <= coalesce.ShortChecksumMax || mh.EncodedLen() != len(chunk) {
+		w.Msg, err = coalesce.ParseHeader(chunk, e.cfg.MaxMessageSize)
+		if mh := &w.Msg; err != nil || mh.Len <= coalesce.ShortChecksumMax || mh.EncodedLen() != len(chunk) {
 			continue
 		}
-		s.at = append(s.at, sumAt{k: k, end: all - len(p), ch: ch})
 		end := all - len(p)
-		s.ws = append(s.ws, channel.Whole{H: h, Msg: mh, Off: end - len(chunk), End: end})
-		s.payloads = append(s.payloads, chunk[mh.HeaderLen:mh.HeaderLen+mh.Len])
+		w.Off, w.End = end-len(chunk), end
+		s.ws = s.ws[:len(s.ws)+1]
+		s.at = append(s.at, sumAt{k: k, end: end, ch: ch})
+		s.payloads = append(s.payloads, chunk[w.Msg.HeaderLen:w.Msg.HeaderLen+w.Msg.Len])
 	}
 	n := len(s.at)
 	if n < 2 {
