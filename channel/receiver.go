@@ -679,7 +679,7 @@ func (r *Receiver) handle(now clock.Time, h Header, chunk []byte, take bool) (Re
 		r.recharge()
 	}
 	if whole && r.queued == 0 && r.ready.Len() < maxReady && need(h.Reliable, h.Rel) == r.l {
-		return r.fast(h, msg, take)
+		return r.fast(h, msg, d, take)
 	}
 	if !r.store(now, i, h, chunk) {
 		return NoMemory, Message{}, false
@@ -782,8 +782,10 @@ func (r *Receiver) witnessed(now clock.Time, seq Seq, reliable bool, owed, d int
 // an empty queue straight from the chunk (D11 rule 2 with a one-packet
 // group).
 // With take, and no message waiting for Poll, the message is returned
-// instead: what Poll would have taken is never charged.
-func (r *Receiver) fast(h Header, m coalesce.Message, take bool) (Result, Message, bool) {
+// instead: what Poll would have taken is never charged. d is the packet's
+// distance from the ignore number, Distance(r.g, h.Seq), which the caller
+// has at hand.
+func (r *Receiver) fast(h Header, m coalesce.Message, d int, take bool) (Result, Message, bool) {
 	// Poll takes the message at once: it may use the Budget's Reserve.
 	// The test is the same taken or not, so that a packet is refused or
 	// taken alike either way.
@@ -797,7 +799,7 @@ func (r *Receiver) fast(h Header, m coalesce.Message, take bool) (Result, Messag
 		r.deliver(msg.Reliable, msg.Data)
 	}
 	r.q.pay() // a kept ring is paid for by every packet (N39)
-	r.consumed(Distance(r.g, h.Seq), h.Reliable, h.Rel)
+	r.consumed(d, h.Reliable, h.Rel)
 	r.recharge()
 	r.deadline = 0
 	if !take {
@@ -854,7 +856,7 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 			return out, i
 		}
 		m := coalesce.Message{Reliable: hdr.Reliable, Payload: chunk[hdr.HeaderLen:end:end]}
-		res, msg, took := r.fast(h, m, true)
+		res, msg, took := r.fast(h, m, d, true)
 		if res != Accepted || !took {
 			// Refused for memory: HandleTake, given it next, refuses
 			// it alike (the ring fast released stays released).
