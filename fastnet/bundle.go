@@ -419,8 +419,9 @@ func (c *conn) runChannel(now clock.Time) *chanState {
 // returns b and the number of packets appended. What poll would check
 // before each packet is checked here only where a packet of cs can
 // change it: the heartbeat a flooding connection brings forward
-// (floodBeat, at most once: it depends on nothing a packet changes), the
-// ring, the window, and the messages that expire behind a reliable one.
+// (floodBeat, at most once: called again within the run it would find
+// what it found, or, after a reliable packet, no flood), the ring, the
+// window, and the messages that expire behind a reliable one.
 func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanState) ([]byte, int) {
 	mtu := c.payloadMTU - channel.HeaderLen
 	limit := c.payloadMTU + 2
