@@ -821,10 +821,10 @@ type Whole struct {
 
 // TakeWhole hands over at once, in order, the messages of the packets ws,
 // whose chunks lie in b, each a message whole in its packet whose MD5
-// digest, computed ahead
-// with others (D3), is in digests, for as long as each is one HandleTake
-// would hand over at once: the receiver holds nothing (Settled), the
-// packet starts its message and waits for no reliable packet, it is
+// digest, computed ahead with others (D3), is in digests, for as long as
+// each is one HandleTake would hand over at once: the receiver holds
+// nothing (Settled), the packet starts its message and waits for no
+// reliable packet, it is
 // within the window and not a duplicate, the message fills the chunk and
 // fits MaxMessage, its checksum holds and it fits the memory limits. It
 // appends them to out and returns it with how many packets it took; those

@@ -140,12 +140,7 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 				j += taken
 				k += taken - 1
 				p = all[e.sums.at[j-1].end:]
-				if cur != touched {
-					if touched != nil {
-						e.touch(touched, now)
-					}
-					touched = cur
-				}
+				touchBefore(&touched, cur, now)
 				continue
 			}
 		}
@@ -161,24 +156,28 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 				continue
 			}
 			cur.handleParsed(now, ch, payload, h)
-			if cur != touched {
-				if touched != nil {
-					e.touch(touched, now)
-				}
-				touched = cur
-			}
+			touchBefore(&touched, cur, now)
 			continue
 		}
 		e.presums.Clear()
-		if e.handleUntouched(now, from, cur, ch, payload) && cur != touched {
-			if touched != nil {
-				e.touch(touched, now)
-			}
-			touched = cur
+		if e.handleUntouched(now, from, cur, ch, payload) {
+			touchBefore(&touched, cur, now)
 		}
 	}
 	if touched != nil {
 		e.touch(touched, now)
+	}
+}
+
+// touchBefore makes cur, which a bundle's packet just changed, the
+// connection *touched that handleBundle touches once its packets are
+// handled, touching the one before first if it is another.
+func touchBefore(touched **conn, cur *conn, now clock.Time) {
+	if prev := *touched; cur != prev {
+		if prev != nil {
+			prev.ep.touch(prev, now)
+		}
+		*touched = cur
 	}
 }
 
@@ -192,8 +191,9 @@ func (e *Endpoint) endPresums() {
 
 // bundleSums is what presum computed for the bundle being handled: for
 // each inner packet that carries a message whole, in the order of the
-// packets, its number in the bundle (k), the message's payload and its
-// digest. The arrays are kept for the next bundle.
+// packets, where it is (at), its headers and where its chunk lies (ws,
+// for channel.Receiver.TakeWhole), the message's payload and its digest.
+// The arrays are kept for the next bundle.
 type bundleSums struct {
 	at       []sumAt
 	ws       []channel.Whole
