@@ -31,6 +31,12 @@ func Sums(dst [][Size]byte, msgs [][]byte) {
 		}
 		return
 	}
+	if lanes == Lanes {
+		if nb, ok := equalBlocks(msgs); ok {
+			sumsEqual(dst, msgs, nb)
+			return
+		}
+	}
 	var h hasher
 	h.run(dst, msgs)
 }
@@ -68,12 +74,6 @@ var idleBlock [64]byte
 
 func (h *hasher) run(dst [][Size]byte, msgs [][]byte) {
 	width := lanes
-	if width == Lanes {
-		if nb, ok := equalBlocks(msgs); ok {
-			h.runEqual(dst, msgs, nb)
-			return
-		}
-	}
 	nextMsg := 0
 	// block16's blocks: kept apart from h, which they may point into,
 	// so that h stays on the stack.
@@ -136,7 +136,7 @@ func blocksOf(n int) int {
 
 // equalBlocks reports whether every message of msgs hashes the same
 // number of blocks, nb: the common case of a stream of messages of one
-// size, which runEqual hashes in lockstep.
+// size, which sumsEqual hashes in lockstep.
 func equalBlocks(msgs [][]byte) (nb int, ok bool) {
 	nb = blocksOf(len(msgs[0]))
 	for _, m := range msgs[1:] {
@@ -147,38 +147,75 @@ func equalBlocks(msgs [][]byte) (nb int, ok bool) {
 	return nb, true
 }
 
-// runEqual is run for block16 and messages that all hash nb blocks: 16 at
-// a time in lockstep, with none of run's bookkeeping of lanes that finish
-// at different blocks.
-func (h *hasher) runEqual(dst [][Size]byte, msgs [][]byte, nb int) {
-	var blocks [Lanes]*byte // apart from h, as in run
+// sumsEqual is Sums for block16 and messages that all hash nb blocks:
+// 16 at a time in lockstep, with none of run's bookkeeping of lanes that
+// finish at different blocks, and none of its working memory (a hasher
+// is cleared at each call, and block8's part of it is not needed here).
+func sumsEqual(dst [][Size]byte, msgs [][]byte, nb int) {
+	var (
+		state  [4][Lanes]uint32
+		blocks [Lanes]*byte
+		full   [Lanes]int
+		tails  [Lanes][2 * 64]byte
+	)
 	for g := 0; g < len(msgs); g += Lanes {
 		group := msgs[g:min(g+Lanes, len(msgs))]
-		for l := range Lanes {
-			if l < len(group) {
-				h.start(l, g+l, group[l])
-			} else {
-				blocks[l] = &idleBlock[0]
-			}
+		state = initState
+		for l, m := range group {
+			full[l] = padTail(&tails[l], m)
+		}
+		for l := len(group); l < Lanes; l++ {
+			blocks[l] = &idleBlock[0]
 		}
 		for b := 0; b < nb; b++ {
 			for l, m := range group {
-				ln := &h.lanes[l]
-				if b < ln.full {
+				if f := full[l]; b < f {
 					blocks[l] = &m[b*64]
 				} else {
-					blocks[l] = &ln.tail[(b-ln.full)*64]
+					blocks[l] = &tails[l][(b-f)*64]
 				}
 			}
-			block16(&h.state, &blocks)
+			block16(&state, &blocks)
 		}
 		for l := range group {
 			d := &dst[g+l]
-			for w := 0; w < 4; w++ {
-				binary.LittleEndian.PutUint32(d[4*w:], h.state[w][l])
-			}
+			binary.LittleEndian.PutUint32(d[0:], state[0][l])
+			binary.LittleEndian.PutUint32(d[4:], state[1][l])
+			binary.LittleEndian.PutUint32(d[8:], state[2][l])
+			binary.LittleEndian.PutUint32(d[12:], state[3][l])
 		}
 	}
+}
+
+// initState is every lane's state before its first block.
+var initState = func() (s [4][Lanes]uint32) {
+	for l := range Lanes {
+		s[0][l], s[1][l], s[2][l], s[3][l] = init0, init1, init2, init3
+	}
+	return s
+}()
+
+// padTail writes to t the last block or two MD5 hashes for m, what is
+// left of m after its whole blocks followed by the padding, and returns
+// the number of whole blocks. Every byte of the blocks it returns is
+// written, with whole-block stores where it can.
+func padTail(t *[2 * 64]byte, m []byte) int {
+	full := len(m) / 64
+	rest := m[full*64:]
+	bits := uint64(len(m)) << 3
+	if len(rest) < 56 {
+		b := (*[64]byte)(t[:64])
+		*b = [64]byte{}
+		copy(b[:], rest)
+		b[len(rest)] = 0x80
+		binary.LittleEndian.PutUint64(b[56:], bits)
+	} else {
+		*t = [2 * 64]byte{}
+		copy(t[:], rest)
+		t[len(rest)] = 0x80
+		binary.LittleEndian.PutUint64(t[120:], bits)
+	}
+	return full
 }
 
 // start puts message i, m, in lane l.

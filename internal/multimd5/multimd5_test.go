@@ -24,7 +24,7 @@ func testSums(t *testing.T) {
 }
 
 // testSumsEqual hashes batches of messages of one length, which the
-// widest kernel runs in lockstep (runEqual), and batches where one
+// widest kernel runs in lockstep (sumsEqual), and batches where one
 // message has another length, which it does not.
 func testSumsEqual(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
@@ -127,7 +127,7 @@ func FuzzSums(f *testing.F) {
 
 func BenchmarkSums(b *testing.B) {
 	for _, size := range []int{64, 200, 1024} {
-		for _, batch := range []int{1, 8, 16, 32} {
+		for _, batch := range []int{1, 8, 12, 16, 32} {
 			msgs := make([][]byte, batch)
 			for i := range msgs {
 				msgs[i] = make([]byte, size)
