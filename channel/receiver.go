@@ -793,6 +793,11 @@ func (r *Receiver) fast(h Header, m coalesce.Message, d int, take bool) (Result,
 	if !r.fitsGranted(r.charge+cost, r.grant) && !(r.releaseRing() && r.fitsGranted(r.charge+cost, r.grant)) {
 		return NoMemory, Message{}, false
 	}
+	return r.fastFits(h, m, d, take)
+}
+
+// fastFits is fast once the message is known to fit the memory limits.
+func (r *Receiver) fastFits(h Header, m coalesce.Message, d int, take bool) (Result, Message, bool) {
 	msg := Message{Reliable: h.Reliable, Data: r.cfg.Arena.Copy(m.Payload)}
 	take = take && r.ready.Len() == 0
 	if !take {
@@ -836,7 +841,14 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 		return out, 0
 	}
 	// Settled still holds after each message taken: fast leaves nothing
-	// queued, ready, granted, dropped or timed.
+	// queued, ready, granted, dropped or timed. So what fast charges a
+	// message taken at once is its length alone, and what the receiver
+	// and its budgets hold can only fall while the run lasts (a ring
+	// shrinks, nothing is stored or granted): a message within the room
+	// there is at the start fits, as fast's own test would find without
+	// giving up anything to make room, and that test, which walks the
+	// budgets, is left for a message larger than the room (N101).
+	room := r.takeRoom()
 	for i := range ws {
 		w := &ws[i]
 		h := w.H
@@ -856,7 +868,16 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 			return out, i
 		}
 		m := coalesce.Message{Reliable: hdr.Reliable, Payload: chunk[hdr.HeaderLen:end:end]}
-		res, msg, took := r.fast(h, m, d, true)
+		var (
+			res  Result
+			msg  Message
+			took bool
+		)
+		if hdr.Len <= room {
+			res, msg, took = r.fastFits(h, m, d, true)
+		} else {
+			res, msg, took = r.fast(h, m, d, true)
+		}
 		if res != Accepted || !took {
 			// Refused for memory: HandleTake, given it next, refuses
 			// it alike (the ring fast released stays released).
@@ -865,6 +886,20 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 		out = append(out, msg)
 	}
 	return out, len(ws)
+}
+
+// takeRoom returns the most bytes a message taken at once may have and
+// fit the memory limits now, as fitsGranted tests them (a Settled
+// receiver charges such a message its length alone, keptReady being at
+// least 1), without giving up free buffers or the ring to make room.
+func (r *Receiver) takeRoom() int {
+	room := r.cfg.MaxBytes - r.charge - r.grant
+	for x := r.budget; x != nil; x = x.Parent {
+		if x.Limit > 0 {
+			room = min(room, x.Limit-x.Used-x.committed-x.pool.retained)
+		}
+	}
+	return room
 }
 
 // skip moves the ignore number k places forward over packets that are all

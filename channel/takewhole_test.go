@@ -709,6 +709,14 @@ func TestTakeWholeRefuses(t *testing.T) {
 		{name: "no memory: MaxBytes", cfg: func(c *ReceiverConfig) { c.MaxBytes = 64 }, pkts: []twPkt{unrel(0, 100)}, why: "no memory"},
 		{name: "no memory: Budget", cfg: func(c *ReceiverConfig) { c.Budget = &Budget{Limit: 64} }, pkts: []twPkt{rel(0, 1, 100)}, why: "no memory"},
 		{name: "no memory: after one taken", cfg: func(c *ReceiverConfig) { c.Budget = &Budget{Limit: 150} }, setup: func(t *testing.T, r *Receiver) { r.budget.Add(100) }, pkts: []twPkt{unrel(0, 40), unrel(1, 60)}, want: 1, why: "no memory"},
+		// The room TakeWhole reckons once for a run (N101): a message
+		// that fills it exactly is taken, one a byte larger is not, the
+		// tightest budget of the chain counting.
+		{name: "room: exactly filled", cfg: func(c *ReceiverConfig) { c.Budget = &Budget{Limit: 200} }, setup: func(t *testing.T, r *Receiver) { r.budget.Add(100 - r.charge) }, pkts: []twPkt{unrel(0, 100), unrel(1, 100)}, want: 2},
+		{name: "no memory: a byte past the room", cfg: func(c *ReceiverConfig) { c.Budget = &Budget{Limit: 200} }, setup: func(t *testing.T, r *Receiver) { r.budget.Add(101 - r.charge) }, pkts: []twPkt{unrel(0, 100)}, why: "no memory"},
+		{name: "room: MaxBytes exactly filled", cfg: func(c *ReceiverConfig) { c.MaxBytes = 100 }, setup: func(t *testing.T, r *Receiver) { r.cfg.MaxBytes += r.charge }, pkts: []twPkt{unrel(0, 100)}, want: 1},
+		{name: "no memory: a byte past MaxBytes", cfg: func(c *ReceiverConfig) { c.MaxBytes = 100 }, setup: func(t *testing.T, r *Receiver) { r.cfg.MaxBytes += r.charge - 1 }, pkts: []twPkt{unrel(0, 100)}, why: "no memory"},
+		{name: "no memory: the parent's room", cfg: func(c *ReceiverConfig) { c.Budget = &Budget{Limit: 1 << 20} }, setup: func(t *testing.T, r *Receiver) { r.budget.Parent = &Budget{Limit: 150 + r.charge, Used: 50 + r.charge} }, pkts: []twPkt{unrel(0, 100), unrel(1, 101)}, want: 1, why: "no memory"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mk := func() *Receiver {
