@@ -207,6 +207,7 @@ type Engine struct {
 	byAddr   map[netip.AddrPort]*Conn
 
 	scratch []byte
+	in      []fastnet.Incoming // the datagrams feedLocked hands over together
 	out     []datagram.Message // datagrams polled and not yet written
 	bufs    [][]byte           // buffers of out, by index
 	// The batch being written outside the lock (Options.CombineWrites):
@@ -464,20 +465,33 @@ func (e *Engine) handleBatchLocked(msgs []datagram.Message, now clock.Time) {
 // answerBytes of them, if more follow, it writes what the endpoint has to
 // send (answerLocked), and reads the clock again if it let the lock go; it
 // returns the time it fed the last datagrams at.
+//
+// The datagrams between two such writes go to the endpoint in one call
+// (HandleDatagrams), which computes the checksums of the messages of
+// their bundles together (N102).
 func (e *Engine) feedLocked(msgs []datagram.Message, now clock.Time) clock.Time {
 	fed := 0
+	// Taken from e, since answerLocked may let the lock go and another
+	// input come in meanwhile.
+	in := e.in[:0]
+	e.in = nil
 	for i := range msgs {
 		for d := range msgs[i].Datagrams() {
-			e.ep.HandleDatagram(now, msgs[i].Addr, d)
+			in = append(in, fastnet.Incoming{From: msgs[i].Addr, Data: d})
 			fed += len(d)
 		}
 		if fed >= answerBytes && i < len(msgs)-1 {
-			fed = 0
+			e.ep.HandleDatagrams(now, in)
+			clear(in)
+			in, fed = in[:0], 0
 			if now = e.answerLocked(now); e.closed {
 				return now // closed while the lock was let go
 			}
 		}
 	}
+	e.ep.HandleDatagrams(now, in)
+	clear(in)
+	e.in = in[:0]
 	return now
 }
 

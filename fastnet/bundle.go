@@ -103,10 +103,22 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 		e.drop(c, DropBundleMalformed) // one or more packets (D24)
 		return
 	}
-	sums := e.presum(p)
+	var (
+		s    *bundleSums
+		sums int
+		view bundleSums
+	)
+	if v := e.pre; v != nil && v.hi > v.lo && sameBytes(v.p, p) {
+		// Computed with those of the other bundles of a batch.
+		view = e.batch.sums.sub(v.lo, v.hi)
+		s, sums = &view, v.hi-v.lo
+		e.batched++
+	} else {
+		s, sums = &e.sums, e.presum(p)
+	}
 	defer e.endPresums()
 	all := p
-	j := 0 // the next of e.sums
+	j := 0 // the next of s
 	// The connection the last packets went to, touched once they are
 	// handled, or before a packet for another.
 	var touched *conn
@@ -129,24 +141,24 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 			e.drop(cur, DropBundleNested) // and the rest with it (D24)
 			break
 		}
-		if j < sums && e.sums.at[j].k == k && cur != nil && cur.established() {
+		if j < sums && s.at[j].k == k && cur != nil && cur.established() {
 			// A run of whole messages of one channel, taken in one
 			// step while the receiver hands each over at once (N101).
 			n := 1
-			for j+n < sums && e.sums.at[j+n].k == k+n && e.sums.at[j+n].ch == ch {
+			for j+n < sums && s.at[j+n].k == k+n && s.at[j+n].ch == ch {
 				n++
 			}
-			if taken := cur.takeWhole(ch, all, &e.sums, j, n); taken > 0 {
+			if taken := cur.takeWhole(ch, all, s, j, n); taken > 0 {
 				j += taken
 				k += taken - 1
-				p = all[e.sums.at[j-1].end:]
+				p = all[s.at[j-1].end:]
 				touchBefore(&touched, cur, now)
 				continue
 			}
 		}
-		if j < sums && e.sums.at[j].k == k {
-			e.presums.Set(e.sums.payloads[j], e.sums.digests[j])
-			h := e.sums.ws[j].H
+		if j < sums && s.at[j].k == k {
+			e.presums.Set(s.payloads[j], s.digests[j])
+			h := s.ws[j].H
 			j++
 			// A data packet presum parsed already: what handleUntouched
 			// and handlePacket would do with it, without parsing it
@@ -222,7 +234,42 @@ func (e *Endpoint) presum(p []byte) int {
 		return 0
 	}
 	s := &e.sums
+	s.reset()
+	e.parseSums(s, p)
+	return s.digest()
+}
+
+// reset empties s, keeping its arrays.
+func (s *bundleSums) reset() {
 	s.at, s.ws, s.payloads = s.at[:0], s.ws[:0], s.payloads[:0]
+}
+
+// sub returns the part of s from lo to hi, sharing its arrays.
+func (s *bundleSums) sub(lo, hi int) bundleSums {
+	return bundleSums{at: s.at[lo:hi], ws: s.ws[lo:hi], payloads: s.payloads[lo:hi], digests: s.digests[lo:hi]}
+}
+
+// digest computes the digests of the payloads s holds together and
+// returns how many there are, or 0, computing nothing, if there are
+// fewer than two: one digest alone is computed where it always was.
+func (s *bundleSums) digest() int {
+	n := len(s.at)
+	if n < 2 {
+		clear(s.payloads)
+		return 0
+	}
+	if cap(s.digests) < n {
+		s.digests = make([][coalesce.MD5Len]byte, n)
+	}
+	s.digests = s.digests[:n]
+	coalesce.Digests(s.digests, s.payloads)
+	return n
+}
+
+// parseSums appends to s what presum computes the digests of: the whole
+// messages that the data packets of bundle payload p carry. Their
+// positions (sumAt.end, Whole.Off and End) are within p.
+func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
 	all := len(p)
 	for k := 0; len(p) > 0; k++ {
 		inner, rest, ok := cutBundle(p)
@@ -257,16 +304,89 @@ func (e *Endpoint) presum(p []byte) int {
 		s.at = append(s.at, sumAt{k: k, end: end, ch: ch})
 		s.payloads = append(s.payloads, chunk[w.Msg.HeaderLen:w.Msg.HeaderLen+w.Msg.Len])
 	}
-	n := len(s.at)
-	if n < 2 {
-		clear(s.payloads)
-		return 0 // one digest alone is computed where it always was
+}
+
+// Batches (HandleDatagrams, N102). The bundles of a batch of datagrams
+// have their whole messages' digests computed together, up to
+// maxBatchSums messages at a time (and the whole of the bundle that
+// reaches it), so that bundles of a few messages each fill the vector
+// lanes (N86) as one large bundle does.
+const maxBatchSums = 8 * coalesce.BatchLanes
+
+// batchSums is what presumBatch computed for a batch of datagrams: the
+// digests of the bundles' whole messages, in the order of the datagrams
+// (sums), and for each datagram the part of sums that is its (views).
+type batchSums struct {
+	sums  bundleSums
+	views []batchView
+}
+
+// batchView is the part of a batch's sums, from lo to hi, that is bundle
+// payload p's; lo == hi when the datagram is no bundle presumBatch took.
+type batchView struct {
+	p      []byte
+	lo, hi int
+}
+
+// presumBatch computes together the digests of the whole messages of the
+// bundles at the start of ds, and returns how many datagrams it took, at
+// least one: for each, e.batch.views says which digests are its bundle's.
+// It takes only bundles that handleBundle would take apart as things
+// stand (from a connection that negotiated them); a datagram before them
+// that changes that, or ends the connection, makes what it computed for
+// them go unused, and the bundles are handled as they would be alone.
+func (e *Endpoint) presumBatch(ds []Incoming) int {
+	b := &e.batch
+	b.sums.reset()
+	b.views = b.views[:0]
+	if !coalesce.Batched() || !e.bundlesOn() || len(ds) < 2 {
+		return len(ds)
 	}
-	if cap(s.digests) < n {
-		s.digests = make([][coalesce.MD5Len]byte, n)
+	k := 0
+	for ; k < len(ds) && len(b.sums.at) < maxBatchSums; k++ {
+		v := batchView{lo: len(b.sums.at)}
+		if p, ok := e.batchBundle(ds[k]); ok {
+			e.parseSums(&b.sums, p)
+			v.p = p
+		}
+		v.hi = len(b.sums.at)
+		b.views = append(b.views, v)
 	}
-	coalesce.Digests(s.digests[:n], s.payloads)
-	return n
+	if b.sums.digest() == 0 {
+		b.views = b.views[:0]
+	}
+	return k
+}
+
+// batchBundle returns the payload of d if it is a bundle that
+// HandleDatagram would hand to handleBundle and handleBundle take apart
+// as things stand.
+func (e *Endpoint) batchBundle(d Incoming) ([]byte, bool) {
+	if len(d.Data) > e.maxIncoming() {
+		return nil, false
+	}
+	ch, payload, err := parsePacket(d.Data)
+	if err != nil || ch != chBundle || len(payload) == 0 {
+		return nil, false
+	}
+	if c := e.connAt(d.From); c == nil || !c.bundleFrom {
+		return nil, false
+	}
+	return payload, true
+}
+
+// endBatch forgets a batch's digests and the payloads it held, once its
+// datagrams are handled.
+func (e *Endpoint) endBatch() {
+	clear(e.batch.sums.payloads)
+	for i := range e.batch.views {
+		e.batch.views[i].p = nil
+	}
+}
+
+// sameBytes reports whether a and b are the same bytes in memory.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // cutBundle takes the first inner packet off p, a bundle's payload or

@@ -17,7 +17,8 @@
 //
 //  1. Read the time once, as a clock.Time, for each input. Time passed to
 //     the endpoint must never go backwards.
-//  2. Feed one input: HandleDatagram for a datagram that arrived,
+//  2. Feed one input: HandleDatagram for a datagram that arrived (or
+//     HandleDatagrams for several read at once, which costs less),
 //     HandleTimeout when the time from NextDeadline has come, Send, Connect
 //     or Close for the application's requests.
 //  3. Call PollTransmit until it returns false, sending each datagram it
@@ -32,7 +33,7 @@
 //
 // # Buffers
 //
-// HandleDatagram does not keep the slice it is given. PollTransmit writes
+// HandleDatagram and HandleDatagrams do not keep the slices they are given. PollTransmit writes
 // into the caller's buffer, which must hold Config.MaxPacketSize bytes. The
 // Data of an EventMessage is the receiver's to keep. Send copies the message.
 // Steady-state sending, receiving and acknowledging allocate nothing per

@@ -15,6 +15,10 @@ func SetRuns(ep *Endpoint, on bool) { ep.noRuns = !on }
 // and how many packets of bundles its receivers took in runs (N101).
 func Runs(ep *Endpoint) (sent, taken uint64) { return ep.runSent, ep.runTaken }
 
+// Batched returns how many bundles ep took apart with digests that
+// HandleDatagrams computed across datagrams (N102).
+func Batched(ep *Endpoint) uint64 { return ep.batched }
+
 // BundlesNegotiated reports, for connection h of ep, whether its peer
 // answered "query:ext:bundle=yes" (ep may send it bundles) and whether ep
 // answered it so (ep takes its bundles) (D24).

@@ -3,6 +3,7 @@ package fastnet
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ type pair struct {
 	cli, srv *Endpoint
 	ch, sh   Handle // the client's and the server's handle of the connection
 	buf      []byte
+	in       []Incoming // a batch of datagrams in buf (pump)
 	cliEvs   []Event
 	srvEvs   []Event
 	// keep, when false, discards message events instead of recording them
@@ -70,30 +72,41 @@ func (p *pair) flush() {
 		}
 	}
 	for moved := true; moved; {
-		moved = false
-		for {
-			t, ok := p.cli.PollTransmit(p.now, p.buf)
-			if !ok {
-				break
-			}
-			moved = true
-			if p.drop == nil || !p.drop(Client, p.buf[:t.N]) {
-				p.srv.HandleDatagram(p.now, clientAddr, p.buf[:t.N])
-			}
-		}
-		for {
-			t, ok := p.srv.PollTransmit(p.now, p.buf)
-			if !ok {
-				break
-			}
-			moved = true
-			if p.drop == nil || !p.drop(Server, p.buf[:t.N]) {
-				p.cli.HandleDatagram(p.now, serverAddr, p.buf[:t.N])
-			}
-		}
+		moved = p.pump(Client, p.cli, p.srv, clientAddr)
+		moved = p.pump(Server, p.srv, p.cli, serverAddr) || moved
 		p.events(p.cli, &p.cliEvs, &p.cliMsgs, &p.cliBytes)
 		p.events(p.srv, &p.srvEvs, &p.srvMsgs, &p.srvBytes)
 	}
+}
+
+// pump moves every datagram from has to send to the other endpoint, to,
+// which takes them in batches (HandleDatagrams) as a driver reading
+// several at once hands them over; it reports whether there were any.
+// Handled one at a time as each is polled, they would make the same
+// state: the sending side does not hear from the other meanwhile.
+func (p *pair) pump(role Role, from, to *Endpoint, addr netip.AddrPort) bool {
+	moved, off := false, 0
+	p.in = p.in[:0]
+	for {
+		if len(p.buf)-off < DefaultMaxDatagram && len(p.in) > 0 {
+			to.HandleDatagrams(p.now, p.in)
+			p.in, off = p.in[:0], 0
+		}
+		t, ok := from.PollTransmit(p.now, p.buf[off:])
+		if !ok {
+			break
+		}
+		moved = true
+		b := p.buf[off : off+t.N]
+		off += t.N
+		if p.drop == nil || !p.drop(role, b) {
+			p.in = append(p.in, Incoming{From: addr, Data: b})
+		}
+	}
+	if len(p.in) > 0 {
+		to.HandleDatagrams(p.now, p.in)
+	}
+	return moved
 }
 
 func (p *pair) events(ep *Endpoint, evs *[]Event, msgs, n *int) {

@@ -63,6 +63,12 @@ type simSetup struct {
 	// NoRuns turns off, on both sides, the runs of packets a bundle is
 	// filled and taken apart with (N101).
 	NoRuns bool
+	// Batch makes the network hand the datagrams that arrive at a side
+	// at one instant, or with ReadEvery since its last read, over
+	// together (fastnettest.Network.Batch), through HandleDatagrams
+	// (N102), or one by one with OneByOne.
+	Batch, OneByOne bool
+	ReadEvery       time.Duration
 	// Loose makes the ledgers check only that long messages are intact
 	// (see ledger.loose).
 	Loose bool
@@ -123,12 +129,32 @@ func newSim(t simT, s simSetup) *sim {
 		sm.ep[side] = ep
 		sm.cfg[side] = ep.Config()
 	}
-	n.Add(srvAddr, sm.ep[srvSide])
-	n.Add(cliAddr, sm.ep[cliSide])
+	n.Batch, n.ReadEvery = s.Batch, s.ReadEvery
+	if s.OneByOne {
+		n.Add(srvAddr, oneByOne{sm.ep[srvSide]})
+		n.Add(cliAddr, oneByOne{sm.ep[cliSide]})
+	} else {
+		n.Add(srvAddr, sm.ep[srvSide])
+		n.Add(cliAddr, sm.ep[cliSide])
+	}
 	n.SetLink(cliAddr, srvAddr, s.Up)
 	n.SetLink(srvAddr, cliAddr, s.Down)
 	n.OnEvent = sm.onEvent
 	return sm
+}
+
+// oneByOne is an endpoint without HandleDatagrams, which the network then
+// hands a batch one datagram at a time.
+type oneByOne struct{ ep *fastnet.Endpoint }
+
+func (o oneByOne) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte) {
+	o.ep.HandleDatagram(now, from, b)
+}
+func (o oneByOne) HandleTimeout(now clock.Time)     { o.ep.HandleTimeout(now) }
+func (o oneByOne) NextDeadline() (clock.Time, bool) { return o.ep.NextDeadline() }
+func (o oneByOne) PollEvent() (fastnet.Event, bool) { return o.ep.PollEvent() }
+func (o oneByOne) PollTransmit(now clock.Time, buf []byte) (fastnet.Transmit, bool) {
+	return o.ep.PollTransmit(now, buf)
 }
 
 func (s *sim) fail(format string, args ...any) {

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/fastnet/fastnettest"
 )
 
 // N101: a bundle's first-time packets written in place, one channel's
@@ -74,4 +76,80 @@ func TestPropertyRunsChangeNothing(t *testing.T) {
 		t.Fatalf("runs taken: %d packets written in place, %d taken whole; both must be taken for the comparison to mean anything", sent, taken)
 	}
 	t.Logf("%d packets written in place, %d taken whole", sent, taken)
+}
+
+// N102: HandleDatagrams handles a batch of datagrams exactly as
+// HandleDatagram would one after the other; computing the digests of its
+// bundles' messages together changes only the cost. Over any network
+// without corruption and any workload, with the datagrams that arrive at
+// a side at one instant handed over together (fastnettest.Network.Batch),
+// the same case played through HandleDatagrams and one datagram at a
+// time gives the same datagrams at the same times, byte for byte, the
+// same messages delivered at the same times, and the same statistics.
+// Across the cases, bundles must have been taken apart with digests
+// computed across datagrams, or the comparison proves nothing.
+func TestPropertyBatchesChangeNothing(t *testing.T) {
+	var batched uint64
+	rapid.Check(t, func(t *rapid.T) {
+		c := drawCase(t, 0, 12, false)
+		c.setup.KeepMessages = true
+		c.setup.Batch = true
+		// Each side reads what arrived at each instant, or every so
+		// often, as a loop that reads once a tick (60 Hz at most).
+		c.setup.ReadEvery = rapid.SampledFrom([]time.Duration{0, 500 * time.Microsecond, 2 * time.Millisecond, 16 * time.Millisecond}).Draw(t, "readEvery")
+		if rapid.Bool().Draw(t, "steadyLinks") {
+			// Without jitter or a rate limit, the datagrams sent at
+			// one instant arrive at one instant: batches of several.
+			for _, l := range []*fastnettest.Link{&c.setup.Up, &c.setup.Down} {
+				l.Jitter, l.Bandwidth, l.Bottleneck = 0, 0, nil
+			}
+		}
+		for range rapid.IntRange(1, 4).Draw(t, "bursts") {
+			o := op{
+				side:     rapid.IntRange(0, 1).Draw(t, "burstSide"),
+				channel:  rapid.IntRange(0, 2).Draw(t, "burstChannel"),
+				reliable: rapid.Bool().Draw(t, "burstReliable"),
+				size:     rapid.IntRange(17, 300).Draw(t, "burstSize"),
+				n:        rapid.IntRange(8, 96).Draw(t, "burstN"),
+			}
+			at := rapid.IntRange(0, len(c.ops)).Draw(t, "burstAt")
+			c.ops = append(c.ops[:at], append([]op{o}, c.ops[at:]...)...)
+		}
+		var (
+			traces [2]*hashWriter
+			got    [2]string
+			stats  [2][2]fastnet.Stats
+		)
+		for i := range traces {
+			traces[i] = &hashWriter{h: fnv.New64a()}
+			c.setup.Trace = traces[i]
+			c.setup.OneByOne = i == 1
+			s := play(t, c)
+			if i == 0 {
+				for side := range 2 {
+					batched += fastnet.Batched(s.ep[side])
+				}
+			} else if n := fastnet.Batched(s.ep[0]) + fastnet.Batched(s.ep[1]); n != 0 {
+				t.Fatalf("one by one, %d bundles took digests computed across datagrams", n)
+			}
+			for side := range 2 {
+				stats[i][side] = s.stats(side)
+			}
+			got[i] = fmt.Sprint(s.got)
+			s.closeAndIdle()
+		}
+		if traces[0].String() != traces[1].String() {
+			t.Fatalf("in batches and one by one, different traces: %v and %v", traces[0], traces[1])
+		}
+		if got[0] != got[1] {
+			t.Fatalf("in batches and one by one, different deliveries")
+		}
+		if d := cmp.Diff(stats[1], stats[0]); d != "" {
+			t.Fatalf("in batches and one by one, different statistics (-one by one +batches):\n%s", d)
+		}
+	})
+	if batched == 0 {
+		t.Fatalf("no bundle took digests computed across datagrams: the comparison means nothing")
+	}
+	t.Logf("%d bundles took digests computed across datagrams", batched)
 }

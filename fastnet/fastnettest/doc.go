@@ -29,7 +29,11 @@
 // Virtual time starts at clock.Epoch and moves only as the network steps:
 // [Network.Step] jumps to the next arrival or node deadline, whichever is
 // first, feeds it to its node, and drains that node's PollTransmit and
-// PollEvent, as the endpoint contract requires. A long test of hours of
+// PollEvent, as the endpoint contract requires. With [Network.Batch] a
+// node is handed the datagrams that arrive at one instant, or with
+// [Network.ReadEvery] since its last read, together, through
+// HandleDatagrams if it is a [BatchNode], as a driver reading several at
+// once does. A long test of hours of
 // protocol time and millions of datagrams runs in seconds. Every random
 // draw comes from one PCG seeded by [NewNetwork], and every tie is broken by
 // the order things were sent or added, so a run replays exactly from its

@@ -25,6 +25,15 @@ type Node interface {
 
 var _ Node = (*fastnet.Endpoint)(nil)
 
+// A BatchNode is a Node that takes datagrams that arrived together in one
+// call (Network.Batch). *fastnet.Endpoint satisfies it.
+type BatchNode interface {
+	Node
+	HandleDatagrams(now clock.Time, ds []fastnet.Incoming)
+}
+
+var _ BatchNode = (*fastnet.Endpoint)(nil)
+
 // A TransportNode is a Node on a connection-based transport, told when the
 // transport connection to a peer is gone. *fastnet.Endpoint satisfies it.
 type TransportNode interface {
@@ -92,6 +101,21 @@ type Network struct {
 	// DefaultMaxStepsPerInstant.
 	MaxStepsPerInstant int
 
+	// Batch hands the datagrams that arrive at a node at one instant, one
+	// after another, to it together, as a driver that reads several
+	// datagrams at once (recvmmsg) does before it polls the node: through
+	// HandleDatagrams if the node is a BatchNode (as *fastnet.Endpoint
+	// is), or else one by one, and then polls it once. Datagrams that
+	// cross a NAT are handed over one by one.
+	//
+	// With ReadEvery, each node reads only at the multiples of ReadEvery
+	// (from clock.Epoch), as a loop that reads its socket once a tick
+	// does: what arrived since its last read, NAT or not, is handed over
+	// then, at that instant, after the arrivals of the instant and before
+	// the node's deadline.
+	Batch     bool
+	ReadEvery time.Duration
+
 	now    clock.Time
 	rng    *rand.Rand
 	nodes  []*node // in the order added, which breaks ties between deadlines
@@ -104,8 +128,9 @@ type Network struct {
 	bottlenecks []*Bottleneck // made by NewBottleneck
 	departs     int           // kindDepart events in q, superseded ones included
 	pool        bufPool
-	buf         []byte // passed to PollTransmit
-	tbuf        []byte // a trace line being built
+	buf         []byte             // passed to PollTransmit
+	tbuf        []byte             // a trace line being built
+	batch       []fastnet.Incoming // datagrams being handed over together (Batch)
 
 	nats map[netip.Addr]*NAT // made by AddNAT, by external IP
 
@@ -121,6 +146,10 @@ type node struct {
 	deadline clock.Time // NextDeadline when last asked; 0 if none
 	events   []fastnet.Event
 	nat      *NAT // the NAT it is behind (AddBehind), if any
+	// inbox holds the datagrams that arrived since the node last read,
+	// and readAt when it reads next (Batch with ReadEvery); 0 if none.
+	inbox  []fastnet.Incoming
+	readAt clock.Time
 
 	// The link of the latest datagram sent, which is most often the link
 	// of the next one.
@@ -324,9 +353,10 @@ func (n *Network) link(from, to netip.AddrPort) *link {
 }
 
 // Step collects what the nodes want to send, then advances virtual time to
-// the earlier of the next arrival and the next deadline of a node, and
-// delivers that datagram or fires that timeout; arrivals go before
-// deadlines at the same instant, and earlier-added nodes before later ones.
+// the earlier of the next arrival and the next deadline of a node (or,
+// with Batch and ReadEvery, its next read), and delivers that datagram or
+// fires that timeout; arrivals go before reads and reads before deadlines
+// at the same instant, and earlier-added nodes before later ones.
 // After every input to a node, Step drains the node's PollTransmit and
 // PollEvent. Step returns false, doing nothing, when nothing is scheduled.
 func (n *Network) Step() bool {
@@ -420,38 +450,51 @@ func (n *Network) runStep() error {
 
 // next returns the instant of the next step, if anything is scheduled.
 func (n *Network) next() (clock.Time, bool) {
-	at, pkt, st := n.peek()
+	at, pkt, st, _ := n.peek()
 	return at, pkt || st != nil
 }
 
-// peek finds the next thing to happen: the arrival of the first packet
-// (pkt) or else the deadline of node st, at instant at.
-func (n *Network) peek() (at clock.Time, pkt bool, st *node) {
+// peek finds the next thing to happen at instant at: the arrival of the
+// first packet (pkt), or else the read of node st's inbox (read, with
+// Batch and ReadEvery) or its deadline. At one instant, arrivals come
+// first, then reads, then deadlines.
+func (n *Network) peek() (at clock.Time, pkt bool, st *node, read bool) {
 	for _, s := range n.nodes {
-		if s.deadline != 0 && (st == nil || s.deadline < st.deadline) {
-			st = s
+		if s.readAt != 0 && (st == nil || s.readAt < at || s.readAt == at && !read) {
+			st, at, read = s, s.readAt, true
+		}
+		if s.deadline != 0 && (st == nil || s.deadline < at) {
+			st, at, read = s, s.deadline, false
 		}
 	}
 	if st != nil {
-		at = max(st.deadline, n.now)
+		at = max(at, n.now)
 	}
 	if n.q.len() > 0 && (st == nil || n.q.next() <= at) {
-		return n.q.next(), true, nil
+		return n.q.next(), true, nil, false
 	}
-	return at, false, st
+	return at, false, st, read
 }
 
 // step does the next thing, and reports its instant and whether there was
 // one.
 func (n *Network) step() (clock.Time, bool) {
-	at, pkt, st := n.peek()
+	at, pkt, st, read := n.peek()
 	switch {
+	case read:
+		n.now = at
+		n.handOver(st, st.inbox)
+		st.inbox, st.readAt = st.inbox[:0], 0
 	case pkt:
 		pat, p := n.q.pop()
 		n.now = max(n.now, pat)
 		switch p.kind {
 		case kindArrive:
-			n.deliver(p)
+			if n.Batch && n.ReadEvery == 0 && p.hop == nil {
+				n.deliverBatch(p)
+			} else {
+				n.deliver(p)
+			}
 		case kindEnter:
 			if p.epoch != p.l.epoch {
 				n.drop(p.l, p.b, dropCut)
@@ -496,9 +539,64 @@ func (n *Network) deliver(p packet) {
 	if n.Trace != nil {
 		n.traceRecv(l, p.b)
 	}
+	if n.Batch && n.ReadEvery > 0 {
+		// Kept until the node reads, at the next multiple of ReadEvery.
+		if len(dst.inbox) == 0 {
+			e := time.Duration(n.now - clock.Epoch)
+			dst.readAt = clock.Epoch.Add((e + n.ReadEvery - 1) / n.ReadEvery * n.ReadEvery)
+		}
+		dst.inbox = append(dst.inbox, fastnet.Incoming{From: from, Data: p.b})
+		return
+	}
 	dst.n.HandleDatagram(n.now, from, p.b)
 	n.pool.put(p.b)
 	n.flush(dst)
+}
+
+// handOver gives ds, datagrams from the pool, to dst together (Batch),
+// returns them to the pool, and polls dst.
+func (n *Network) handOver(dst *node, ds []fastnet.Incoming) {
+	if bn, ok := dst.n.(BatchNode); ok {
+		bn.HandleDatagrams(n.now, ds)
+	} else {
+		for _, d := range ds {
+			dst.n.HandleDatagram(n.now, d.From, d.Data)
+		}
+	}
+	for i, d := range ds {
+		n.pool.put(d.Data)
+		ds[i] = fastnet.Incoming{}
+	}
+	n.flush(dst)
+}
+
+// deliverBatch delivers p, which crosses no NAT, with the datagrams that
+// arrive right after it at the same instant at the same node (Batch).
+func (n *Network) deliverBatch(p packet) {
+	dst := p.l.dst
+	n.batch = n.batch[:0]
+	for {
+		if l := p.l; p.epoch != l.epoch {
+			n.drop(l, p.b, dropCut)
+		} else {
+			l.stats.Delivered++
+			l.stats.DeliveredBytes += uint64(len(p.b))
+			if n.Trace != nil {
+				n.traceRecv(l, p.b)
+			}
+			n.batch = append(n.batch, fastnet.Incoming{From: l.from, Data: p.b})
+		}
+		if n.q.len() == 0 || n.q.next() != n.now {
+			break
+		}
+		if q := n.q.peek(); q.kind != kindArrive || q.hop != nil || q.l.dst != dst {
+			break
+		}
+		_, p = n.q.pop()
+	}
+	if len(n.batch) > 0 {
+		n.handOver(dst, n.batch)
+	}
 }
 
 // collect drains every node, at the start of a method that steps, since

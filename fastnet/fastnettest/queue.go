@@ -52,6 +52,10 @@ func (e *entry) before(o *entry) bool {
 
 func (q *flightQueue) len() int { return len(q.heap) }
 
+// peek returns the first packet, which stays in the queue; the queue must
+// not be empty.
+func (q *flightQueue) peek() *packet { return &q.slots[q.heap[0].slot] }
+
 // next returns the arrival time of the first packet; the queue must not be
 // empty.
 func (q *flightQueue) next() clock.Time { return q.heap[0].at }
