@@ -74,7 +74,13 @@ func (s Seq) Before(t Seq) bool {
 // Distance returns how many places to lies after from: (i(to) - i(from)) mod
 // M, in [0, M).
 func Distance(from, to Seq) int {
-	d := (to.index() - from.index()) % SeqSpace
+	d := to.index() - from.index()
+	if uint(d+SeqSpace-1) > uint(2*SeqSpace-2) {
+		// Not within (-M, M), which two valid numbers always are:
+		// the remainder, which Distance takes on every packet and
+		// every ack, costs a multiplication and its fix-ups.
+		d %= SeqSpace
+	}
 	if d < 0 {
 		d += SeqSpace
 	}

@@ -3,6 +3,8 @@ package channel
 import (
 	"math"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 func TestSeqValid(t *testing.T) {
@@ -169,4 +171,39 @@ func TestSeqBeforeIsOrderNearby(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDistanceAsRemainder checks Distance against its definition, (i(to) -
+// i(from)) mod M, for any two Seq values, valid or not: its shortcut for
+// differences within (-M, M) must give the remainder itself, at the edges
+// of that range and beyond them too.
+func TestDistanceAsRemainder(t *testing.T) {
+	ref := func(from, to Seq) int {
+		d := (to.index() - from.index()) % SeqSpace
+		if d < 0 {
+			d += SeqSpace
+		}
+		return d
+	}
+	m := Seq(SeqSpace)
+	edges := []Seq{0, 1, -1, MinSeq, MaxSeq, MinSeq - 1, MaxSeq + 1, m, -m, m - 1, 1 - m, m + 1, -m - 1, 2 * m, -2 * m,
+		MinSeq + m, MaxSeq - m, math.MaxInt32, math.MinInt32, math.MaxInt32 - 1, math.MinInt32 + 1}
+	for _, a := range edges {
+		for _, b := range edges {
+			for _, from := range []Seq{a, b, a + b} {
+				for _, to := range []Seq{a, b, a - b} {
+					if got, want := Distance(from, to), ref(from, to); got != want {
+						t.Fatalf("Distance(%d, %d) = %d, want %d", from, to, got, want)
+					}
+				}
+			}
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		from := Seq(rapid.Int32().Draw(t, "from"))
+		to := Seq(rapid.Int32().Draw(t, "to"))
+		if got, want := Distance(from, to), ref(from, to); got != want {
+			t.Fatalf("Distance(%d, %d) = %d, want %d", from, to, got, want)
+		}
+	})
 }
