@@ -136,8 +136,10 @@ func ResendInterval(n int, rtt, maxInterval time.Duration) time.Duration {
 	rtt = max(rtt, 1)
 	f := fib[min(max(n, 0)+2, len(fib)-1)]
 	d := time.Duration(math.MaxInt64)
-	if f <= int64(math.MaxInt64/rtt) {
-		d = rtt * time.Duration(f)
+	// The product, unless it overflows: tested with the full product,
+	// not a division, which costs tens of cycles at each packet sent.
+	if hi, lo := bits.Mul64(uint64(f), uint64(rtt)); hi == 0 && lo <= math.MaxInt64 {
+		d = time.Duration(lo)
 	}
 	if maxInterval > 0 && d > maxInterval {
 		d = maxInterval

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"bytes"
+	"math"
 	"reflect"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
 	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
 )
 
 // TestFragmentation checks D12: the encoded message is cut into message-MTU
@@ -670,4 +672,40 @@ func TestTrackSetsEveryField(t *testing.T) {
 	if n := reflect.TypeFor[record]().NumField(); n != 12 {
 		t.Fatalf("record has %d fields; track sets 12: set the new ones there, then update this count", n)
 	}
+}
+
+// TestResendIntervalSaturates checks ResendInterval's overflow test, a full
+// product rather than a division, against the division at the edge: the
+// largest RTT whose product with the packet's Fibonacci number fits, and
+// the next, for every number of resends, and at random.
+func TestResendIntervalSaturates(t *testing.T) {
+	ref := func(n int, rtt, maxI time.Duration) time.Duration {
+		rtt = max(rtt, 1)
+		f := fib[min(max(n, 0)+2, len(fib)-1)]
+		d := time.Duration(math.MaxInt64)
+		if f <= int64(math.MaxInt64/rtt) {
+			d = rtt * time.Duration(f)
+		}
+		if maxI > 0 && d > maxI {
+			d = maxI
+		}
+		return d
+	}
+	for n := range len(fib) + 2 {
+		f := fib[min(n+2, len(fib)-1)]
+		edge := time.Duration(math.MaxInt64 / f)
+		for _, rtt := range []time.Duration{edge - 1, edge, edge + 1, math.MaxInt64, 1} {
+			if got, want := ResendInterval(n, rtt, 0), ref(n, rtt, 0); got != want {
+				t.Fatalf("ResendInterval(%d, %d, 0) = %d, want %d", n, rtt, got, want)
+			}
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(-2, 200).Draw(t, "n")
+		rtt := time.Duration(rapid.Int64().Draw(t, "rtt"))
+		maxI := time.Duration(rapid.Int64().Draw(t, "maxI"))
+		if got, want := ResendInterval(n, rtt, maxI), ref(n, rtt, maxI); got != want {
+			t.Fatalf("ResendInterval(%d, %d, %d) = %d, want %d", n, rtt, maxI, got, want)
+		}
+	})
 }
