@@ -133,3 +133,67 @@ func TestBatch(t *testing.T) {
 		}
 	})
 }
+
+// With ReadEvery, a datagram that arrived and is not read yet is still in
+// flight: counted so, delivered only at the read, and dropped as cut if
+// CloseTransport cuts its link before the read, not handed over after the
+// node heard of the cut.
+func TestReadEveryInFlight(t *testing.T) {
+	ms := time.Millisecond
+	for _, cut := range []bool{false, true} {
+		n := NewNetwork(1)
+		n.Batch, n.ReadEvery = true, 10*ms
+		a, b := &fake{}, &fake{record: true}
+		n.Add(addr(1), a)
+		n.Add(addr(2), b)
+		n.SetDefaultLink(Link{Delay: 5 * ms})
+		a.send(addr(2), []byte{0, 0, 0, 1})
+		if err := n.RunUntil(at(7 * ms)); err != nil {
+			t.Fatal(err)
+		}
+		if s := n.Stats(); n.InFlight() != 1 || s.Delivered != 0 || len(b.got) != 0 {
+			t.Fatalf("arrived, unread: in flight %d, delivered %d, handed over %d; want 1, 0, 0", n.InFlight(), s.Delivered, len(b.got))
+		}
+		if cut {
+			n.CloseTransport(addr(1), addr(2))
+		}
+		if err := n.RunUntilIdle(100); err != nil {
+			t.Fatal(err)
+		}
+		s := n.Stats()
+		switch {
+		case cut && (len(b.got) != 0 || s.Delivered != 0 || s.Cut != 1):
+			t.Errorf("cut before the read: handed over %d, delivered %d, cut %d; want 0, 0, 1", len(b.got), s.Delivered, s.Cut)
+		case !cut && (len(b.got) != 1 || b.got[0].at != at(10*ms) || s.Delivered != 1):
+			t.Errorf("read: handed over %v, delivered %d; want one at 10 ms", b.got, s.Delivered)
+		}
+		checkAccounting(t, n)
+	}
+}
+
+// A deadline already past when a read falls due does not go before it:
+// at one instant, reads go before deadlines.
+func TestReadBeforeOverdueDeadline(t *testing.T) {
+	ms := time.Millisecond
+	n := NewNetwork(1)
+	n.Batch, n.ReadEvery = true, 10*ms
+	a := &fake{}
+	b := &batcher{fake: fake{record: true}}
+	n.Add(addr(1), a)
+	n.Add(addr(2), b)
+	n.SetDefaultLink(Link{Delay: 10 * ms})
+	a.send(addr(2), []byte{0, 0, 0, 1})
+	if err := n.RunUntil(at(10*ms - 1)); err != nil {
+		t.Fatal(err)
+	}
+	n.Step() // the arrival at 10 ms, into b's inbox: its read is due then
+	if n.Now() != at(10*ms) || len(b.log) != 0 {
+		t.Fatalf("at %v, inputs %v: want the arrival alone at 10 ms", n.Now(), b.log)
+	}
+	b.deadline = at(9 * ms) // past
+	n.Step()
+	n.Step()
+	if !slices.Equal(b.log, []string{"read", "timeout"}) {
+		t.Fatalf("inputs %v, want the read, then the overdue timeout", b.log)
+	}
+}

@@ -112,7 +112,9 @@ type Network struct {
 	// (from clock.Epoch), as a loop that reads its socket once a tick
 	// does: what arrived since its last read, NAT or not, is handed over
 	// then, at that instant, after the arrivals of the instant and before
-	// the node's deadline.
+	// the node's deadline. Until then it is still in flight (InFlight),
+	// delivered only at the read (LinkStats, Trace), and dropped if
+	// CloseTransport cuts its link meanwhile.
 	Batch     bool
 	ReadEvery time.Duration
 
@@ -131,12 +133,22 @@ type Network struct {
 	buf         []byte             // passed to PollTransmit
 	tbuf        []byte             // a trace line being built
 	batch       []fastnet.Incoming // datagrams being handed over together (Batch)
+	inboxed     int                // datagrams in the nodes' inboxes (ReadEvery)
 
 	nats map[netip.Addr]*NAT // made by AddNAT, by external IP
 
 	dirty        bool       // OnEvent ran, or a node was added: any node may have output
 	instant      clock.Time // the instant of the latest step
 	instantSteps int        // steps taken at it
+}
+
+// inboxed is a datagram in a node's inbox: it came over l, sent in l's
+// epoch, from from.
+type inboxed struct {
+	l     *link
+	epoch uint32
+	from  netip.AddrPort
+	b     []byte
 }
 
 // node is the network's state of one Node.
@@ -148,7 +160,9 @@ type node struct {
 	nat      *NAT // the NAT it is behind (AddBehind), if any
 	// inbox holds the datagrams that arrived since the node last read,
 	// and readAt when it reads next (Batch with ReadEvery); 0 if none.
-	inbox  []fastnet.Incoming
+	// They are still in flight: a cut of their link (CloseTransport)
+	// drops them at the read.
+	inbox  []inboxed
 	readAt clock.Time
 
 	// The link of the latest datagram sent, which is most often the link
@@ -250,9 +264,10 @@ func (n *Network) Stats() LinkStats {
 }
 
 // InFlight returns the number of datagrams on their way, those in the
-// queue of a Bottleneck included.
+// queue of a Bottleneck, and those that arrived at a node that has not
+// read them yet (Batch with ReadEvery), included.
 func (n *Network) InFlight() int {
-	k := n.q.len() - n.departs
+	k := n.q.len() - n.departs + n.inboxed
 	for _, b := range n.bottlenecks {
 		k += len(b.q) - b.head
 	}
@@ -389,8 +404,8 @@ func (n *Network) RunUntil(t clock.Time) error {
 	return nil
 }
 
-// RunUntilIdle steps until nothing is scheduled: no datagram in flight and
-// no node with a deadline. It returns ErrLivelock if that takes more than
+// RunUntilIdle steps until nothing is scheduled: no datagram in flight
+// (nor unread, ReadEvery) and no node with a deadline. It returns ErrLivelock if that takes more than
 // maxSteps steps.
 func (n *Network) RunUntilIdle(maxSteps int) error {
 	n.collect()
@@ -459,16 +474,23 @@ func (n *Network) next() (clock.Time, bool) {
 // Batch and ReadEvery) or its deadline. At one instant, arrivals come
 // first, then reads, then deadlines.
 func (n *Network) peek() (at clock.Time, pkt bool, st *node, read bool) {
+	var rd *node // the node whose read is due first
 	for _, s := range n.nodes {
-		if s.readAt != 0 && (st == nil || s.readAt < at || s.readAt == at && !read) {
-			st, at, read = s, s.readAt, true
+		if s.deadline != 0 && (st == nil || s.deadline < st.deadline) {
+			st = s
 		}
-		if s.deadline != 0 && (st == nil || s.deadline < at) {
-			st, at, read = s, s.deadline, false
+		if s.readAt != 0 && (rd == nil || s.readAt < rd.readAt) {
+			rd = s
 		}
 	}
 	if st != nil {
-		at = max(at, n.now)
+		at = max(st.deadline, n.now)
+	}
+	// A read goes before a deadline at the same instant, and a time
+	// past is now: a deadline already past does not come before a read
+	// due now.
+	if rd != nil && (st == nil || max(rd.readAt, n.now) <= at) {
+		st, at, read = rd, max(rd.readAt, n.now), true
 	}
 	if n.q.len() > 0 && (st == nil || n.q.next() <= at) {
 		return n.q.next(), true, nil, false
@@ -483,8 +505,7 @@ func (n *Network) step() (clock.Time, bool) {
 	switch {
 	case read:
 		n.now = at
-		n.handOver(st, st.inbox)
-		st.inbox, st.readAt = st.inbox[:0], 0
+		n.read(st)
 	case pkt:
 		pat, p := n.q.pop()
 		n.now = max(n.now, pat)
@@ -534,23 +555,49 @@ func (n *Network) deliver(p packet) {
 			return
 		}
 	}
+	if n.Batch && n.ReadEvery > 0 {
+		// Kept until the node reads, at the next multiple of ReadEvery,
+		// and delivered then.
+		if len(dst.inbox) == 0 {
+			e := time.Duration(n.now - clock.Epoch)
+			dst.readAt = clock.Epoch.Add((e + n.ReadEvery - 1) / n.ReadEvery * n.ReadEvery)
+		}
+		dst.inbox = append(dst.inbox, inboxed{l: l, epoch: p.epoch, from: from, b: p.b})
+		n.inboxed++
+		return
+	}
 	l.stats.Delivered++
 	l.stats.DeliveredBytes += uint64(len(p.b))
 	if n.Trace != nil {
 		n.traceRecv(l, p.b)
 	}
-	if n.Batch && n.ReadEvery > 0 {
-		// Kept until the node reads, at the next multiple of ReadEvery.
-		if len(dst.inbox) == 0 {
-			e := time.Duration(n.now - clock.Epoch)
-			dst.readAt = clock.Epoch.Add((e + n.ReadEvery - 1) / n.ReadEvery * n.ReadEvery)
-		}
-		dst.inbox = append(dst.inbox, fastnet.Incoming{From: from, Data: p.b})
-		return
-	}
 	dst.n.HandleDatagram(n.now, from, p.b)
 	n.pool.put(p.b)
 	n.flush(dst)
+}
+
+// read hands st what its inbox holds, but for what a cut of its link
+// dropped meanwhile (Batch with ReadEvery).
+func (n *Network) read(st *node) {
+	n.batch = n.batch[:0]
+	for i, d := range st.inbox {
+		st.inbox[i] = inboxed{}
+		if d.epoch != d.l.epoch {
+			n.drop(d.l, d.b, dropCut)
+			continue
+		}
+		d.l.stats.Delivered++
+		d.l.stats.DeliveredBytes += uint64(len(d.b))
+		if n.Trace != nil {
+			n.traceRecv(d.l, d.b)
+		}
+		n.batch = append(n.batch, fastnet.Incoming{From: d.from, Data: d.b})
+	}
+	n.inboxed -= len(st.inbox)
+	st.inbox, st.readAt = st.inbox[:0], 0
+	if len(n.batch) > 0 {
+		n.handOver(st, n.batch)
+	}
 }
 
 // handOver gives ds, datagrams from the pool, to dst together (Batch),

@@ -21,6 +21,41 @@ func TestSums(t *testing.T) {
 func testSums(t *testing.T) {
 	testSumsMixed(t)
 	testSumsEqual(t)
+	testSumsEqualBlocks(t)
+}
+
+// testSumsEqualBlocks hashes batches whose messages hash the same number
+// of blocks with different numbers of whole blocks taken as they are: a
+// message ending 56-63 bytes into a block pads into two blocks of its own,
+// one of 64 more bytes ending earlier into one (56 and 100 bytes both hash
+// two blocks). The lockstep path (sumsEqual) runs them together.
+func testSumsEqualBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for nb := 1; nb <= 4; nb++ {
+		var sizes []int // every length that hashes nb blocks
+		for n := 0; n <= 64*nb; n++ {
+			if blocksOf(n) == nb {
+				sizes = append(sizes, n)
+			}
+		}
+		for _, batch := range []int{2, 16, 17, 40} {
+			for round := range 8 {
+				msgs := make([][]byte, batch)
+				for i := range msgs {
+					msgs[i] = make([]byte, sizes[(i*7+round*13)%len(sizes)])
+					for j := range msgs[i] {
+						msgs[i][j] = byte(r.Uint32())
+					}
+				}
+				if _, ok := equalBlocks(msgs); !ok {
+					t.Fatalf("%d blocks: a batch of unequal block counts", nb)
+				}
+				dst := make([][Size]byte, batch)
+				Sums(dst, msgs)
+				checkSums(t, dst, msgs, fmt.Sprintf("batch %d of %d blocks (round %d)", batch, nb, round))
+			}
+		}
+	}
 }
 
 // testSumsEqual hashes batches of messages of one length, which the
