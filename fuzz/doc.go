@@ -1,8 +1,10 @@
 // Package fuzz holds the project's go test -fuzz targets: every wire parser
 // (messages, channel headers, acks, channel -1 literals, heartbeats, TCP
 // framing), the receive queue driven by operations encoded as bytes, and
-// whole endpoints fed arbitrary datagram sequences. Each target checks more
-// than "no panic": parsed values re-encode to their input, and memory stays
+// whole endpoints fed arbitrary datagram sequences, or batches of them
+// (FuzzBatch: one endpoint given them in one HandleDatagrams call, its
+// twin one at a time, must answer alike). Each target checks more than
+// "no panic": parsed values re-encode to their input, and memory stays
 // within the configured limits.
 //
 // Seeds live in testdata/fuzz/<Target>/ and in f.Add calls built from the
