@@ -25,57 +25,74 @@ func TestPropertyRunsChangeNothing(t *testing.T) {
 	var sent, taken uint64
 	rapid.Check(t, func(t *rapid.T) {
 		c := drawCase(t, 0, 12, false)
-		c.setup.KeepMessages = true
-		// Bursts of small messages, as runs are made of, among the
-		// case's own steps.
-		for range rapid.IntRange(1, 4).Draw(t, "bursts") {
-			o := op{
-				side:     rapid.IntRange(0, 1).Draw(t, "burstSide"),
-				channel:  rapid.IntRange(0, 2).Draw(t, "burstChannel"),
-				reliable: rapid.Bool().Draw(t, "burstReliable"),
-				size:     rapid.IntRange(17, 120).Draw(t, "burstSize"),
-				n:        rapid.IntRange(8, 64).Draw(t, "burstN"),
-			}
-			at := rapid.IntRange(0, len(c.ops)).Draw(t, "burstAt")
-			c.ops = append(c.ops[:at], append([]op{o}, c.ops[at:]...)...)
-		}
-		var (
-			traces [2]*hashWriter
-			got    [2]string
-			stats  [2][2]fastnet.Stats
-		)
-		for i := range traces {
-			traces[i] = &hashWriter{h: fnv.New64a()}
-			c.setup.Trace = traces[i]
-			c.setup.NoRuns = i == 1
-			s := play(t, c)
-			if i == 0 {
-				for side := range 2 {
-					a, b := fastnet.Runs(s.ep[side])
-					sent += a
-					taken += b
+		drawBursts(t, &c, 120, 64)
+		playTwice(t, c, [2]string{"with runs", "without"}, func(i int, s *simSetup) { s.NoRuns = i == 1 },
+			func(i int, s *sim) {
+				if i == 0 {
+					for side := range 2 {
+						a, b := fastnet.Runs(s.ep[side])
+						sent += a
+						taken += b
+					}
 				}
-			}
-			for side := range 2 {
-				stats[i][side] = s.stats(side)
-			}
-			got[i] = fmt.Sprint(s.got)
-			s.closeAndIdle()
-		}
-		if traces[0].String() != traces[1].String() {
-			t.Fatalf("with and without runs, different traces: %v and %v", traces[0], traces[1])
-		}
-		if got[0] != got[1] {
-			t.Fatalf("with and without runs, different deliveries")
-		}
-		if d := cmp.Diff(stats[1], stats[0]); d != "" {
-			t.Fatalf("with and without runs, different statistics (-without +with):\n%s", d)
-		}
+			})
 	})
 	if sent == 0 || taken == 0 {
 		t.Fatalf("runs taken: %d packets written in place, %d taken whole; both must be taken for the comparison to mean anything", sent, taken)
 	}
 	t.Logf("%d packets written in place, %d taken whole", sent, taken)
+}
+
+// drawBursts puts 1-4 bursts of 8 to maxN messages of 17 to maxSize bytes,
+// as runs and batches are made of, among c's own steps.
+func drawBursts(t *rapid.T, c *simCase, maxSize, maxN int) {
+	for range rapid.IntRange(1, 4).Draw(t, "bursts") {
+		o := op{
+			side:     rapid.IntRange(0, 1).Draw(t, "burstSide"),
+			channel:  rapid.IntRange(0, 2).Draw(t, "burstChannel"),
+			reliable: rapid.Bool().Draw(t, "burstReliable"),
+			size:     rapid.IntRange(17, maxSize).Draw(t, "burstSize"),
+			n:        rapid.IntRange(8, maxN).Draw(t, "burstN"),
+		}
+		at := rapid.IntRange(0, len(c.ops)).Draw(t, "burstAt")
+		c.ops = append(c.ops[:at], append([]op{o}, c.ops[at:]...)...)
+	}
+}
+
+// playTwice plays c twice, arm(i, setup) making play i differ, and fails
+// unless both give the same trace, the same deliveries and the same
+// statistics; what names the two plays. each, if not nil, sees each sim
+// once played, before it closes.
+func playTwice(t *rapid.T, c simCase, what [2]string, arm func(i int, s *simSetup), each func(i int, s *sim)) {
+	c.setup.KeepMessages = true
+	var (
+		traces [2]*hashWriter
+		got    [2]string
+		stats  [2][2]fastnet.Stats
+	)
+	for i := range traces {
+		traces[i] = &hashWriter{h: fnv.New64a()}
+		c.setup.Trace = traces[i]
+		arm(i, &c.setup)
+		s := play(t, c)
+		if each != nil {
+			each(i, s)
+		}
+		for side := range 2 {
+			stats[i][side] = s.stats(side)
+		}
+		got[i] = fmt.Sprint(s.got)
+		s.closeAndIdle()
+	}
+	if traces[0].String() != traces[1].String() {
+		t.Fatalf("%s and %s, different traces: %v and %v", what[0], what[1], traces[0], traces[1])
+	}
+	if got[0] != got[1] {
+		t.Fatalf("%s and %s, different deliveries", what[0], what[1])
+	}
+	if d := cmp.Diff(stats[1], stats[0]); d != "" {
+		t.Fatalf("%s and %s, different statistics (-%s +%s):\n%s", what[0], what[1], what[1], what[0], d)
+	}
 }
 
 // N102: HandleDatagrams handles a batch of datagrams exactly as
@@ -92,7 +109,6 @@ func TestPropertyBatchesChangeNothing(t *testing.T) {
 	var batched uint64
 	rapid.Check(t, func(t *rapid.T) {
 		c := drawCase(t, 0, 12, false)
-		c.setup.KeepMessages = true
 		c.setup.Batch = true
 		// Each side reads what arrived at each instant, or every so
 		// often, as a loop that reads once a tick (60 Hz at most).
@@ -104,49 +120,16 @@ func TestPropertyBatchesChangeNothing(t *testing.T) {
 				l.Jitter, l.Bandwidth, l.Bottleneck = 0, 0, nil
 			}
 		}
-		for range rapid.IntRange(1, 4).Draw(t, "bursts") {
-			o := op{
-				side:     rapid.IntRange(0, 1).Draw(t, "burstSide"),
-				channel:  rapid.IntRange(0, 2).Draw(t, "burstChannel"),
-				reliable: rapid.Bool().Draw(t, "burstReliable"),
-				size:     rapid.IntRange(17, 300).Draw(t, "burstSize"),
-				n:        rapid.IntRange(8, 96).Draw(t, "burstN"),
-			}
-			at := rapid.IntRange(0, len(c.ops)).Draw(t, "burstAt")
-			c.ops = append(c.ops[:at], append([]op{o}, c.ops[at:]...)...)
-		}
-		var (
-			traces [2]*hashWriter
-			got    [2]string
-			stats  [2][2]fastnet.Stats
-		)
-		for i := range traces {
-			traces[i] = &hashWriter{h: fnv.New64a()}
-			c.setup.Trace = traces[i]
-			c.setup.OneByOne = i == 1
-			s := play(t, c)
-			if i == 0 {
-				for side := range 2 {
-					batched += fastnet.Batched(s.ep[side])
+		drawBursts(t, &c, 300, 96)
+		playTwice(t, c, [2]string{"in batches", "one by one"}, func(i int, s *simSetup) { s.OneByOne = i == 1 },
+			func(i int, s *sim) {
+				n := fastnet.Batched(s.ep[0]) + fastnet.Batched(s.ep[1])
+				if i == 0 {
+					batched += n
+				} else if n != 0 {
+					t.Fatalf("one by one, %d bundles took digests computed across datagrams", n)
 				}
-			} else if n := fastnet.Batched(s.ep[0]) + fastnet.Batched(s.ep[1]); n != 0 {
-				t.Fatalf("one by one, %d bundles took digests computed across datagrams", n)
-			}
-			for side := range 2 {
-				stats[i][side] = s.stats(side)
-			}
-			got[i] = fmt.Sprint(s.got)
-			s.closeAndIdle()
-		}
-		if traces[0].String() != traces[1].String() {
-			t.Fatalf("in batches and one by one, different traces: %v and %v", traces[0], traces[1])
-		}
-		if got[0] != got[1] {
-			t.Fatalf("in batches and one by one, different deliveries")
-		}
-		if d := cmp.Diff(stats[1], stats[0]); d != "" {
-			t.Fatalf("in batches and one by one, different statistics (-one by one +batches):\n%s", d)
-		}
+			})
 	})
 	if batched == 0 {
 		t.Fatalf("no bundle took digests computed across datagrams: the comparison means nothing")

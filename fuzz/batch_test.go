@@ -73,14 +73,7 @@ type batchSide struct {
 }
 
 func runBatch(t *testing.T, data []byte) {
-	cfg := fastnet.Config{
-		Role:                  fastnet.Server,
-		MaxMessageSize:        4096,
-		ChannelReceiveMemory:  32 << 10,
-		ConnReceiveMemory:     128 << 10,
-		EndpointReceiveMemory: 1 << 20,
-		ReceiveWindow:         1024,
-	}
+	cfg := bundleServer()
 	from := fuzzAddrs[0]
 	now := clock.Epoch
 	buf := make([]byte, 65536)

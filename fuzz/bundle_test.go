@@ -26,8 +26,11 @@ func FuzzBundle(f *testing.F) {
 	})
 }
 
-func runBundle(t *testing.T, data []byte) {
-	cfg := fastnet.Config{
+// bundleServer is the configuration of the server endpoints that
+// FuzzBundle and FuzzBatch feed bundles to: small limits, so that hostile
+// input meets them.
+func bundleServer() fastnet.Config {
+	return fastnet.Config{
 		Role:                  fastnet.Server,
 		MaxMessageSize:        4096,
 		ChannelReceiveMemory:  32 << 10,
@@ -35,6 +38,10 @@ func runBundle(t *testing.T, data []byte) {
 		EndpointReceiveMemory: 1 << 20,
 		ReceiveWindow:         1024,
 	}
+}
+
+func runBundle(t *testing.T, data []byte) {
+	cfg := bundleServer()
 	ep, err := fastnet.NewEndpoint(cfg)
 	if err != nil {
 		t.Fatal(err)

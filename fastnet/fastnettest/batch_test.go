@@ -36,6 +36,19 @@ func (b *batcher) HandleTimeout(now clock.Time) {
 	b.fake.HandleTimeout(now)
 }
 
+// batchNet returns a network that hands over in batches (Batch, with
+// ReadEvery readEvery), with a fake at addr(1) and node to at addr(2),
+// each direction delayed by delay.
+func batchNet(readEvery, delay time.Duration, to Node) (*Network, *fake) {
+	n := NewNetwork(1)
+	n.Batch, n.ReadEvery = true, readEvery
+	a := &fake{}
+	n.Add(addr(1), a)
+	n.Add(addr(2), to)
+	n.SetDefaultLink(Link{Delay: delay})
+	return n, a
+}
+
 // sendBursts has from send k datagrams to to at each of the instants
 // given, numbered in order.
 func sendBursts(n *Network, from *fake, to netip.AddrPort, k int, instants ...time.Duration) error {
@@ -73,13 +86,8 @@ func TestBatch(t *testing.T) {
 			want: []batchCall{{at(5 * ms), 2}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n := NewNetwork(1)
-			n.Batch, n.ReadEvery = true, c.readEvery
-			a := &fake{}
 			b := &batcher{fake: fake{record: true}}
-			n.Add(addr(1), a)
-			n.Add(addr(2), b)
-			n.SetDefaultLink(Link{Delay: 5 * ms})
+			n, a := batchNet(c.readEvery, 5*ms, b)
 			if err := sendBursts(n, a, addr(2), c.k, c.instants...); err != nil {
 				t.Fatal(err)
 			}
@@ -95,12 +103,8 @@ func TestBatch(t *testing.T) {
 		})
 	}
 	t.Run("a node without HandleDatagrams", func(t *testing.T) {
-		n := NewNetwork(1)
-		n.Batch, n.ReadEvery = true, 10*ms
-		a, b := &fake{}, &fake{record: true}
-		n.Add(addr(1), a)
-		n.Add(addr(2), b)
-		n.SetDefaultLink(Link{Delay: 5 * ms})
+		b := &fake{record: true}
+		n, a := batchNet(10*ms, 5*ms, b)
 		if err := sendBursts(n, a, addr(2), 3, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -114,13 +118,8 @@ func TestBatch(t *testing.T) {
 		}
 	})
 	t.Run("read before the deadline of its instant", func(t *testing.T) {
-		n := NewNetwork(1)
-		n.Batch, n.ReadEvery = true, 10*ms
-		a := &fake{}
 		b := &batcher{fake: fake{record: true}}
-		n.Add(addr(1), a)
-		n.Add(addr(2), b)
-		n.SetDefaultLink(Link{Delay: 5 * ms})
+		n, a := batchNet(10*ms, 5*ms, b)
 		b.deadline = at(10 * ms)
 		if err := sendBursts(n, a, addr(2), 1, 0); err != nil {
 			t.Fatal(err)
@@ -141,12 +140,8 @@ func TestBatch(t *testing.T) {
 func TestReadEveryInFlight(t *testing.T) {
 	ms := time.Millisecond
 	for _, cut := range []bool{false, true} {
-		n := NewNetwork(1)
-		n.Batch, n.ReadEvery = true, 10*ms
-		a, b := &fake{}, &fake{record: true}
-		n.Add(addr(1), a)
-		n.Add(addr(2), b)
-		n.SetDefaultLink(Link{Delay: 5 * ms})
+		b := &fake{record: true}
+		n, a := batchNet(10*ms, 5*ms, b)
 		a.send(addr(2), []byte{0, 0, 0, 1})
 		if err := n.RunUntil(at(7 * ms)); err != nil {
 			t.Fatal(err)
@@ -175,13 +170,8 @@ func TestReadEveryInFlight(t *testing.T) {
 // at one instant, reads go before deadlines.
 func TestReadBeforeOverdueDeadline(t *testing.T) {
 	ms := time.Millisecond
-	n := NewNetwork(1)
-	n.Batch, n.ReadEvery = true, 10*ms
-	a := &fake{}
 	b := &batcher{fake: fake{record: true}}
-	n.Add(addr(1), a)
-	n.Add(addr(2), b)
-	n.SetDefaultLink(Link{Delay: 10 * ms})
+	n, a := batchNet(10*ms, 10*ms, b)
 	a.send(addr(2), []byte{0, 0, 0, 1})
 	if err := n.RunUntil(at(10*ms - 1)); err != nil {
 		t.Fatal(err)
