@@ -93,7 +93,11 @@ func (s fastnetSystem) Supports(w Workload) bool {
 
 // engine is the engine's configuration for w.
 func (s fastnetSystem) engine(w Workload, o Options) fastnet.Config {
-	return fastnet.Config{MinResendRTT: o.MinResendRTT}
+	cfg := fastnet.Config{MinResendRTT: o.MinResendRTT}
+	if o.PayloadMTU > 0 && !s.tcp {
+		cfg.InitialPayloadMTU, cfg.MTU.Disabled = o.PayloadMTU, true
+	}
+	return cfg
 }
 
 func (s fastnetSystem) listen(ctx context.Context, w Workload, o Options) (*udpdriver.Listener, error) {
@@ -209,7 +213,11 @@ func (s fastnetSystem) Client(ctx context.Context, w Workload, o Options, addr s
 	m := Metrics{}
 	if !s.tcp {
 		start := time.Now()
-		if err := warmUp(ctx, c, w.WarmUp); err != nil {
+		limit := w.WarmUp
+		if o.PayloadMTU > 0 {
+			limit = 0 // no estimation to wait for
+		}
+		if err := warmUp(ctx, c, limit); err != nil {
 			return nil, err
 		}
 		m[WarmUpSeconds] = time.Since(start).Seconds()

@@ -124,6 +124,11 @@ type Options struct {
 	// systems that use the project's socket layer (udpio-batch64 and
 	// fastnet-udp), for measuring what it brings.
 	NoOffload bool
+	// PayloadMTU, if positive, is the fastnet systems' payload MTU, with
+	// MTU estimation off (fastnet.MTUConfig.Disabled), as on a path whose
+	// MTU is known: 1200 measures them at an Internet path's size, where
+	// a bundle holds 12 small messages rather than loopback's 96.
+	PayloadMTU int
 	// Progress, if set, receives the client's progress in a long run
 	// (W5); it stays in the client's process.
 	Progress io.Writer `json:"-"`

@@ -147,6 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 2*time.Minute, "limit on each run")
 	list := fs.Bool("list", false, "list the systems and exit")
 	noOffload := fs.Bool("no-offload", false, "turn UDP segmentation offload (GSO, GRO) off in udpio-batch64 and fastnet-udp")
+	payloadMTU := fs.Int("payload-mtu", 0, "fastnet-udp's payload MTU, with MTU estimation off (0: estimated; 1200 is an Internet path's)")
 	cpuprofile := fs.String("cpuprofile", "", "write CPU profiles of clients and servers to this file (and FILE-SYSTEM-WORKLOAD.server)")
 	pin := fs.String("pin", "", "run the client and every server on these CPUs only (Linux; e.g. 0, 0,1 or 0-3)")
 	w5Conns := fs.Int("w5-conns", 0, "W5's connections (0: 10000, 500 with -quick)")
@@ -227,7 +228,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
-	cfg.opts = Options{SocketBuffer: *sockbuf, CPUProfile: *cpuprofile, MinResendRTT: *minResend, NoOffload: *noOffload, Progress: stderr}
+	cfg.opts = Options{SocketBuffer: *sockbuf, CPUProfile: *cpuprofile, MinResendRTT: *minResend, NoOffload: *noOffload, PayloadMTU: *payloadMTU, Progress: stderr}
 	if *cpuprofile != "" {
 		stop, err := startCPUProfile(*cpuprofile)
 		if err != nil {
