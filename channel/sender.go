@@ -553,6 +553,21 @@ func (s *Sender) Oldest() (rel Seq, last clock.Time, resends uint32, ok bool) {
 // freed an in-flight packet, and which. Acks of unknown, unreliable or
 // already acked packets are ignored.
 func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
+	if s.headLive {
+		if e := *s.bySeq.At(0); e.seq == seq {
+			// The oldest packet in flight, as acks in order find it:
+			// its record is live (headLive), and its entry leaves the
+			// front at once rather than as a dead one.
+			r := &s.recs[e.idx]
+			a = Acked{Bytes: len(r.chunk), First: r.first, Last: r.last, AckedCount: AckedCount{Resends: r.resends, Rel: r.rel}}
+			s.free(e.idx)
+			s.bySeq.Pop()
+			if s.inFlight == 0 {
+				s.idle()
+			}
+			return a, true
+		}
+	}
 	if s.oldest() < 0 {
 		return Acked{}, false
 	}

@@ -56,6 +56,18 @@ func TestSenderMatchesModel(t *testing.T) {
 				}
 				delete(model, q)
 			},
+			"ack oldest": func(t *rapid.T) {
+				// Acks in order, which HandleAck takes at the front.
+				if len(model) == 0 {
+					t.Skip("nothing in flight")
+				}
+				q := slices.Min(slices.Collect(maps.Keys(model)))
+				a, ok := s.HandleAck(q)
+				if !ok || a.Bytes != len(model[q].wire)-HeaderLen || a.First != model[q].first || a.Last != model[q].last || int(a.Resends) != model[q].resends {
+					t.Fatalf("HandleAck(%d) = %+v, %v; want %d bytes, first %v, last %v, %d resends", q, a, ok, len(model[q].wire)-HeaderLen, model[q].first, model[q].last, model[q].resends)
+				}
+				delete(model, q)
+			},
 			"ack junk": func(t *rapid.T) {
 				q := Seq(rapid.IntRange(-20, 400).Draw(t, "seq"))
 				_, ok := s.HandleAck(q)
