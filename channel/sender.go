@@ -187,11 +187,8 @@ func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 // messages dropped and their encoded bytes, which are taken off
 // QueuedBytes.
 func (s *Sender) DropExpired(before clock.Time) (msgs, bytes int) {
-	for s.pending.Len() > 0 {
+	for s.Expires(before) {
 		m := *s.pending.At(0)
-		if m.reliable || m.off > 0 || m.at == 0 || m.at >= before {
-			break
-		}
 		s.pending.Pop()
 		msgs++
 		bytes += len(m.buf)

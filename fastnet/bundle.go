@@ -523,11 +523,8 @@ func (c *conn) runChannel(now clock.Time) *chanState {
 	if !cs.snd.MayAppend() || c.cc.on && cs.snd.Expires(now.Add(-c.ep.cfg.UnreliableMaxDelay)) {
 		return nil
 	}
-	if cs.snd.NextReliable() {
-		mtu := c.payloadMTU - channel.HeaderLen
-		if !c.roomReliable(mtu) && !c.roomReliable(cs.snd.NextLen(mtu)) {
-			return nil
-		}
+	if cs.snd.NextReliable() && !c.roomNext(cs, c.payloadMTU-channel.HeaderLen) {
+		return nil
 	}
 	return cs
 }
@@ -578,7 +575,7 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 		c.ep.runSent++
 		p := b[at+bundleLenSize:]
 		c.cc.spend(len(p), c.payloadMTU+2, true)
-		if !flooded && c.queued > 0 && (c.cc.tokens <= 0 || c.cc.sent-c.hb.lastBytes() >= floodDatagrams*uint64(c.payloadMTU)) {
+		if !flooded && c.flooding() {
 			c.floodBeat() // as spent does
 			flooded = true
 		}
@@ -589,7 +586,7 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 		if c.cc.on && cs.snd.Expires(expired) {
 			return b, k
 		}
-		if cs.snd.NextReliable() && !c.roomReliable(mtu) && !c.roomReliable(cs.snd.NextLen(mtu)) {
+		if cs.snd.NextReliable() && !c.roomNext(cs, mtu) {
 			return b, k
 		}
 	}

@@ -161,11 +161,23 @@ func (c *conn) spent(p []byte) {
 	// resends never let go (N79).
 	ch := int16(binary.BigEndian.Uint16(p))
 	c.cc.spend(len(p), c.payloadMTU+2, ch != chAck && ch != chHeartbeat)
-	if c.queued > 0 && (c.cc.tokens <= 0 || c.cc.sent-c.hb.lastBytes() >= floodDatagrams*uint64(c.payloadMTU)) {
-		// The pacer, not the application, holds data back, or the
-		// connection sends more than the application paces.
+	if c.flooding() {
 		c.floodBeat()
 	}
+}
+
+// flooding reports whether the pacer, not the application, holds data
+// back, or the connection sends more than the application paces: then
+// its heartbeat is brought forward (floodBeat, N90).
+func (c *conn) flooding() bool {
+	return c.queued > 0 && (c.cc.tokens <= 0 || c.cc.sent-c.hb.lastBytes() >= floodDatagrams*uint64(c.payloadMTU))
+}
+
+// roomNext reports whether the window lets cs's next first-time packet,
+// reliable and cut at mtu, go now: a full packet or this one fits what
+// may be in flight (D22, N87).
+func (c *conn) roomNext(cs *chanState, mtu int) bool {
+	return c.roomReliable(mtu) || c.roomReliable(cs.snd.NextLen(mtu))
 }
 
 // pollPacket writes the connection's next packet into buf, in order of

@@ -405,8 +405,8 @@ func (n *Network) RunUntil(t clock.Time) error {
 }
 
 // RunUntilIdle steps until nothing is scheduled: no datagram in flight
-// (nor unread, ReadEvery) and no node with a deadline. It returns ErrLivelock if that takes more than
-// maxSteps steps.
+// (nor unread, ReadEvery) and no node with a deadline. It returns
+// ErrLivelock if that takes more than maxSteps steps.
 func (n *Network) RunUntilIdle(maxSteps int) error {
 	n.collect()
 	for i := 0; ; i++ {
@@ -566,14 +566,19 @@ func (n *Network) deliver(p packet) {
 		n.inboxed++
 		return
 	}
-	l.stats.Delivered++
-	l.stats.DeliveredBytes += uint64(len(p.b))
-	if n.Trace != nil {
-		n.traceRecv(l, p.b)
-	}
+	n.delivered(l, p.b)
 	dst.n.HandleDatagram(n.now, from, p.b)
 	n.pool.put(p.b)
 	n.flush(dst)
+}
+
+// delivered counts b, which came over l, as delivered, and traces it.
+func (n *Network) delivered(l *link, b []byte) {
+	l.stats.Delivered++
+	l.stats.DeliveredBytes += uint64(len(b))
+	if n.Trace != nil {
+		n.traceRecv(l, b)
+	}
 }
 
 // read hands st what its inbox holds, but for what a cut of its link
@@ -586,11 +591,7 @@ func (n *Network) read(st *node) {
 			n.drop(d.l, d.b, dropCut)
 			continue
 		}
-		d.l.stats.Delivered++
-		d.l.stats.DeliveredBytes += uint64(len(d.b))
-		if n.Trace != nil {
-			n.traceRecv(d.l, d.b)
-		}
+		n.delivered(d.l, d.b)
 		n.batch = append(n.batch, fastnet.Incoming{From: d.from, Data: d.b})
 	}
 	n.inboxed -= len(st.inbox)
@@ -626,11 +627,7 @@ func (n *Network) deliverBatch(p packet) {
 		if l := p.l; p.epoch != l.epoch {
 			n.drop(l, p.b, dropCut)
 		} else {
-			l.stats.Delivered++
-			l.stats.DeliveredBytes += uint64(len(p.b))
-			if n.Trace != nil {
-				n.traceRecv(l, p.b)
-			}
+			n.delivered(l, p.b)
 			n.batch = append(n.batch, fastnet.Incoming{From: l.from, Data: p.b})
 		}
 		if n.q.len() == 0 || n.q.next() != n.now {
