@@ -30,22 +30,17 @@ func FuzzBatch(f *testing.F) {
 		msg := bytes.Repeat([]byte{byte(size)}, size)
 		return coalesce.AppendMessage(b, msg, reliable)
 	}
-	bundle := func(pkts ...[]byte) []byte {
+	// A bundle's payload (D24) and the fuzz input alike are pieces each
+	// after its 16-bit length.
+	framed := func(pieces ...[]byte) []byte {
 		var b []byte
-		for _, p := range pkts {
+		for _, p := range pieces {
 			b = binary.BigEndian.AppendUint16(b, uint16(len(p)))
 			b = append(b, p...)
 		}
 		return b
 	}
-	input := func(datagrams ...[]byte) []byte {
-		var b []byte
-		for _, d := range datagrams {
-			b = binary.BigEndian.AppendUint16(b, uint16(len(d)))
-			b = append(b, d...)
-		}
-		return b
-	}
+	bundle, input := framed, framed
 	seq = 0
 	d1 := bundle(packet(1, false, 64, 0), packet(1, false, 64, 0), packet(1, false, 64, 0))
 	d2 := bundle(packet(1, false, 64, 0), packet(1, false, 64, 0))
