@@ -191,6 +191,11 @@ func (c Config) holdBack() time.Duration {
 }
 
 // Stats counts what the relay did, both directions together.
+//
+// A datagram is counted in Datagrams only once the counters of what befell
+// it are, so a snapshot that counts a datagram also counts it as lost, too
+// big, duplicated, and so on, if it was. A test that waits for Datagrams to
+// reach the number it sent can then trust the other counters.
 type Stats struct {
 	Datagrams  uint64 // received, from clients and from the target
 	Lost       uint64 // dropped as loss
@@ -347,11 +352,14 @@ func (r *Relay) Target() netip.AddrPort { return r.target.AddrPort() }
 
 // Stats returns what the relay did so far.
 func (r *Relay) Stats() Stats {
+	// Datagrams is loaded first, so that every datagram it counts has its
+	// fate in the counters loaded after it.
+	datagrams := r.datagrams.Load()
 	r.mu.Lock()
 	n := len(r.clients)
 	r.mu.Unlock()
 	return Stats{
-		Datagrams:  r.datagrams.Load(),
+		Datagrams:  datagrams,
 		Lost:       r.lost.Load(),
 		TooBig:     r.tooBig.Load(),
 		Duplicated: r.duplicated.Load(),
@@ -400,8 +408,8 @@ func (r *Relay) readFront() {
 		}
 		c := r.client(from)
 		if c == nil {
-			r.datagrams.Add(1)
 			r.noRoom.Add(1)
+			r.datagrams.Add(1) // after its fate: see Stats
 			continue
 		}
 		c.last.Store(time.Now().UnixNano())
@@ -477,7 +485,8 @@ func (r *Relay) expire() {
 // on conn's own peer if to is the zero AddrPort. It is dropped, delayed,
 // duplicated or held back as the configuration says.
 func (r *Relay) impair(line *delayLine, b []byte, conn *net.UDPConn, to netip.AddrPort) {
-	r.datagrams.Add(1)
+	// The datagram is counted last, once whatever befell it is: see Stats.
+	defer r.datagrams.Add(1)
 	if r.cfg.MTU > 0 && len(b) > r.cfg.MTU {
 		r.tooBig.Add(1)
 		return

@@ -2,6 +2,7 @@ package impair
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net"
 	"net/netip"
@@ -199,6 +200,54 @@ func TestLossRate(t *testing.T) {
 		if lost[0] != lost[1] {
 			t.Errorf("loss %v, seed 42: %d then %d lost; the same seed and datagrams should lose the same", loss, lost[0], lost[1])
 		}
+	}
+}
+
+// TestStatsCountFateFirst checks that a snapshot of the statistics never
+// counts a datagram without what befell it (TestLossRate relies on it): with
+// every datagram lost, or every one too big, snapshots taken while they
+// arrive must count at least as many lost, or too big, as received.
+func TestStatsCountFateFirst(t *testing.T) {
+	t.Parallel()
+	const n = 3000
+	tests := []struct {
+		name string
+		cfg  Config
+		fate func(Stats) uint64
+	}{
+		{"lost", Config{Loss: 1}, func(st Stats) uint64 { return st.Lost }},
+		{"too big", Config{MTU: 8}, func(st Stats) uint64 { return st.TooBig }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := newPair(t, tt.cfg)
+			sent := make(chan error, 1)
+			go func() {
+				for i := range n {
+					if _, err := p.client.WriteToUDPAddrPort(make([]byte, 16), p.r.Addr()); err != nil {
+						sent <- fmt.Errorf("datagram %d: %w", i, err)
+						return
+					}
+				}
+				sent <- nil
+			}()
+			deadline := time.Now().Add(5 * time.Second)
+			snapshots := 0
+			for st := p.r.Stats(); st.Datagrams < n; st = p.r.Stats() {
+				if f := tt.fate(st); f < st.Datagrams {
+					t.Fatalf("snapshot counts %d datagrams and %d of them %s; want every one", st.Datagrams, f, tt.name)
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("counted %d datagrams, want %d", st.Datagrams, n)
+				}
+				snapshots++
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d snapshots", snapshots)
+		})
 	}
 }
 
