@@ -561,6 +561,10 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 			s.bySeq.Pop()
 			if s.inFlight == 0 {
 				s.idle()
+			} else {
+				// The next ack, in order, finds the next record at
+				// the front, live, and takes this path again.
+				s.oldest()
 			}
 			return a, true
 		}
@@ -617,7 +621,12 @@ func (s *Sender) free(idx int32) {
 	r := &s.recs[idx]
 	b := min(int(r.resends), numBuckets-1)
 	s.live[b]--
-	if q := &s.buckets[b]; q.Len() > 2*s.live[b]+32 {
+	if q := &s.buckets[b]; q.Len() > 0 && *q.At(0) == (bucketEntry{idx, r.ticket}) {
+		// The packet sent, or resent, longest ago of its bucket, as
+		// acks in order free them: its entry leaves at once rather
+		// than waiting, dead, for front or the filter.
+		q.Pop()
+	} else if q.Len() > 2*s.live[b]+32 {
 		r.live = false // so that the filter drops it
 		q.Filter(func(e *bucketEntry) bool { r := &s.recs[e.idx]; return r.live && r.ticket == e.ticket })
 	}
