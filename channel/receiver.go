@@ -207,8 +207,13 @@ var (
 type Message struct {
 	// Reliable is the message's reliability.
 	Reliable bool
-	// Data is the payload, freshly allocated: it belongs to the caller.
+	// Data is the payload, freshly allocated: it belongs to the caller,
+	// unless Block is set.
 	Data []byte
+	// Block, when the receiver's Arena reuses its blocks, is the block
+	// Data was carved out of: Data is then lent until the caller gives
+	// it back with Arena.Release (N103).
+	Block *Block
 }
 
 // A Receiver is the receiving half of one message channel (D7-D11, D22,
@@ -798,10 +803,11 @@ func (r *Receiver) fast(h Header, m coalesce.Message, d int, take bool) (Result,
 
 // fastFits is fast once the message is known to fit the memory limits.
 func (r *Receiver) fastFits(h Header, m coalesce.Message, d int, take bool) (Result, Message, bool) {
-	msg := Message{Reliable: h.Reliable, Data: r.cfg.Arena.Copy(m.Payload)}
+	msg := Message{Reliable: h.Reliable}
+	msg.Data, msg.Block = r.cfg.Arena.CopyBlock(m.Payload)
 	take = take && r.ready.Len() == 0
 	if !take {
-		r.deliver(msg.Reliable, msg.Data)
+		r.deliver(msg)
 	}
 	r.q.pay() // a kept ring is paid for by every packet (N39)
 	r.consumed(d, h.Reliable, h.Rel)
@@ -914,9 +920,9 @@ func (r *Receiver) skip(k int) {
 }
 
 // deliver hands a message to Poll.
-func (r *Receiver) deliver(reliable bool, data []byte) {
-	r.ready.Push(Message{Reliable: reliable, Data: data})
-	r.readyBytes += len(data)
+func (r *Receiver) deliver(m Message) {
+	r.ready.Push(m)
+	r.readyBytes += len(m.Data)
 }
 
 // consumed moves the ignore number k places forward (to the last packet of
@@ -1235,7 +1241,7 @@ func (r *Receiver) process(now clock.Time) {
 		act := coalesce.Decide(g, now, r.cfg.MCI)
 		if act == coalesce.Deliver {
 			if data, ok := r.assemble(); ok {
-				r.deliver(r.cmg.reliable, data)
+				r.deliver(Message{Reliable: r.cmg.reliable, Data: data})
 				r.consumeGroup(true)
 				continue
 			}

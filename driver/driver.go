@@ -274,11 +274,17 @@ type Engine struct {
 }
 
 // NewEngine creates the endpoint. The transport is attached with Start.
+// It refuses cfg.ReuseMessageBuffers: Receive hands over messages that
+// waited in a queue while other datagrams arrived.
 func NewEngine(cfg fastnet.Config, opts Options) (*Engine, error) {
 	if cfg.Rand == nil {
 		var seed [32]byte
 		crand.Read(seed[:])
 		cfg.Rand = rand.New(rand.NewChaCha8(seed))
+	}
+	if cfg.ReuseMessageBuffers {
+		// Its Receive hands messages over long after the next datagram.
+		return nil, errors.New("fastnet: a driver's messages are kept in its queues: ReuseMessageBuffers must be off")
 	}
 	if opts.ReceiveQueue < 0 {
 		return nil, fmt.Errorf("fastnet: ReceiveQueue %d is negative", opts.ReceiveQueue)

@@ -94,6 +94,14 @@ func TestNegativeReceiveQueue(t *testing.T) {
 	}
 }
 
+// ReuseMessageBuffers is refused: the driver's queues keep messages past
+// the next datagram, when the endpoint would carve others over them (N103).
+func TestReuseMessageBuffersRefused(t *testing.T) {
+	if _, err := NewEngine(fastnet.Config{ReuseMessageBuffers: true}, Options{}); err == nil {
+		t.Fatal("NewEngine accepted ReuseMessageBuffers")
+	}
+}
+
 // TestBurst checks which Sends count as part of a burst: one that follows
 // another within sendBurst, unless a Receive returned a message between
 // them (an answer goes out at once, however short the round trip).

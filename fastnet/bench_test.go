@@ -30,7 +30,14 @@ func benchPairBurst(b *testing.B, size int, reliable bool, burst int) {
 
 // benchPairBurstMTU is benchPairBurst at payload MTU mtu.
 func benchPairBurstMTU(b *testing.B, size int, reliable bool, burst, mtu int) {
-	cfg := Config{InitialPayloadMTU: mtu, MTU: MTUConfig{Disabled: true}, MaxMessageSize: 1 << 20}
+	benchPairConfig(b, size, reliable, burst, mtu, false)
+}
+
+// benchPairConfig is benchPairBurstMTU, with the receiving side lending
+// the buffers of the messages it delivers if reuse is set (N103).
+func benchPairConfig(b *testing.B, size int, reliable bool, burst, mtu int, reuse bool) {
+	cfg := Config{InitialPayloadMTU: mtu, MTU: MTUConfig{Disabled: true}, MaxMessageSize: 1 << 20,
+		ReuseMessageBuffers: reuse}
 	p := newPair(b, cfg, cfg)
 	p.keep, p.step = false, benchStep
 	msg := make([]byte, size)
@@ -94,6 +101,22 @@ func BenchmarkEngine64UnreliableFullBundle(b *testing.B) {
 }
 func BenchmarkEngine64ReliableFullBundle(b *testing.B) {
 	benchPairBurstMTU(b, 64, true, fullBundleBurst, fullBundleMTU)
+}
+
+// The Reuse benchmarks are those above with Config.ReuseMessageBuffers
+// set: the application handles each message as it polls it, and the
+// endpoint carves the next ones out of the same memory (N103).
+func BenchmarkEngine64UnreliableBurst32Reuse(b *testing.B) {
+	benchPairConfig(b, 64, false, 32, 1200, true)
+}
+func BenchmarkEngine64ReliableBurst32Reuse(b *testing.B) {
+	benchPairConfig(b, 64, true, 32, 1200, true)
+}
+func BenchmarkEngine64UnreliableFullBundleReuse(b *testing.B) {
+	benchPairConfig(b, 64, false, fullBundleBurst, fullBundleMTU, true)
+}
+func BenchmarkEngine64ReliableFullBundleReuse(b *testing.B) {
+	benchPairConfig(b, 64, true, fullBundleBurst, fullBundleMTU, true)
 }
 
 // benchMD5 is the floor the engine is measured against: encode the message

@@ -183,7 +183,7 @@ func (c *conn) deliver(now clock.Time, cs *chanState) {
 func (c *conn) emit(cs *chanState, m channel.Message) {
 	c.stats.MessagesDelivered++
 	c.ep.estats.MessagesDelivered++
-	c.ep.emitMessage(c, cs.id, m.Reliable, m.Data)
+	c.ep.emitMessage(c, cs.id, m)
 }
 
 // expireReceivers applies the MCI rule (D11) to receivers whose deadline
@@ -324,7 +324,7 @@ func (c *conn) handleStreamMessage(ch int16, p []byte) {
 	copy(data, m.Payload)
 	c.stats.MessagesDelivered++
 	c.ep.estats.MessagesDelivered++
-	c.ep.emitMessage(c, ch, m.Reliable, data)
+	c.ep.emitMessage(c, ch, channel.Message{Reliable: m.Reliable, Data: data})
 }
 
 // peerProbing reports whether the peer's MTU probes were arriving around

@@ -37,8 +37,12 @@
 // into the caller's buffer, which must hold Config.MaxPacketSize bytes. The
 // Data of an EventMessage is the receiver's to keep. Send copies the message.
 // Steady-state sending, receiving and acknowledging allocate nothing per
-// packet; each delivered message is one allocation, and each connection
-// ended one more (the final Stats of its EventDisconnected).
+// packet; each delivered message is new memory (small ones carved out of
+// shared 4 KiB blocks), and each connection ended one allocation more (the
+// final Stats of its EventDisconnected). With Config.ReuseMessageBuffers
+// the Data of an EventMessage is lent instead: valid until the next
+// HandleDatagram, HandleDatagrams or HandleTimeout after PollEvent returned
+// it, and small messages are then carved out of the same blocks again.
 //
 // # Events and statistics
 //

@@ -27,7 +27,7 @@ type Endpoint struct {
 	sums       bundleSums        // handleBundle's digests
 	batch      batchSums         // HandleDatagrams' digests, across its bundles
 	pre        *batchView        // the bundle HandleDatagrams is handling, if any
-	arena      channel.Arena     // the buffers of small delivered messages
+	arena      channel.Arena     // the buffers of small delivered messages (N88, N103)
 	ids        map[uint32]*conn  // IDs in use by server-role connections (N1, X19)
 	served     int               // server-role connections (X19)
 	nextHandle Handle
@@ -119,6 +119,7 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 	}
 	return &Endpoint{
 		cfg:    c,
+		arena:  channel.Arena{Reuse: c.ReuseMessageBuffers},
 		conns:  make(map[Handle]*conn),
 		byAddr: make(map[netip.AddrPort]*conn),
 		ids:    make(map[uint32]*conn),
@@ -365,15 +366,15 @@ func (e *Endpoint) emit(ev Event) {
 // emitMessage reports a message c delivered on channel ch, as emit does.
 // It builds the event in its place in the queue: an Event is large, and
 // one more copy of it per message measurably slows the engine.
-func (e *Endpoint) emitMessage(c *conn, ch int16, reliable bool, data []byte) {
+func (e *Endpoint) emitMessage(c *conn, ch int16, m channel.Message) {
 	if c.unvalidated {
-		c.hold(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr, Channel: int(ch), Reliable: reliable, Data: data})
+		c.hold(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr, Channel: int(ch), Reliable: m.Reliable, Data: m.Data, block: m.Block})
 		return
 	}
 	e.events = append(e.events, Event{})
 	ev := &e.events[len(e.events)-1]
 	ev.Kind, ev.Conn, ev.Addr = EventMessage, c.handle, c.addr
-	ev.Channel, ev.Reliable, ev.Data = int(ch), reliable, data
+	ev.Channel, ev.Reliable, ev.Data, ev.block = int(ch), m.Reliable, m.Data, m.Block
 }
 
 // touch follows an input that changed c: its readiness counts at once,
@@ -684,9 +685,15 @@ func (e *Endpoint) PollEvent() (ev Event, ok bool) {
 	}
 	p := &e.events[e.evHead]
 	ev = *p
+	if ev.block != nil {
+		// Lent (ReuseMessageBuffers): the buffer is the arena's again
+		// from the next datagram handled (N103).
+		e.arena.Release(ev.block)
+		ev.block = nil
+	}
 	// Do not keep the message, the error or the statistics alive; the
 	// rest is overwritten when the place is used again.
-	p.Data, p.Err, p.Stats, p.Intro = nil, nil, nil, nil
+	p.Data, p.Err, p.Stats, p.Intro, p.block = nil, nil, nil, nil, nil
 	e.evHead++
 	if e.evHead == len(e.events) {
 		e.events, e.evHead = e.events[:0], 0

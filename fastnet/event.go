@@ -2,6 +2,8 @@ package fastnet
 
 import (
 	"net/netip"
+
+	"github.com/fastnet-engine/fastnet/channel"
 )
 
 // Handle names one connection of an endpoint. It is local to the endpoint and
@@ -122,13 +124,15 @@ type Event struct {
 	Reliable bool           // EventMessage
 	Outcome  Outcome        // EventOutcome
 	Channel  int            // EventMessage
-	Data     []byte         // EventMessage: owned by the receiver; small ones share 4 KiB blocks (N88), so a few kept long are better copied
+	Data     []byte         // EventMessage: owned by the receiver; small ones share 4 KiB blocks (N88), so a few kept long are better copied; lent, not owned, with Config.ReuseMessageBuffers (N103)
 	Err      error          // EventRefused, EventConnectFailed, EventDisconnected, EventRejected
 	MTU      int            // EventMTUChanged: the new payload MTU
 	Message  MessageID      // EventOutcome: the message, as SendTracked returned it
 	Quality  *Quality       // EventQuality: a value of its own, kept off the Event so that every other event stays small (N57)
 	Stats    *Stats         // EventDisconnected: the connection's final statistics
 	Intro    *Introduction  // EventIntroduced, EventIntroFailed: the introduction (X6)
+
+	block *channel.Block // EventMessage with ReuseMessageBuffers: the arena block Data is lent from
 }
 
 // Transmit describes one datagram written by Endpoint.PollTransmit: send the

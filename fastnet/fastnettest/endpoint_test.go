@@ -236,3 +236,49 @@ func TestEndpointsOnEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A node whose endpoint lends its messages' buffers (ReuseMessageBuffers,
+// N103) has its events kept with Data of their own: a message kept by
+// the network stays whole while many more arrive after it.
+func TestKeptEventsOfLendingNode(t *testing.T) {
+	n := NewNetwork(7)
+	// Messages whole in their packets, which the arena holds.
+	mtu := fastnet.MTUConfig{Disabled: true}
+	srv, err := fastnet.NewEndpoint(fastnet.Config{Role: fastnet.Server, Rand: n.Rand(), InitialPayloadMTU: 1200, MTU: mtu, ReuseMessageBuffers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := fastnet.NewEndpoint(fastnet.Config{Role: fastnet.Client, Rand: n.Rand(), InitialPayloadMTU: 1200, MTU: mtu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Add(addr(1), srv)
+	n.Add(addr(2), cli)
+	n.SetDefaultLink(Link{Delay: time.Millisecond})
+	h := connect(t, n, cli)
+	var want []string
+	for i := range 3000 {
+		msg := fmt.Sprintf("message %d %s", i, bytes.Repeat([]byte{'a' + byte(i%26)}, i%40))
+		want = append(want, msg)
+		if err := cli.Send(n.Now(), h, 1, []byte(msg), true); err != nil {
+			t.Fatal(err)
+		}
+		if i%30 == 29 {
+			if err := n.RunFor(time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := n.RunFor(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := messages(n.Events(addr(1)))[1]
+	if len(got) != len(want) {
+		t.Fatalf("%d of %d messages", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("message %d kept as %q, want %q", i, got[i], want[i])
+		}
+	}
+}

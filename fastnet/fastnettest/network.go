@@ -1,6 +1,7 @@
 package fastnettest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -93,7 +94,10 @@ type Network struct {
 	Trace io.Writer
 
 	// DiscardEvents stops the network from keeping events for Events and
-	// TakeEvents, as a long run must; OnEvent still sees them.
+	// TakeEvents, as a long run must; OnEvent still sees them. The
+	// network keeps a copy of the Data of a node's messages if the node's
+	// Config sets ReuseMessageBuffers; OnEvent sees the lent buffer, as
+	// an application that polled it would.
 	DiscardEvents bool
 
 	// MaxStepsPerInstant bounds the steps the Run methods take without
@@ -157,6 +161,7 @@ type node struct {
 	n        Node
 	deadline clock.Time // NextDeadline when last asked; 0 if none
 	events   []fastnet.Event
+	lends    bool // its messages' Data is lent (ReuseMessageBuffers, N103)
 	nat      *NAT // the NAT it is behind (AddBehind), if any
 	// inbox holds the datagrams that arrived since the node last read,
 	// and readAt when it reads next (Batch with ReadEvery); 0 if none.
@@ -202,12 +207,14 @@ func (n *Network) Add(addr netip.AddrPort, nd Node) {
 	if n.byAddr[addr] != nil || n.nats[addr.Addr()] != nil {
 		panic("fastnettest: Add of a taken address " + addr.String())
 	}
+	st := &node{addr: addr, n: nd}
 	if c, ok := nd.(interface{ Config() fastnet.Config }); ok {
-		if size := c.Config().MaxPacketSize; size > len(n.buf) {
+		cfg := c.Config()
+		if size := cfg.MaxPacketSize; size > len(n.buf) {
 			n.buf = make([]byte, size)
 		}
+		st.lends = cfg.ReuseMessageBuffers
 	}
-	st := &node{addr: addr, n: nd}
 	n.nodes = append(n.nodes, st)
 	n.byAddr[addr] = st
 	n.dirty = true
@@ -708,7 +715,13 @@ func (n *Network) flush(st *node) {
 
 func (n *Network) event(st *node, ev fastnet.Event) {
 	if !n.DiscardEvents {
-		st.events = append(st.events, ev)
+		kept := ev
+		if st.lends && kept.Data != nil {
+			// Kept past the node's next input, where the endpoint
+			// reuses a lent buffer: a copy of its own.
+			kept.Data = bytes.Clone(kept.Data)
+		}
+		st.events = append(st.events, kept)
 	}
 	if n.Trace != nil {
 		n.tbuf = appendTime(n.tbuf[:0], n.now)
