@@ -10,8 +10,8 @@ package channel
 // The zero value is ready to use; a nil *Arena allocates every buffer
 // alone. An Arena is not safe for concurrent use.
 //
-// With Reuse set, the Arena also takes its blocks back: CopyBlock names
-// the Block a buffer was carved from, and once every buffer carved from a
+// With Reuse set, the Arena also takes its blocks back: Lend names the
+// Block a buffer was carved from, and once every buffer carved from a
 // block has been given back with Release, the block is carved again. The
 // buffers are then lent, not given: whoever holds one must stop using it
 // before the Arena next carves, and the caller of Release decides when
@@ -45,33 +45,28 @@ const (
 )
 
 // Copy returns a copy of p, in a buffer of its own or carved out of the
-// current block.
+// current block: the caller's in either case. An Arena with Reuse set
+// lends its buffers instead (Lend).
 func (a *Arena) Copy(p []byte) []byte {
-	b, _ := a.CopyBlock(p)
-	return b
-}
-
-// CopyBlock is Copy, and when the Arena reuses its blocks and carved the
-// buffer out of one, it also returns that block, for Release; otherwise
-// the block is nil and the buffer is the caller's.
-func (a *Arena) CopyBlock(p []byte) ([]byte, *Block) {
 	n := len(p)
-	if a == nil || n == 0 || n > ArenaMax {
-		return append(make([]byte, 0, n), p...), nil
-	}
-	if a.Reuse {
-		return a.carve(p)
+	if a == nil || n == 0 || n > ArenaMax || a.Reuse {
+		return append(make([]byte, 0, n), p...)
 	}
 	if cap(a.block)-len(a.block) < n {
 		a.block = make([]byte, 0, ArenaBlock)
 	}
 	i := len(a.block)
 	a.block = append(a.block, p...)
-	return a.block[i : i+n : i+n], nil
+	return a.block[i : i+n : i+n]
 }
 
-// carve is CopyBlock when the Arena reuses its blocks.
-func (a *Arena) carve(p []byte) ([]byte, *Block) {
+// Lend returns a copy of p and, if the Arena reuses its blocks and
+// carved the copy out of one, that block, for Release; otherwise the
+// block is nil and the copy is the caller's, as from Copy.
+func (a *Arena) Lend(p []byte) ([]byte, *Block) {
+	if a == nil || !a.Reuse || len(p) == 0 || len(p) > ArenaMax {
+		return a.Copy(p), nil
+	}
 	b := a.cur
 	if b == nil || cap(b.buf)-len(b.buf) < len(p) {
 		b = a.next()
@@ -104,8 +99,7 @@ func (a *Arena) next() *Block {
 	return b
 }
 
-// Release gives back one buffer carved out of b, a block CopyBlock
-// returned. Once all of b's buffers are back and b is no longer carved,
+// Release gives back one buffer carved out of b, a block Lend returned. Once all of b's buffers are back and b is no longer carved,
 // the Arena may carve b again at its next copy: no buffer of b may be
 // used after that.
 func (a *Arena) Release(b *Block) {

@@ -61,7 +61,7 @@ func TestArenaReuse(t *testing.T) {
 	}
 	var out []lent
 	carve := func(v byte) {
-		b, blk := a.CopyBlock(bytes.Repeat([]byte{v}, size))
+		b, blk := a.Lend(bytes.Repeat([]byte{v}, size))
 		if blk == nil || len(b) != size || cap(b) != size {
 			t.Fatalf("copy %d: block %v, %d bytes, cap %d", v, blk, len(b), cap(b))
 		}
@@ -136,7 +136,7 @@ func TestArenaReuse(t *testing.T) {
 	out = out[:0]
 	n := testing.AllocsPerRun(100, func() {
 		for range perBlock {
-			b, blk := a.CopyBlock(make([]byte, size)[:size])
+			b, blk := a.Lend(make([]byte, size)[:size])
 			_ = b
 			a.Release(blk)
 		}
@@ -145,10 +145,10 @@ func TestArenaReuse(t *testing.T) {
 		t.Errorf("%v allocations a block's worth of lent copies", n)
 	}
 	// Large and empty copies are the caller's, with no block.
-	if _, blk := a.CopyBlock(make([]byte, ArenaMax+1)); blk != nil {
+	if _, blk := a.Lend(make([]byte, ArenaMax+1)); blk != nil {
 		t.Error("a large copy came with a block")
 	}
-	if b, blk := a.CopyBlock(nil); blk != nil || b == nil {
+	if b, blk := a.Lend(nil); blk != nil || b == nil {
 		t.Errorf("empty copy: %v, block %v", b, blk)
 	}
 }
@@ -158,7 +158,7 @@ func TestArenaKeep(t *testing.T) {
 	a := Arena{Reuse: true}
 	var blks []*Block
 	for range (ArenaKeep + 10) * (ArenaBlock / ArenaMax) {
-		_, blk := a.CopyBlock(make([]byte, ArenaMax))
+		_, blk := a.Lend(make([]byte, ArenaMax))
 		blks = append(blks, blk)
 	}
 	for _, blk := range blks {

@@ -804,7 +804,11 @@ func (r *Receiver) fast(h Header, m coalesce.Message, d int, take bool) (Result,
 // fastFits is fast once the message is known to fit the memory limits.
 func (r *Receiver) fastFits(h Header, m coalesce.Message, d int, take bool) (Result, Message, bool) {
 	msg := Message{Reliable: h.Reliable}
-	msg.Data, msg.Block = r.cfg.Arena.CopyBlock(m.Payload)
+	if a := r.cfg.Arena; a != nil && a.Reuse {
+		msg.Data, msg.Block = a.Lend(m.Payload)
+	} else {
+		msg.Data = a.Copy(m.Payload)
+	}
 	take = take && r.ready.Len() == 0
 	if !take {
 		r.deliver(msg)

@@ -1,6 +1,7 @@
 package fastnet
 
 import (
+	"bytes"
 	"net/netip"
 	"slices"
 	"unicode/utf8"
@@ -8,6 +9,7 @@ import (
 	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
+	"github.com/fastnet-engine/fastnet/internal/fifo"
 )
 
 // An Endpoint is one side of Fastnet: a client with its connections to
@@ -45,6 +47,11 @@ type Endpoint struct {
 	once   ctlQueue
 	events []Event
 	evHead int
+	// evBase counts the events polled before events[0]; lent holds the
+	// arena blocks of the message events whose buffers are lent
+	// (ReuseMessageBuffers), in the order of those events (N103).
+	evBase int
+	lent   fifo.Queue[lentBuf]
 
 	// Counters of packets dropped before they reach any connection.
 	stray [NumDropReasons]uint64
@@ -368,13 +375,51 @@ func (e *Endpoint) emit(ev Event) {
 // one more copy of it per message measurably slows the engine.
 func (e *Endpoint) emitMessage(c *conn, ch int16, m channel.Message) {
 	if c.unvalidated {
-		c.hold(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr, Channel: int(ch), Reliable: m.Reliable, Data: m.Data, block: m.Block})
+		e.holdMessage(c, ch, m)
 		return
+	}
+	if m.Block != nil {
+		e.lent.Push(lentBuf{e.evBase + len(e.events), m.Block})
 	}
 	e.events = append(e.events, Event{})
 	ev := &e.events[len(e.events)-1]
 	ev.Kind, ev.Conn, ev.Addr = EventMessage, c.handle, c.addr
-	ev.Channel, ev.Reliable, ev.Data, ev.block = int(ch), m.Reliable, m.Data, m.Block
+	ev.Channel, ev.Reliable, ev.Data = int(ch), m.Reliable, m.Data
+}
+
+// holdMessage is emitMessage for a connection not yet validated, which
+// holds its messages until it is (D25): past the datagrams to come, so a
+// lent buffer is copied and given back at once.
+func (e *Endpoint) holdMessage(c *conn, ch int16, m channel.Message) {
+	if m.Block != nil {
+		m.Data = bytes.Clone(m.Data)
+		e.arena.Release(m.Block)
+	}
+	c.hold(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr, Channel: int(ch), Reliable: m.Reliable, Data: m.Data})
+}
+
+// lentBuf is the arena block of a message event whose buffer is lent,
+// and the number of that event: the events polled before it.
+type lentBuf struct {
+	ev    int
+	block *channel.Block
+}
+
+// giveBack returns to the arena the buffers of the message events polled
+// since, so that it carves their blocks again once all of a block's are
+// back (N103). It runs as a datagram is handled, the only time the arena
+// carves: a buffer is then valid until the first datagram after its
+// event was polled.
+func (e *Endpoint) giveBack() {
+	polled := e.evBase + e.evHead
+	for e.lent.Len() > 0 {
+		l := e.lent.At(0)
+		if l.ev >= polled {
+			return
+		}
+		e.arena.Release(l.block)
+		e.lent.Pop()
+	}
 }
 
 // touch follows an input that changed c: its readiness counts at once,
@@ -470,6 +515,9 @@ func (e *Endpoint) HandleDatagrams(now clock.Time, ds []Incoming) {
 // input is dropped and counted, never returned as an error (D23).
 func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte) {
 	e.at(now)
+	if e.lent.Len() > 0 {
+		e.giveBack()
+	}
 	ch, payload, err := parsePacket(b)
 	if err != nil {
 		e.drop(nil, DropShort)
@@ -685,17 +733,12 @@ func (e *Endpoint) PollEvent() (ev Event, ok bool) {
 	}
 	p := &e.events[e.evHead]
 	ev = *p
-	if ev.block != nil {
-		// Lent (ReuseMessageBuffers): the buffer is the arena's again
-		// from the next datagram handled (N103).
-		e.arena.Release(ev.block)
-		ev.block = nil
-	}
 	// Do not keep the message, the error or the statistics alive; the
 	// rest is overwritten when the place is used again.
-	p.Data, p.Err, p.Stats, p.Intro, p.block = nil, nil, nil, nil, nil
+	p.Data, p.Err, p.Stats, p.Intro = nil, nil, nil, nil
 	e.evHead++
 	if e.evHead == len(e.events) {
+		e.evBase += e.evHead
 		e.events, e.evHead = e.events[:0], 0
 	}
 	return ev, true

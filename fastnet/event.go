@@ -2,8 +2,6 @@ package fastnet
 
 import (
 	"net/netip"
-
-	"github.com/fastnet-engine/fastnet/channel"
 )
 
 // Handle names one connection of an endpoint. It is local to the endpoint and
@@ -131,8 +129,6 @@ type Event struct {
 	Quality  *Quality       // EventQuality: a value of its own, kept off the Event so that every other event stays small (N57)
 	Stats    *Stats         // EventDisconnected: the connection's final statistics
 	Intro    *Introduction  // EventIntroduced, EventIntroFailed: the introduction (X6)
-
-	block *channel.Block // EventMessage with ReuseMessageBuffers: the arena block Data is lent from
 }
 
 // Transmit describes one datagram written by Endpoint.PollTransmit: send the

@@ -23,11 +23,24 @@ func reuseMsg(i, n int) []byte {
 // polled keeps its Data however many datagrams come meanwhile; small and
 // large messages, reliable and not, arrive in order and whole (N103).
 func TestReuseMessageBuffers(t *testing.T) {
-	for _, mtu := range []int{1200, fullBundleMTU} {
+	for _, tc := range []struct {
+		mtu int
+		// The most events polled after the client's datagrams and after
+		// the server's: about 20 messages arrive a round, so that the
+		// first keeps up and the second leaves a backlog that comes and
+		// goes.
+		poll1, poll2 int
+	}{
+		{1200, 25, 25},
+		{fullBundleMTU, 25, 25},
+		{1200, 24, 16},
+		{fullBundleMTU, 24, 16},
+	} {
+		mtu := tc.mtu
 		cfg := Config{InitialPayloadMTU: mtu, MTU: MTUConfig{Disabled: true}, ReuseMessageBuffers: true}
 		p := newPair(t, cfg, cfg)
 		p.keep = false
-		rng := rand.New(rand.NewPCG(1, uint64(mtu)))
+		rng := rand.New(rand.NewPCG(uint64(tc.poll2), uint64(mtu)))
 		type lent struct {
 			data []byte
 			want []byte
@@ -36,6 +49,7 @@ func TestReuseMessageBuffers(t *testing.T) {
 			sent, got int
 			sizes     []int
 			polled    []lent // polled since the server last handled datagrams
+			backlog   int    // the most events left unpolled
 		)
 		checkPolled := func(when string) {
 			t.Helper()
@@ -81,15 +95,17 @@ func TestReuseMessageBuffers(t *testing.T) {
 			p.pump(Client, p.cli, p.srv, clientAddr)
 			// Poll some of what arrived, not always all.
 			if round%5 != 0 {
-				poll(rng.IntN(25))
+				poll(rng.IntN(tc.poll1))
 			}
+			backlog = max(backlog, sent-got)
 			checkPolled("before the server's datagrams")
 			p.srv.HandleTimeout(p.now)
 			polled = polled[:0]
 			p.pump(Server, p.srv, p.cli, serverAddr)
 			p.events(p.cli, &p.cliEvs, &p.cliMsgs, &p.cliBytes)
-			poll(rng.IntN(25))
+			poll(rng.IntN(tc.poll2))
 		}
+		t.Logf("mtu %d, polls %d/%d: %d messages, at most %d left unpolled", mtu, tc.poll1, tc.poll2, sent, backlog)
 		for i := 0; got < sent && i < 1000; i++ {
 			p.flushOnce()
 			poll(sent)
@@ -142,4 +158,96 @@ func messagesData(evs []Event) [][]byte {
 		}
 	}
 	return out
+}
+
+// A block's buffers are carved again only once every message carved out
+// of it was polled: with the last k messages of a block left unpolled
+// while a second flight of messages fills new blocks, those k keep their
+// Data (N103).
+func TestReuseMessageBuffersUnpolledTail(t *testing.T) {
+	const size = 64 // channel.ArenaBlock/size messages to a block
+	for _, k := range []int{1, 2, 7} {
+		cfg := Config{InitialPayloadMTU: fullBundleMTU, MTU: MTUConfig{Disabled: true}, ReuseMessageBuffers: true}
+		p := newPair(t, cfg, cfg)
+		p.keep = false
+		p.step = benchStep
+		// Fill the arena's first blocks with a warm-up flight, all polled.
+		sent, got := 0, 0
+		flight := func(n int) {
+			for range n {
+				if err := p.cli.Send(p.now, p.ch, 2, reuseMsg(sent, size), true); err != nil {
+					t.Fatal(err)
+				}
+				sent++
+			}
+			p.flushOnce()
+		}
+		var kept [][]byte
+		poll := func(n int, keep bool) {
+			for n > 0 {
+				ev, ok := p.srv.PollEvent()
+				if !ok {
+					t.Fatalf("k %d: %d messages polled of %d sent, wanted %d more", k, got, sent, n)
+				}
+				if ev.Kind != EventMessage {
+					continue
+				}
+				if want := reuseMsg(got, size); !bytes.Equal(ev.Data, want) {
+					t.Fatalf("k %d: message %d is %x, want %x", k, got, ev.Data, want)
+				}
+				if keep {
+					kept = append(kept, ev.Data)
+				}
+				got++
+				n--
+			}
+		}
+		perBlock := 4096 / size
+		flight(perBlock)
+		poll(perBlock-k, false)
+		// The last k of the block stay unpolled while new blocks fill.
+		for range 4 {
+			flight(perBlock)
+		}
+		poll(k, true)
+		for i, d := range kept {
+			if want := reuseMsg(perBlock-k+i, size); !bytes.Equal(d, want) {
+				t.Fatalf("k %d: message %d changed", k, perBlock-k+i)
+			}
+		}
+		poll(sent-got, false)
+	}
+}
+
+// With ReuseMessageBuffers, a steady stream of small messages, each
+// polled as it arrives, allocates nothing on either side; without it,
+// the receiver allocates a block per 64 messages of 64 bytes (N88, N103).
+func TestReuseMessageBuffersAllocations(t *testing.T) {
+	if raceOn {
+		t.Skip("the race detector allocates")
+	}
+	for _, reuse := range []bool{false, true} {
+		cfg := Config{InitialPayloadMTU: fullBundleMTU, MTU: MTUConfig{Disabled: true}, ReuseMessageBuffers: reuse}
+		p := newPair(t, cfg, cfg)
+		p.keep, p.step = false, benchStep
+		msg := make([]byte, 64)
+		round := func() {
+			for range fullBundleBurst {
+				if err := p.cli.Send(p.now, p.ch, 1, msg, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.flush()
+		}
+		for range 20 {
+			round() // warm up buffers, free lists and the arena
+		}
+		allocs := testing.AllocsPerRun(50, round)
+		switch want := fullBundleBurst * 64 / 4096; {
+		case reuse && allocs != 0:
+			t.Errorf("reusing: %v allocations a round of %d messages, want 0", allocs, fullBundleBurst)
+		case !reuse && allocs != float64(want):
+			t.Errorf("not reusing: %v allocations a round of %d messages, want %d (one a block)", allocs, fullBundleBurst, want)
+		}
+	}
 }
