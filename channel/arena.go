@@ -10,20 +10,29 @@ package channel
 // The zero value is ready to use; a nil *Arena allocates every buffer
 // alone. An Arena is not safe for concurrent use.
 //
-// With Reuse set, the Arena also takes its blocks back: Lend names the
-// Block a buffer was carved from, and once every buffer carved from a
-// block has been given back with Release, the block is carved again. The
-// buffers are then lent, not given: whoever holds one must stop using it
-// before the Arena next carves, and the caller of Release decides when
-// that is (N103).
+// With Reuse set, the Arena also takes its blocks back: Lend carves a
+// buffer, Owner finds the Block it was carved out of, and once every
+// buffer carved out of a block has been given back with Release, the
+// block is carved again. The buffers are then lent, not given: whoever
+// holds one must stop using it before the Arena next carves, and the
+// caller of Release decides when that is (N103).
 type Arena struct {
 	block []byte // the block carved, when Reuse is not set
 	cur   *Block // the block carved, when it is
 	free  []*Block
+	// recent holds the blocks carved last, cur among them, for Owner:
+	// block number k (counting from 0) at recent[k%arenaRecent], nrec
+	// blocks so far, the last Owner found number hint.
+	recent     [arenaRecent]*Block
+	nrec, hint int
 	// Reuse makes the Arena take back the blocks whose buffers were all
 	// released. Set it before the first copy.
 	Reuse bool
 }
+
+// arenaRecent is how many of the blocks carved last Owner looks in: more
+// than the 64 KiB of small messages one datagram can carry.
+const arenaRecent = 32
 
 // A Block is one of the blocks an Arena with Reuse set carves buffers out
 // of. Its fields are the Arena's own.
@@ -45,11 +54,10 @@ const (
 )
 
 // Copy returns a copy of p, in a buffer of its own or carved out of the
-// current block: the caller's in either case. An Arena with Reuse set
-// lends its buffers instead (Lend).
+// current block: the caller's in either case, Reuse or not (Lend lends).
 func (a *Arena) Copy(p []byte) []byte {
 	n := len(p)
-	if a == nil || n == 0 || n > ArenaMax || a.Reuse {
+	if a == nil || n == 0 || n > ArenaMax {
 		return append(make([]byte, 0, n), p...)
 	}
 	if cap(a.block)-len(a.block) < n {
@@ -60,21 +68,59 @@ func (a *Arena) Copy(p []byte) []byte {
 	return a.block[i : i+n : i+n]
 }
 
-// Lend returns a copy of p and, if the Arena reuses its blocks and
-// carved the copy out of one, that block, for Release; otherwise the
-// block is nil and the copy is the caller's, as from Copy.
-func (a *Arena) Lend(p []byte) ([]byte, *Block) {
+// Lend returns a copy of p. If the Arena reuses its blocks and p is
+// small, the copy is carved out of the current block and lent: its
+// capacity runs on to the end of the block, so that Owner can find the
+// block, and whoever hands it on trims it to its length first.
+// Otherwise the copy is the caller's, as from Copy.
+func (a *Arena) Lend(p []byte) []byte {
 	if a == nil || !a.Reuse || len(p) == 0 || len(p) > ArenaMax {
-		return a.Copy(p), nil
+		return append(make([]byte, 0, len(p)), p...)
 	}
 	b := a.cur
 	if b == nil || cap(b.buf)-len(b.buf) < len(p) {
 		b = a.next()
 	}
-	i, n := len(b.buf), len(p)
+	i := len(b.buf)
 	b.buf = append(b.buf, p...)
 	b.live++
-	return b.buf[i : i+n : i+n], b
+	return b.buf[i:len(b.buf)]
+}
+
+// Owner returns the block out of which Lend carved data, untrimmed, if it
+// is one of the blocks carved last; otherwise nil: data is not lent, or
+// its block is older, and then never carved again (the garbage collector
+// takes it once its buffers are dropped).
+func (a *Arena) Owner(data []byte) *Block {
+	off := ArenaBlock - cap(data)
+	if len(data) == 0 || off < 0 {
+		return nil
+	}
+	p := &data[0]
+	if b := a.recent[a.hint%arenaRecent]; b != nil && &b.buf[:ArenaBlock][off] == p {
+		return b // most often, the block of the buffer before
+	}
+	return a.owner(off, p)
+}
+
+// owner is Owner past its first guess.
+func (a *Arena) owner(off int, p *byte) *Block {
+	// Data is given back in about the order it was carved: the blocks
+	// after the one found last, then those before.
+	lo := max(a.nrec-arenaRecent, 0)
+	for k := max(a.hint, lo); k < a.nrec; k++ {
+		if b := a.recent[k%arenaRecent]; &b.buf[:ArenaBlock][off] == p {
+			a.hint = k
+			return b
+		}
+	}
+	for k := min(a.hint, a.nrec) - 1; k >= lo; k-- {
+		if b := a.recent[k%arenaRecent]; &b.buf[:ArenaBlock][off] == p {
+			a.hint = k
+			return b
+		}
+	}
+	return nil
 }
 
 // next retires the current block and makes a free one, or a new one, the
@@ -96,14 +142,17 @@ func (a *Arena) next() *Block {
 		b = &Block{buf: make([]byte, 0, ArenaBlock)}
 	}
 	a.cur = b
+	a.recent[a.nrec%arenaRecent] = b
+	a.nrec++
 	return b
 }
 
-// Release gives back one buffer carved out of b, a block Lend returned. Once all of b's buffers are back and b is no longer carved,
-// the Arena may carve b again at its next copy: no buffer of b may be
-// used after that.
-func (a *Arena) Release(b *Block) {
-	b.live--
+// Release gives back n buffers carved out of b, a block Owner returned.
+// Once all of b's buffers are back and b is no longer carved, the Arena
+// may carve b again at its next copy: no buffer of b may be used after
+// that.
+func (a *Arena) Release(b *Block, n int) {
+	b.live -= n
 	if b.live == 0 && b.done {
 		a.keep(b)
 	}

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -47,7 +48,8 @@ func TestArena(t *testing.T) {
 	}
 }
 
-// An Arena with Reuse set carves a block again only once every buffer
+// An Arena with Reuse set lends buffers out of blocks that Owner finds,
+// and carves a block again only once every buffer
 // carved out of it is released and it is no longer the current block;
 // until then its buffers keep their copies (N103).
 func TestArenaReuse(t *testing.T) {
@@ -61,11 +63,12 @@ func TestArenaReuse(t *testing.T) {
 	}
 	var out []lent
 	carve := func(v byte) {
-		b, blk := a.Lend(bytes.Repeat([]byte{v}, size))
-		if blk == nil || len(b) != size || cap(b) != size {
-			t.Fatalf("copy %d: block %v, %d bytes, cap %d", v, blk, len(b), cap(b))
+		b := a.Lend(bytes.Repeat([]byte{v}, size))
+		blk := a.Owner(b)
+		if blk == nil || len(b) != size {
+			t.Fatalf("copy %d: block %v, %d bytes", v, blk, len(b))
 		}
-		out = append(out, lent{b, blk, v})
+		out = append(out, lent{b[:size:size], blk, v})
 	}
 	check := func(when string) {
 		t.Helper()
@@ -85,7 +88,7 @@ func TestArenaReuse(t *testing.T) {
 	}
 	// Release all of the first block but one: it must not be carved again.
 	for _, l := range out[:perBlock-1] {
-		a.Release(l.blk)
+		a.Release(l.blk, 1)
 	}
 	out = out[perBlock-1:]
 	for i := range perBlock {
@@ -96,7 +99,7 @@ func TestArenaReuse(t *testing.T) {
 		t.Fatal("carved a block with a buffer still out")
 	}
 	// Its last buffer back, the first block is the next one carved.
-	a.Release(out[0].blk)
+	a.Release(out[0].blk, 1)
 	out = out[1:]
 	for i := range perBlock {
 		carve(byte(200 + i))
@@ -109,7 +112,7 @@ func TestArenaReuse(t *testing.T) {
 	cur := out[len(out)-1].blk
 	for _, l := range out {
 		if l.blk == cur {
-			a.Release(l.blk)
+			a.Release(l.blk, 1)
 		}
 	}
 	if len(a.free) != 0 {
@@ -123,7 +126,7 @@ func TestArenaReuse(t *testing.T) {
 	held := out[len(out)-1]
 	for _, l := range out {
 		if l.blk == held.blk && &l.b[0] != &held.b[0] {
-			a.Release(l.blk)
+			a.Release(l.blk, 1)
 		}
 	}
 	out = []lent{held}
@@ -136,20 +139,25 @@ func TestArenaReuse(t *testing.T) {
 	out = out[:0]
 	n := testing.AllocsPerRun(100, func() {
 		for range perBlock {
-			b, blk := a.Lend(make([]byte, size)[:size])
-			_ = b
-			a.Release(blk)
+			a.Release(a.Owner(a.Lend(make([]byte, size)[:size])), 1)
 		}
 	})
 	if n != 0 {
 		t.Errorf("%v allocations a block's worth of lent copies", n)
 	}
-	// Large and empty copies are the caller's, with no block.
-	if _, blk := a.Lend(make([]byte, ArenaMax+1)); blk != nil {
+	// Large and empty copies are the caller's, with no block; so is a
+	// buffer from Copy, or one of another arena.
+	if b := a.Lend(make([]byte, ArenaMax+1)); a.Owner(b) != nil || cap(b) != len(b) {
 		t.Error("a large copy came with a block")
 	}
-	if b, blk := a.Lend(nil); blk != nil || b == nil {
-		t.Errorf("empty copy: %v, block %v", b, blk)
+	if b := a.Lend(nil); a.Owner(b) != nil || b == nil {
+		t.Errorf("empty copy: %v", b)
+	}
+	var other Arena
+	for _, b := range [][]byte{a.Copy(make([]byte, size)), other.Copy(make([]byte, size)), make([]byte, size, ArenaBlock)} {
+		if a.Owner(b) != nil {
+			t.Error("a buffer not lent has an owner")
+		}
 	}
 }
 
@@ -158,13 +166,38 @@ func TestArenaKeep(t *testing.T) {
 	a := Arena{Reuse: true}
 	var blks []*Block
 	for range (ArenaKeep + 10) * (ArenaBlock / ArenaMax) {
-		_, blk := a.Lend(make([]byte, ArenaMax))
-		blks = append(blks, blk)
+		blks = append(blks, a.Owner(a.Lend(make([]byte, ArenaMax))))
 	}
 	for _, blk := range blks {
-		a.Release(blk)
+		a.Release(blk, 1)
 	}
 	if len(a.free) != ArenaKeep {
 		t.Errorf("%d free blocks kept, want %d", len(a.free), ArenaKeep)
+	}
+}
+
+// Owner finds the block of a lent buffer among the last arenaRecent
+// blocks carved, in any order, and no block for one carved before them.
+func TestArenaOwner(t *testing.T) {
+	a := Arena{Reuse: true}
+	const size = 100
+	var bufs [][]byte
+	var blks []*Block
+	for range 10 * ArenaBlock / size {
+		b := a.Lend(make([]byte, size))
+		bufs, blks = append(bufs, b), append(blks, a.cur)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, i := range rng.Perm(len(bufs)) {
+		if got := a.Owner(bufs[i]); got != blks[i] {
+			t.Fatalf("buffer %d: owner %p, want %p", i, got, blks[i])
+		}
+	}
+	old := bufs[0]
+	for range (arenaRecent + 1) * ArenaBlock / size {
+		a.Lend(make([]byte, size))
+	}
+	if a.Owner(old) != nil {
+		t.Error("found the owner of a buffer older than the blocks looked in")
 	}
 }

@@ -208,12 +208,9 @@ type Message struct {
 	// Reliable is the message's reliability.
 	Reliable bool
 	// Data is the payload, freshly allocated: it belongs to the caller,
-	// unless Block is set.
+	// unless the receiver's Arena reuses its blocks and lent it (see
+	// Arena.Lend and Arena.Owner, N103).
 	Data []byte
-	// Block, when the receiver's Arena reuses its blocks, is the block
-	// Data was carved out of: Data is then lent until the caller gives
-	// it back with Arena.Release (N103).
-	Block *Block
 }
 
 // A Receiver is the receiving half of one message channel (D7-D11, D22,
@@ -805,7 +802,7 @@ func (r *Receiver) fast(h Header, m coalesce.Message, d int, take bool) (Result,
 func (r *Receiver) fastFits(h Header, m coalesce.Message, d int, take bool) (Result, Message, bool) {
 	msg := Message{Reliable: h.Reliable}
 	if a := r.cfg.Arena; a != nil && a.Reuse {
-		msg.Data, msg.Block = a.Lend(m.Payload)
+		msg.Data = a.Lend(m.Payload)
 	} else {
 		msg.Data = a.Copy(m.Payload)
 	}

@@ -374,12 +374,20 @@ func (e *Endpoint) emit(ev Event) {
 // It builds the event in its place in the queue: an Event is large, and
 // one more copy of it per message measurably slows the engine.
 func (e *Endpoint) emitMessage(c *conn, ch int16, m channel.Message) {
-	if c.unvalidated {
-		e.holdMessage(c, ch, m)
-		return
+	if e.arena.Reuse {
+		var b *channel.Block
+		if b, m.Data = e.lend(m.Data); b != nil && c.unvalidated {
+			// Held past the datagrams to come (D25): a buffer of its
+			// own, and the lent one back at once.
+			m.Data = bytes.Clone(m.Data)
+			e.arena.Release(b, 1)
+		} else if b != nil {
+			e.lendEvent(b)
+		}
 	}
-	if m.Block != nil {
-		e.lent.Push(lentBuf{e.evBase + len(e.events), m.Block})
+	if c.unvalidated {
+		c.hold(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr, Channel: int(ch), Reliable: m.Reliable, Data: m.Data})
+		return
 	}
 	e.events = append(e.events, Event{})
 	ev := &e.events[len(e.events)-1]
@@ -387,22 +395,34 @@ func (e *Endpoint) emitMessage(c *conn, ch int16, m channel.Message) {
 	ev.Channel, ev.Reliable, ev.Data = int(ch), m.Reliable, m.Data
 }
 
-// holdMessage is emitMessage for a connection not yet validated, which
-// holds its messages until it is (D25): past the datagrams to come, so a
-// lent buffer is copied and given back at once.
-func (e *Endpoint) holdMessage(c *conn, ch int16, m channel.Message) {
-	if m.Block != nil {
-		m.Data = bytes.Clone(m.Data)
-		e.arena.Release(m.Block)
+// lend returns the arena block a message's data was lent from, if it
+// was, and the data trimmed to its length (Arena.Lend).
+func (e *Endpoint) lend(data []byte) (*channel.Block, []byte) {
+	if len(data) == 0 || len(data) > channel.ArenaMax {
+		return nil, data
 	}
-	c.hold(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr, Channel: int(ch), Reliable: m.Reliable, Data: m.Data})
+	return e.arena.Owner(data), data[:len(data):len(data)]
 }
 
-// lentBuf is the arena block of a message event whose buffer is lent,
-// and the number of that event: the events polled before it.
+// lentBuf is the arena block of n consecutive message events whose
+// buffers are lent, and the number of the first: the events polled
+// before it. A burst of small messages carved out of one block takes one.
 type lentBuf struct {
-	ev    int
+	ev, n int
 	block *channel.Block
+}
+
+// lendEvent notes that the message event about to be queued has its
+// buffer lent from block b.
+func (e *Endpoint) lendEvent(b *channel.Block) {
+	ev := e.evBase + len(e.events)
+	if k := e.lent.Len(); k > 0 {
+		if l := e.lent.At(k - 1); l.block == b && l.ev+l.n == ev {
+			l.n++
+			return
+		}
+	}
+	e.lent.Push(lentBuf{ev, 1, b})
 }
 
 // giveBack returns to the arena the buffers of the message events polled
@@ -414,10 +434,14 @@ func (e *Endpoint) giveBack() {
 	polled := e.evBase + e.evHead
 	for e.lent.Len() > 0 {
 		l := e.lent.At(0)
-		if l.ev >= polled {
+		k := min(polled-l.ev, l.n)
+		if k <= 0 {
 			return
 		}
-		e.arena.Release(l.block)
+		e.arena.Release(l.block, k)
+		if l.ev, l.n = l.ev+k, l.n-k; l.n > 0 {
+			return
+		}
 		e.lent.Pop()
 	}
 }

@@ -72,6 +72,10 @@ func TestReuseMessageBuffers(t *testing.T) {
 				if !bytes.Equal(ev.Data, want) {
 					t.Fatalf("mtu %d: message %d is %x, want %x", mtu, got, ev.Data, want)
 				}
+				if cap(ev.Data) != len(ev.Data) {
+					// An append would write over the next message.
+					t.Fatalf("mtu %d: message %d has %d bytes, capacity %d", mtu, got, len(ev.Data), cap(ev.Data))
+				}
 				polled = append(polled, lent{ev.Data, want})
 				got++
 			}
@@ -250,4 +254,56 @@ func TestReuseMessageBuffersAllocations(t *testing.T) {
 			t.Errorf("not reusing: %v allocations a round of %d messages, want %d (one a block)", allocs, fullBundleBurst, want)
 		}
 	}
+}
+
+// A message whose buffer is not lent (larger than the arena carves)
+// between two lent from the same block does not count as one of them:
+// with everything up to the last of the block's messages polled, that
+// one keeps its Data while the next flight fills the same memory
+// (N103).
+func TestReuseMessageBuffersGap(t *testing.T) {
+	cfg := Config{InitialPayloadMTU: fullBundleMTU, MTU: MTUConfig{Disabled: true}, ReuseMessageBuffers: true}
+	p := newPair(t, cfg, cfg)
+	p.keep, p.step = false, benchStep
+	// 62 and then 2 messages of 64 bytes fill a 4 KiB block exactly;
+	// one of 300 bytes, between them, has a buffer of its own.
+	var sizes []int
+	for i := range 65 {
+		n := 64
+		if i == 62 {
+			n = 300
+		}
+		sizes = append(sizes, n)
+	}
+	for i := range 80 {
+		sizes = append(sizes, 64+i%2)
+	}
+	got := 0
+	poll := func(n int) {
+		for ; n > 0; n-- {
+			ev, ok := p.srv.PollEvent()
+			if !ok {
+				t.Fatalf("%d messages polled, wanted %d more", got, n)
+			}
+			if ev.Kind != EventMessage {
+				t.Fatalf("event %v", ev.Kind)
+			}
+			if want := reuseMsg(got, sizes[got]); !bytes.Equal(ev.Data, want) {
+				t.Fatalf("message %d is %x, want %x", got, ev.Data, want)
+			}
+			got++
+		}
+	}
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := p.cli.Send(p.now, p.ch, 5, reuseMsg(i, sizes[i]), true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.flushOnce()
+	}
+	send(0, 65)
+	poll(64) // all but the block's last
+	send(65, len(sizes))
+	poll(len(sizes) - got)
 }
