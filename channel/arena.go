@@ -22,9 +22,10 @@ type Arena struct {
 	free  []*Block
 	// recent holds the blocks carved last, cur among them, for Owner:
 	// block number k (counting from 0) at recent[k%arenaRecent], nrec
-	// blocks so far, the last Owner found number hint.
+	// blocks so far, the last Owner found number hint, which is found.
 	recent     [arenaRecent]*Block
 	nrec, hint int
+	found      *Block
 	// Reuse makes the Arena take back the blocks whose buffers were all
 	// released. Set it before the first copy.
 	Reuse bool
@@ -37,7 +38,8 @@ const arenaRecent = 32
 // A Block is one of the blocks an Arena with Reuse set carves buffers out
 // of. Its fields are the Arena's own.
 type Block struct {
-	buf  []byte
+	mem  *[ArenaBlock]byte
+	used int  // bytes carved out of mem
 	live int  // buffers carved out of it and not yet released
 	done bool // no more buffers will be carved out of it
 }
@@ -74,17 +76,26 @@ func (a *Arena) Copy(p []byte) []byte {
 // block, and whoever hands it on trims it to its length first.
 // Otherwise the copy is the caller's, as from Copy.
 func (a *Arena) Lend(p []byte) []byte {
+	if b := a.cur; b != nil && len(p) > 0 && len(p) <= min(ArenaBlock-b.used, ArenaMax) {
+		// Small enough for the current block, which only an Arena with
+		// Reuse set has.
+		i := b.used
+		b.used += copy(b.mem[i:], p)
+		b.live++
+		return b.mem[i:b.used]
+	}
+	return a.lend(p)
+}
+
+// lend is Lend past the current block.
+func (a *Arena) lend(p []byte) []byte {
 	if a == nil || !a.Reuse || len(p) == 0 || len(p) > ArenaMax {
 		return append(make([]byte, 0, len(p)), p...)
 	}
-	b := a.cur
-	if b == nil || cap(b.buf)-len(b.buf) < len(p) {
-		b = a.next()
-	}
-	i := len(b.buf)
-	b.buf = append(b.buf, p...)
+	b := a.next()
+	b.used = copy(b.mem[:], p)
 	b.live++
-	return b.buf[i:len(b.buf)]
+	return b.mem[:b.used]
 }
 
 // Owner returns the block out of which Lend carved data, untrimmed, if it
@@ -92,31 +103,31 @@ func (a *Arena) Lend(p []byte) []byte {
 // its block is older, and then never carved again (the garbage collector
 // takes it once its buffers are dropped).
 func (a *Arena) Owner(data []byte) *Block {
+	if b, off := a.found, uint(ArenaBlock-cap(data)); b != nil && off < ArenaBlock && len(data) > 0 && &b.mem[off] == &data[0] {
+		return b // most often, the block of the buffer before
+	}
+	return a.owner(data)
+}
+
+// owner is Owner past its first guess.
+func (a *Arena) owner(data []byte) *Block {
 	off := ArenaBlock - cap(data)
 	if len(data) == 0 || off < 0 {
 		return nil
 	}
 	p := &data[0]
-	if b := a.recent[a.hint%arenaRecent]; b != nil && &b.buf[:ArenaBlock][off] == p {
-		return b // most often, the block of the buffer before
-	}
-	return a.owner(off, p)
-}
-
-// owner is Owner past its first guess.
-func (a *Arena) owner(off int, p *byte) *Block {
 	// Data is given back in about the order it was carved: the blocks
 	// after the one found last, then those before.
 	lo := max(a.nrec-arenaRecent, 0)
 	for k := max(a.hint, lo); k < a.nrec; k++ {
-		if b := a.recent[k%arenaRecent]; &b.buf[:ArenaBlock][off] == p {
-			a.hint = k
+		if b := a.recent[k%arenaRecent]; &b.mem[off] == p {
+			a.hint, a.found = k, b
 			return b
 		}
 	}
 	for k := min(a.hint, a.nrec) - 1; k >= lo; k-- {
-		if b := a.recent[k%arenaRecent]; &b.buf[:ArenaBlock][off] == p {
-			a.hint = k
+		if b := a.recent[k%arenaRecent]; &b.mem[off] == p {
+			a.hint, a.found = k, b
 			return b
 		}
 	}
@@ -137,9 +148,9 @@ func (a *Arena) next() *Block {
 		b = a.free[k-1]
 		a.free[k-1] = nil
 		a.free = a.free[:k-1]
-		b.buf, b.live, b.done = b.buf[:0], 0, false
+		b.used, b.live, b.done = 0, 0, false
 	} else {
-		b = &Block{buf: make([]byte, 0, ArenaBlock)}
+		b = &Block{mem: new([ArenaBlock]byte)}
 	}
 	a.cur = b
 	a.recent[a.nrec%arenaRecent] = b
