@@ -76,6 +76,9 @@ func (a *Arena) Copy(p []byte) []byte {
 // block, and whoever hands it on trims it to its length first.
 // Otherwise the copy is the caller's, as from Copy.
 func (a *Arena) Lend(p []byte) []byte {
+	if a == nil {
+		return append(make([]byte, 0, len(p)), p...)
+	}
 	if b := a.cur; b != nil && len(p) > 0 && len(p) <= min(ArenaBlock-b.used, ArenaMax) {
 		// Small enough for the current block, which only an Arena with
 		// Reuse set has.
@@ -89,7 +92,7 @@ func (a *Arena) Lend(p []byte) []byte {
 
 // lend is Lend past the current block.
 func (a *Arena) lend(p []byte) []byte {
-	if a == nil || !a.Reuse || len(p) == 0 || len(p) > ArenaMax {
+	if !a.Reuse || len(p) == 0 || len(p) > ArenaMax {
 		return append(make([]byte, 0, len(p)), p...)
 	}
 	b := a.next()
@@ -103,6 +106,9 @@ func (a *Arena) lend(p []byte) []byte {
 // its block is older, and then never carved again (the garbage collector
 // takes it once its buffers are dropped).
 func (a *Arena) Owner(data []byte) *Block {
+	if a == nil {
+		return nil
+	}
 	if b, off := a.found, uint(ArenaBlock-cap(data)); b != nil && off < ArenaBlock && len(data) > 0 && &b.mem[off] == &data[0] {
 		return b // most often, the block of the buffer before
 	}

@@ -35,6 +35,9 @@ func TestArena(t *testing.T) {
 	if b := nilArena.Copy([]byte("x")); string(b) != "x" {
 		t.Errorf("nil Arena: %q", b)
 	}
+	if b := nilArena.Lend([]byte("x")); string(b) != "x" || nilArena.Owner(b) != nil {
+		t.Errorf("nil Arena lends %q", b)
+	}
 	if b := a.Copy(nil); b == nil || len(b) != 0 {
 		t.Errorf("empty copy: %v", b)
 	}
