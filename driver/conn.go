@@ -44,6 +44,7 @@ type Conn struct {
 	// streamReads counts its Receive calls in readStream: the role may
 	// pass from one to the next before the first has left.
 	streamReads int
+	readDone    func() bool     // readDoneLocked under e.mu, for StreamReader.ReadFor
 	final       *fastnet.Stats  // the statistics it ended with
 	quality     fastnet.Quality // the last quality report
 	sendDrops   uint64          // unreliable messages TrySend dropped
@@ -287,8 +288,8 @@ func (c *Conn) Quality() fastnet.Quality {
 // was received), or ctx is done.
 func (c *Conn) Receive(ctx context.Context) (Message, error) {
 	e := c.e
+	e.mu.Lock()
 	for {
-		e.mu.Lock()
 		if m, ok := c.queue.Take(); ok {
 			c.queueBytes -= len(m.Data)
 			if c.paused && c.queueBytes <= e.opts.ReceiveQueue/2 {
@@ -316,9 +317,18 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 				if err := c.readFor(ctx, true); err != nil {
 					return Message{}, err
 				}
+				e.mu.Lock()
 				continue
 			default:
 			}
+		}
+		if e.sr != nil && e.sr.TakeRole(c.remote) {
+			// The same for a stream's role.
+			if err := c.readStreamLocked(ctx); err != nil {
+				e.mu.Unlock()
+				return Message{}, err
+			}
+			continue
 		}
 		// Wait for a message, or for the read role (see Reader and
 		// StreamReader) to read the socket or stream here.
@@ -355,12 +365,15 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 		case token != nil:
 			e.sr.UnwaitRole(c.remote, took)
 			if took {
-				err = c.readStream(ctx, e.sr)
+				e.mu.Lock()
+				err = c.readStreamLocked(ctx)
+				e.mu.Unlock()
 			}
 		}
 		if err != nil {
 			return Message{}, err
 		}
+		e.mu.Lock()
 	}
 }
 

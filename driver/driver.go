@@ -221,6 +221,9 @@ type Engine struct {
 	burstN   int        // Sends of the burst since the last yield (burstYield)
 	answered bool       // a Receive returned a message since lastSend
 	wakes    []*Conn    // connections to signal at unlock
+	// streamInput is the peer whose packet InputEstablished is handling:
+	// a Receive reading that peer's stream reads it (Conn.interruptLocked).
+	streamInput netip.AddrPort
 
 	timer    *timer.Alarm
 	deadline clock.Time // when timer fires; 0: not armed
@@ -437,8 +440,10 @@ func (e *Engine) InputEstablished(from netip.AddrPort, b []byte, established fun
 		return
 	}
 	now := e.clk.Now()
+	e.streamInput = from
 	e.ep.HandleDatagram(now, from, b)
 	e.flushAtLocked(now)
+	e.streamInput = netip.AddrPort{}
 	if established == nil {
 		return
 	}

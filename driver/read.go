@@ -62,6 +62,10 @@ type StreamReader interface {
 	// stream and returns the channel a value of which gives the role, or
 	// nil if Receive is not to read the stream (it is ending or failed).
 	WaitRole(addr netip.AddrPort) <-chan struct{}
+	// TakeRole takes the read role of addr's stream for a Receive if it
+	// is free now, without waiting or registering, and reports whether
+	// it did. The Receive then calls ReadFor.
+	TakeRole(addr netip.AddrPort) bool
 	// UnwaitRole undoes WaitRole; took says the role was received.
 	UnwaitRole(addr netip.AddrPort, took bool)
 	// ReadFor reads addr's stream for a Receive holding the role, feeding
@@ -392,30 +396,34 @@ func (c *Conn) watchLocked(ctx context.Context) {
 func (c *Conn) interruptLocked() {
 	if c.e.reading == c {
 		c.e.interruptReadLocked()
-	} else if c.streamReads > 0 {
+	} else if c.streamReads > 0 && c.remote != c.e.streamInput {
+		// News that came from the stream itself was read by the
+		// Receive holding its role, which asks done after each packet.
 		c.e.sr.Interrupt(c.remote)
 	}
 }
 
-// readStream reads c's stream for its Receive, which holds the stream's
-// read role (StreamReader), until c has a message or has ended, the engine
-// closes, or ctx is done.
-func (c *Conn) readStream(ctx context.Context, sr StreamReader) error {
+// readStreamLocked reads c's stream for its Receive, which holds the
+// stream's read role (StreamReader), until c has a message or has ended,
+// the engine closes, or ctx is done. It is called with e.mu held, and
+// returns with it held again.
+func (c *Conn) readStreamLocked(ctx context.Context) error {
 	e := c.e
-	e.mu.Lock()
 	if ctx.Done() != nil {
 		c.watchLocked(ctx)
 	}
 	c.streamReads++
+	if c.readDone == nil {
+		c.readDone = func() bool {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return c.readDoneLocked()
+		}
+	}
 	e.mu.Unlock()
-	err := sr.ReadFor(ctx, c.remote, func() bool {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return c.readDoneLocked()
-	})
+	err := e.sr.ReadFor(ctx, c.remote, c.readDone)
 	e.mu.Lock()
 	c.streamReads--
-	e.mu.Unlock()
 	return err
 }
 

@@ -11,7 +11,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/datagram"
@@ -179,8 +178,11 @@ type transport struct {
 	maxHandshakes int
 	closeWait     time.Duration
 
-	mu     sync.Mutex
-	conns  map[netip.AddrPort]*tcpConn
+	mu    sync.Mutex
+	conns map[netip.AddrPort]*tcpConn
+	// last is the connection conn found last, while it is in conns
+	// (written with mu held): a client's only one, a server's busiest.
+	last   atomic.Pointer[tcpConn]
 	closed bool
 	// handshakes holds a server's connections still in their handshake,
 	// oldest first (N46).
@@ -212,7 +214,10 @@ type tcpConn struct {
 	wake  chan struct{}    // the reader goroutine looks at its state again
 	idle  *timer.IdleTimer // hands a role left free to the reader goroutine (c.mu)
 
-	rc syscall.RawConn // for writes by the goroutine that sends (nil: none)
+	iw *inlineWriter // for writes by the goroutine that sends (nil: none)
+	// answer says a packet was read from the stream since the last
+	// write: the next packet may be its reply (writeNowLocked).
+	answer atomic.Bool
 
 	mu          sync.Mutex
 	pending     []byte // packets waiting for the writer, each behind its length
@@ -304,11 +309,13 @@ func (t *transport) acceptLoop() {
 func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 	ap := nc.RemoteAddr().(*net.TCPAddr).AddrPort()
 	remote := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	var rc syscall.RawConn
+	var iw *inlineWriter
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 		if inlineWrites {
-			rc, _ = tc.SyscallConn()
+			if rc, err := tc.SyscallConn(); err == nil {
+				iw = newInlineWriter(rc)
+			}
 		}
 	}
 	bufSize := 0 // frame.DefaultBuffer
@@ -316,7 +323,7 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 		bufSize = handshakeBuffer
 	}
 	c := &tcpConn{
-		nc: nc, remote: remote, server: server, rc: rc, readerDone: make(chan struct{}),
+		nc: nc, remote: remote, server: server, iw: iw, readerDone: make(chan struct{}),
 		fr:    frame.NewReader(nc, t.maxPacket, bufSize),
 		ready: make(chan struct{}, 1), token: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		idle: t.e.NewIdleTimer(idleDelay),
@@ -331,6 +338,9 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 		t.mu.Unlock()
 		nc.Close()
 		return remote
+	}
+	if old := t.last.Load(); old != nil && old.remote == remote {
+		t.last.Store(nil) // replaced
 	}
 	t.conns[remote] = c
 	if server {
@@ -433,6 +443,7 @@ func (t *transport) readBackground(c *tcpConn) bool {
 			t.failed(c, err)
 			return false
 		}
+		c.answer.Store(true)
 		if c.established { // written by this goroutine only
 			t.e.Input(c.remote, p)
 			continue
@@ -557,6 +568,28 @@ func (t *transport) WaitRole(addr netip.AddrPort) <-chan struct{} {
 	return c.token
 }
 
+// TakeRole takes the read role of the stream from addr for a Receive if
+// it is free (driver.StreamReader).
+func (t *transport) TakeRole(addr netip.AddrPort) bool {
+	c := t.conn(addr)
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ending || c.rerr != nil {
+		return false
+	}
+	select {
+	case <-c.token:
+		c.role = roleReceive
+		c.interrupt = false
+		return true
+	default:
+		return false
+	}
+}
+
 // UnwaitRole undoes WaitRole (driver.StreamReader).
 func (t *transport) UnwaitRole(addr netip.AddrPort, took bool) {
 	c := t.conn(addr)
@@ -616,6 +649,7 @@ func (t *transport) ReadFor(ctx context.Context, addr netip.AddrPort, done func(
 			t.failed(c, err)
 			return nil
 		}
+		c.answer.Store(true)
 		t.e.Input(c.remote, p)
 		// The packets that came with it cost no system call: they
 		// go to the queue now, and the Receive calls that follow
@@ -691,9 +725,16 @@ func (c *tcpConn) setDeadlineLocked(d time.Time) {
 
 // conn returns the connection to addr, or nil.
 func (t *transport) conn(addr netip.AddrPort) *tcpConn {
+	if c := t.last.Load(); c != nil && c.remote == addr {
+		return c
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.conns[addr]
+	c := t.conns[addr]
+	if c != nil {
+		t.last.Store(c)
+	}
+	return c
 }
 
 // PauseRead stops or resumes the reading of the connection to addr
@@ -832,6 +873,7 @@ func (t *transport) forget(c *tcpConn) {
 	if t.conns[c.remote] == c {
 		delete(t.conns, c.remote)
 	}
+	t.last.CompareAndSwap(c, nil)
 	if c.hs != nil {
 		t.handshakes.Remove(c.hs)
 		c.hs = nil
@@ -870,24 +912,34 @@ const maxInlineWrite = 16 << 10
 
 // writeNowLocked writes packet p to the socket from the goroutine that
 // sends it, under the engine's lock, if that cannot block: nothing waits
-// for the writer goroutine, the packet does not follow another within
-// writeBurst, and the system takes it without waiting (what it does not
-// take is left in partial for the writer). An echo then costs no hand-off
-// to the writer goroutine, whose wake-up on two busy processors costs more
-// than the write (N27). It reports whether p was taken.
+// for the writer goroutine, the packet is not part of a burst, and the
+// system takes it without waiting (what it does not take is left in
+// partial for the writer). An echo then costs no hand-off to the writer
+// goroutine, whose wake-up on two busy processors costs more than the
+// write (N27). A packet is part of a burst when it follows another within
+// writeBurst with nothing read from the stream in between: the first
+// packet after a read may be its reply, however short the round trip, and
+// so may the one after it (N104). It reports whether p was taken.
 func (c *tcpConn) writeNowLocked(p []byte) bool {
-	if c.rc == nil || len(p) > maxInlineWrite {
+	if c.iw == nil || len(p) > maxInlineWrite {
 		return false
 	}
-	now := time.Now()
-	burst := now.Sub(c.lastWrite) < writeBurst
-	c.lastWrite = now
+	burst := false
+	if c.answer.Swap(false) {
+		// A reply: the clock is not read, and the packet after it
+		// counts as the first of a burst at the most.
+		c.lastWrite = time.Time{}
+	} else {
+		now := time.Now()
+		burst = now.Sub(c.lastWrite) < writeBurst
+		c.lastWrite = now
+	}
 	if burst || c.ending || c.writing || len(c.pending) > 0 || c.partial != nil {
 		return false
 	}
 	b := frame.Append(c.wbuf[:0], p)
 	c.wbuf = b[:0]
-	if n := tryWrite(c.rc, b); n < len(b) {
+	if n := c.iw.tryWrite(b); n < len(b) {
 		c.partial = append([]byte(nil), b[n:]...)
 	}
 	return true
@@ -946,6 +998,15 @@ func (t *transport) Close() error {
 	}
 	return err
 }
+
+// The abilities the engine finds in the transport (driver.Engine.Start).
+var (
+	_ driver.StreamReader  = (*transport)(nil)
+	_ driver.Backpressure  = (*transport)(nil)
+	_ driver.Pauser        = (*transport)(nil)
+	_ driver.Ender         = (*transport)(nil)
+	_ driver.StatsReporter = (*transport)(nil)
+)
 
 // ErrFrameTooLarge reports a packet longer than the maximum packet size,
 // announced by the peer (which closes the connection, D20).

@@ -1,0 +1,154 @@
+package tcpdriver
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// socketPair returns the two ends of a TCP connection over loopback.
+func socketPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a.(*net.TCPConn), b.(*net.TCPConn)
+}
+
+// TestReplyWrittenInline: a packet that follows the previous one within
+// writeBurst is part of a burst, which the writer goroutine writes, unless
+// a packet was read from the stream in between: then it may be that
+// packet's reply, and the goroutine sending it writes it (N104). Before,
+// a round trip shorter than writeBurst sent every reply through the
+// writer goroutine, and the round trip could not get much shorter.
+func TestReplyWrittenInline(t *testing.T) {
+	if !inlineWrites {
+		t.Skip("no inline writes on this system")
+	}
+	a, b := socketPair(t)
+	rc, err := a.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &tcpConn{nc: a, iw: newInlineWriter(rc)}
+	// recent sets the time of the last write: within writeBurst (true),
+	// long before (false), or as the last step left it (nil).
+	yes, no := true, false
+	steps := []struct {
+		name   string
+		read   bool // a packet was read before this one is sent
+		recent *bool
+		inline bool
+	}{
+		{"first packet", false, &no, true},
+		{"packet right after another", false, &yes, false},
+		{"reply right after another", true, &yes, true},
+		{"the packet after the reply", false, nil, true},
+		{"the next within writeBurst", false, nil, false},
+		{"a packet long after the last", false, &no, true},
+		{"reply long after the last", true, &no, true},
+		{"after a read, sending again at once", false, &yes, false},
+	}
+	packet := []byte("a packet of the test")
+	written := 0
+	for _, s := range steps {
+		c.mu.Lock()
+		if s.read {
+			c.answer.Store(true)
+		}
+		if s.recent != nil {
+			if *s.recent {
+				c.lastWrite = time.Now().Add(time.Hour) // never writeBurst ago
+			} else {
+				c.lastWrite = time.Now().Add(-time.Hour)
+			}
+		}
+		got := c.writeNowLocked(packet)
+		c.mu.Unlock()
+		if got != s.inline {
+			t.Errorf("%s: written inline %v, want %v", s.name, got, s.inline)
+		}
+		if got {
+			written++
+		}
+	}
+	// What was written inline arrived, each packet behind its length.
+	frameLen := 4 + len(packet)
+	buf := make([]byte, written*frameLen)
+	b.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(b, buf); err != nil {
+		t.Fatalf("reading the %d packets written inline: %v", written, err)
+	}
+	for i := range written {
+		if got := string(buf[i*frameLen+4 : (i+1)*frameLen]); got != string(packet) {
+			t.Fatalf("packet %d reads %q", i, got)
+		}
+	}
+}
+
+// TestConnLookup: the transport finds a connection by its peer's address
+// through the one it found last, which must never outlive its place in
+// the connections: a connection that replaces another to the same
+// address is found at once, and one forgotten is no longer found.
+func TestConnLookup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := Listen(ctx, "127.0.0.1:0", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, tr := dialTransport(t, ctx, l.Addr().String(), Config{})
+	addr := c.RemoteAddr()
+	first := tr.conn(addr)
+	if first == nil || tr.conn(addr) != first {
+		t.Fatalf("the dialed connection is not found: %v", first)
+	}
+	// A second TCP connection to the same address replaces the first
+	// in the transport's connections.
+	nc, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.add(nc, false)
+	second := tr.conn(addr)
+	if second == nil || second == first {
+		t.Fatal("found the replaced connection")
+	}
+	// Both end (the first's end ends the Fastnet connection to addr,
+	// and with it the second): nothing is found any more.
+	first.nc.Close()
+	second.nc.Close()
+	waitFor(t, func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return len(tr.conns) == 0
+	})
+	if got := tr.conn(addr); got != nil {
+		t.Fatalf("a forgotten connection is still found: %p", got)
+	}
+}
+
+// waitFor waits up to 10 seconds for cond.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
