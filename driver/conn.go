@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/fastnet"
@@ -44,10 +45,14 @@ type Conn struct {
 	// streamReads counts its Receive calls in readStream: the role may
 	// pass from one to the next before the first has left.
 	streamReads int
-	readDone    func() bool     // readDoneLocked under e.mu, for StreamReader.ReadFor
-	final       *fastnet.Stats  // the statistics it ended with
-	quality     fastnet.Quality // the last quality report
-	sendDrops   uint64          // unreliable messages TrySend dropped
+	readDone    func() bool // news.Load, for StreamReader.ReadFor
+	// news is set when c is signalled (signalLocked), and to
+	// readDoneLocked when a Receive starts reading its stream: it is true
+	// whenever readDoneLocked is, and is read without e.mu.
+	news      atomic.Bool
+	final     *fastnet.Stats  // the statistics it ended with
+	quality   fastnet.Quality // the last quality report
+	sendDrops uint64          // unreliable messages TrySend dropped
 }
 
 // ID returns the Fastnet connection ID, the same on both sides.
@@ -63,6 +68,7 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // Options.CombineWrites the wake-up waits for the engine's unlock, after
 // the datagrams queued with it are written (see Engine.unlock).
 func (c *Conn) signalLocked() {
+	c.news.Store(true)
 	// If its Receive is reading the socket or stream for it (Reader,
 	// StreamReader), news from elsewhere (a timeout, a close) must end
 	// that read.

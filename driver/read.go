@@ -413,12 +413,11 @@ func (c *Conn) readStreamLocked(ctx context.Context) error {
 		c.watchLocked(ctx)
 	}
 	c.streamReads++
+	// Whatever makes readDoneLocked true signals c (signalLocked), which
+	// sets news: ReadFor asks it after each packet without the lock.
+	c.news.Store(c.readDoneLocked())
 	if c.readDone == nil {
-		c.readDone = func() bool {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			return c.readDoneLocked()
-		}
+		c.readDone = c.news.Load
 	}
 	e.mu.Unlock()
 	err := e.sr.ReadFor(ctx, c.remote, c.readDone)

@@ -218,6 +218,9 @@ type tcpConn struct {
 	// answer says a packet was read from the stream since the last
 	// write: the next packet may be its reply (writeNowLocked).
 	answer atomic.Bool
+	// queued is len(pending), written with mu held, read without
+	// (Blocked, before each Send).
+	queued atomic.Int64
 
 	mu          sync.Mutex
 	pending     []byte // packets waiting for the writer, each behind its length
@@ -765,6 +768,7 @@ func (t *transport) writeLoop(c *tcpConn) {
 		}
 		c.mu.Lock()
 		batch, c.pending = c.pending, batch[:0]
+		c.queued.Store(0)
 		partial := c.partial
 		c.partial = nil
 		ending := c.ending
@@ -842,6 +846,7 @@ func (t *transport) finish(c *tcpConn, fw *frame.Writer) {
 	c.ending = true
 	batch := c.pending
 	c.pending = nil
+	c.queued.Store(0)
 	partial := c.partial
 	c.partial = nil
 	established := c.established
@@ -893,6 +898,7 @@ func (t *transport) WriteBatch(msgs []datagram.Message) {
 		c.mu.Lock()
 		if !c.writeNowLocked(m.Buf) {
 			c.pending = frame.Append(c.pending, m.Buf)
+			c.queued.Store(int64(len(c.pending)))
 		}
 		kick := len(c.pending) > 0 || c.partial != nil
 		c.mu.Unlock()
@@ -952,9 +958,7 @@ func (t *transport) Blocked(addr netip.AddrPort) bool {
 	if c == nil {
 		return false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.pending) > t.writeQueue
+	return c.queued.Load() > int64(t.writeQueue)
 }
 
 // Ended closes the TCP connection to addr once what is queued for it is
