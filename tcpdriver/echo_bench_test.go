@@ -8,7 +8,24 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/drivertest"
 )
+
+// echo is drivertest.Echo over this driver: a client connected to a
+// server on loopback that echoes every message.
+func echo(tb testing.TB, ctx context.Context, engine fastnet.Config) *Conn {
+	return drivertest.Echo(tb, ctx, drivertest.Driver{
+		Name: "tcp",
+		Listen: func(ctx context.Context, addr string, engine fastnet.Config, _ drivertest.ListenOptions) (*Listener, error) {
+			return Listen(ctx, addr, Config{Engine: engine})
+		},
+		Dial: func(ctx context.Context, addr string, engine fastnet.Config) (*Conn, error) {
+			return Dial(ctx, addr, Config{Engine: engine})
+		},
+	}, engine)
+}
 
 // BenchmarkEcho is W1 over the TCP driver in one process: a 64-byte
 // reliable message and its echo per iteration, over loopback. Its time is
@@ -16,28 +33,7 @@ import (
 func BenchmarkEcho(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	l, err := Listen(ctx, "127.0.0.1:0", Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			return
-		}
-		for {
-			m, err := c.Receive(ctx)
-			if err != nil {
-				return
-			}
-			c.Send(ctx, m.Channel, m.Data, m.Reliable)
-		}
-	}()
-	c, err := Dial(ctx, l.Addr().String(), Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := echo(b, ctx, fastnet.Config{})
 	defer c.Close()
 	msg := make([]byte, 64)
 	b.ReportAllocs()
@@ -114,28 +110,7 @@ func TestEchoAllocations(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := Listen(ctx, "127.0.0.1:0", Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			return
-		}
-		for {
-			m, err := c.Receive(ctx)
-			if err != nil {
-				return
-			}
-			c.Send(ctx, m.Channel, m.Data, m.Reliable)
-		}
-	}()
-	c, err := Dial(ctx, l.Addr().String(), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := echo(t, ctx, fastnet.Config{})
 	defer c.Close()
 	msg := make([]byte, 64)
 	roundTrip := func() {

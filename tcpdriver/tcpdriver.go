@@ -932,8 +932,8 @@ func (c *tcpConn) writeNowLocked(p []byte) bool {
 	}
 	burst := false
 	if c.answer.Swap(false) {
-		// A reply: the clock is not read, and the packet after it
-		// counts as the first of a burst at the most.
+		// A reply: the clock is not read, so the packet after it is
+		// no part of a burst either, and starts one at the most.
 		c.lastWrite = time.Time{}
 	} else {
 		now := time.Now()

@@ -6,41 +6,27 @@ import (
 	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/drivertest"
 )
 
-// echo starts a server on loopback that echoes every message on the
-// channel it came on, and returns a client connected to it.
-func echo(tb testing.TB, ctx context.Context, cfg Config) *Conn {
-	tb.Helper()
-	l, err := Listen(ctx, "127.0.0.1:0", cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { l.Close() })
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			return
-		}
-		for {
-			m, err := c.Receive(ctx)
-			if err != nil {
-				return
-			}
-			c.Send(ctx, m.Channel, m.Data, m.Reliable)
-		}
-	}()
-	c, err := Dial(ctx, l.Addr().String(), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
+// echo is drivertest.Echo over this driver: a client connected to a
+// server on loopback that echoes every message.
+func echo(tb testing.TB, ctx context.Context, engine fastnet.Config) *Conn {
+	return drivertest.Echo(tb, ctx, drivertest.Driver{
+		Name: "udp",
+		Listen: func(ctx context.Context, addr string, engine fastnet.Config, _ drivertest.ListenOptions) (*Listener, error) {
+			return Listen(ctx, addr, Config{Engine: engine})
+		},
+		Dial: func(ctx context.Context, addr string, engine fastnet.Config) (*Conn, error) {
+			return Dial(ctx, addr, Config{Engine: engine})
+		},
+	}, engine)
 }
 
 func TestEcho(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c := echo(t, ctx, Config{})
+	c := echo(t, ctx, fastnet.Config{})
 	if err := c.Send(ctx, 3, []byte("hello"), true); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +47,7 @@ func TestEcho(t *testing.T) {
 func BenchmarkEcho(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := echo(b, ctx, Config{Engine: fastnet.Config{InitialPayloadMTU: 1200, MTU: fastnet.MTUConfig{Disabled: true}}})
+	c := echo(b, ctx, fastnet.Config{InitialPayloadMTU: 1200, MTU: fastnet.MTUConfig{Disabled: true}})
 	defer c.Close()
 	msg := make([]byte, 64)
 	b.ReportAllocs()

@@ -300,3 +300,33 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Echo starts a server of d on loopback that echoes every message on the
+// channel it came on, and returns a client connected to it, both with the
+// engine configuration engine. The server ends with tb.
+func Echo(tb testing.TB, ctx context.Context, d Driver, engine fastnet.Config) *driver.Conn {
+	tb.Helper()
+	l, err := d.Listen(ctx, "127.0.0.1:0", engine, ListenOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		for {
+			m, err := c.Receive(ctx)
+			if err != nil {
+				return
+			}
+			c.Send(ctx, m.Channel, m.Data, m.Reliable)
+		}
+	}()
+	c, err := d.Dial(ctx, l.Addr().String(), engine)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
