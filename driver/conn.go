@@ -46,9 +46,10 @@ type Conn struct {
 	// pass from one to the next before the first has left.
 	streamReads int
 	readDone    func() bool // news.Load, for StreamReader.ReadFor
-	// news is set when c is signalled (signalLocked), and to
-	// readDoneLocked when a Receive starts reading its stream: it is true
-	// whenever readDoneLocked is, and is read without e.mu.
+	// news is set to readDoneLocked when a Receive starts reading its
+	// stream, and then whenever c is signalled (signalLocked): while a
+	// Receive reads the stream it is true whenever readDoneLocked is,
+	// and it is read without e.mu.
 	news      atomic.Bool
 	final     *fastnet.Stats  // the statistics it ended with
 	quality   fastnet.Quality // the last quality report
@@ -68,7 +69,9 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // Options.CombineWrites the wake-up waits for the engine's unlock, after
 // the datagrams queued with it are written (see Engine.unlock).
 func (c *Conn) signalLocked() {
-	c.news.Store(true)
+	if c.streamReads > 0 {
+		c.news.Store(true) // read by the Receive reading the stream
+	}
 	// If its Receive is reading the socket or stream for it (Reader,
 	// StreamReader), news from elsewhere (a timeout, a close) must end
 	// that read.

@@ -56,7 +56,10 @@ type WaitReporter interface {
 // as the engine does with a Reader: each stream has a read role that one
 // goroutine holds at a time, the transport's own reader when no Receive
 // waits. Its methods may be called with the engine's lock held, except
-// ReadFor, and must not call the engine then.
+// ReadFor, and must not call the engine then. A peer's packets reach the
+// engine (Engine.Input, InputEstablished) only from the holder of its
+// stream's role: the engine does not interrupt a Receive's ReadFor for
+// the packets that ReadFor hands it itself (N104).
 type StreamReader interface {
 	// WaitRole registers a Receive waiting for the read role of addr's
 	// stream and returns the channel a value of which gives the role, or

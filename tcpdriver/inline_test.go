@@ -69,12 +69,17 @@ func TestReplyWrittenInline(t *testing.T) {
 		if s.read {
 			c.answer.Store(true)
 		}
-		if s.recent != nil {
-			if *s.recent {
-				c.lastWrite = time.Now().Add(time.Hour) // never writeBurst ago
-			} else {
-				c.lastWrite = time.Now().Add(-time.Hour)
-			}
+		switch {
+		case s.recent != nil && *s.recent:
+			c.lastWrite = time.Now().Add(time.Hour) // never writeBurst ago
+		case s.recent != nil:
+			c.lastWrite = time.Now().Add(-time.Hour)
+		case !s.inline && !c.lastWrite.IsZero():
+			// As the last step left it, as if no time had passed
+			// since (a slow machine takes more than writeBurst
+			// between two steps). A time the last step wrongly left
+			// zero stays zero, and the step fails.
+			c.lastWrite = c.lastWrite.Add(time.Hour)
 		}
 		got := c.writeNowLocked(packet)
 		c.mu.Unlock()
@@ -150,5 +155,57 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestReadMarksReply: both ways a stream is read, by a Receive holding
+// its role and by the reader goroutine, mark that a packet was read, so
+// that the next packet sent may be written inline as its reply (N104).
+func TestReadMarksReply(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := Listen(ctx, "127.0.0.1:0", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, tr := dialTransport(t, ctx, l.Addr().String(), Config{})
+	sc, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := tr.conn(c.RemoteAddr())
+	role := func() role {
+		tc.mu.Lock()
+		defer tc.mu.Unlock()
+		return tc.role
+	}
+	send := func() {
+		tc.answer.Store(false)
+		if err := sc.Send(ctx, 1, []byte("ping"), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A Receive that finds the role free reads the stream itself.
+	for role() != roleFree {
+		send()
+		if _, err := c.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send()
+	if _, err := c.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !tc.answer.Load() {
+		t.Error("a packet read by a Receive left no mark")
+	}
+	// Nobody receives: the reader goroutine takes the role back and
+	// reads.
+	waitFor(t, func() bool { return role() == roleReader })
+	send()
+	waitFor(t, func() bool { return c.Queued() > 0 })
+	if !tc.answer.Load() {
+		t.Error("a packet read by the reader goroutine left no mark")
 	}
 }
