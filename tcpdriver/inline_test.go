@@ -111,12 +111,7 @@ func TestReplyWrittenInline(t *testing.T) {
 func TestConnLookup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := Listen(ctx, "127.0.0.1:0", Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	c, tr := dialTransport(t, ctx, l.Addr().String(), Config{})
+	l, c, tr := listenDial(t, ctx, Config{})
 	addr := c.RemoteAddr()
 	first := tr.conn(addr)
 	if first == nil || tr.conn(addr) != first {
@@ -164,22 +159,12 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestReadMarksReply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := Listen(ctx, "127.0.0.1:0", Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	c, tr := dialTransport(t, ctx, l.Addr().String(), Config{})
+	l, c, tr := listenDial(t, ctx, Config{})
 	sc, err := l.Accept(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tc := tr.conn(c.RemoteAddr())
-	role := func() role {
-		tc.mu.Lock()
-		defer tc.mu.Unlock()
-		return tc.role
-	}
 	send := func() {
 		tc.answer.Store(false)
 		if err := sc.Send(ctx, 1, []byte("ping"), true); err != nil {
@@ -187,12 +172,7 @@ func TestReadMarksReply(t *testing.T) {
 		}
 	}
 	// A Receive that finds the role free reads the stream itself.
-	for role() != roleFree {
-		send()
-		if _, err := c.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	leaveRoleFree(t, ctx, c, sc, tc)
 	send()
 	if _, err := c.Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -202,7 +182,7 @@ func TestReadMarksReply(t *testing.T) {
 	}
 	// Nobody receives: the reader goroutine takes the role back and
 	// reads.
-	waitFor(t, func() bool { return role() == roleReader })
+	waitFor(t, func() bool { return roleOf(tc) == roleReader })
 	send()
 	waitFor(t, func() bool { return c.Queued() > 0 })
 	if !tc.answer.Load() {

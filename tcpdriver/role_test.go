@@ -33,6 +33,40 @@ func dialTransport(t *testing.T, ctx context.Context, addr string, cfg Config) (
 	return c, tr
 }
 
+// listenDial starts a server with cfg on loopback and dials it as
+// dialTransport does; the server ends with t.
+func listenDial(t *testing.T, ctx context.Context, cfg Config) (*Listener, *driver.Conn, *transport) {
+	t.Helper()
+	l, err := Listen(ctx, "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	c, tr := dialTransport(t, ctx, l.Addr().String(), cfg)
+	return l, c, tr
+}
+
+// roleOf returns who holds the read role of tc's stream.
+func roleOf(tc *tcpConn) role {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.role
+}
+
+// leaveRoleFree has sc send to c, and c receive, until a Receive has left
+// the read role of c's stream (tc) free.
+func leaveRoleFree(t *testing.T, ctx context.Context, c, sc *driver.Conn, tc *tcpConn) {
+	t.Helper()
+	for roleOf(tc) != roleFree {
+		if err := sc.Send(ctx, 1, []byte("ping"), true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestRoleLeftByWaitingReceive: a Receive registers for a free read role
 // (WaitRole), the idle timer fires meanwhile and leaves the role to it,
 // and the Receive goes without the role (its message came another way, or
@@ -43,29 +77,13 @@ func TestRoleLeftByWaitingReceive(t *testing.T) {
 	defer cancel()
 	cfg := Config{}
 	cfg.Engine.Timeout = time.Second
-	l, err := Listen(ctx, "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	c, tr := dialTransport(t, ctx, l.Addr().String(), cfg)
+	l, c, tr := listenDial(t, ctx, cfg)
 	sc, err := l.Accept(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := tr.conn(c.RemoteAddr())
 	// A Receive that takes the role and leaves it free.
-	for free := false; !free; {
-		if err := sc.Send(ctx, 1, []byte("ping"), true); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
-		tc.mu.Lock()
-		free = tc.role == roleFree
-		tc.mu.Unlock()
-	}
+	leaveRoleFree(t, ctx, c, sc, tr.conn(c.RemoteAddr()))
 	if tr.WaitRole(c.RemoteAddr()) == nil {
 		t.Fatal("WaitRole: no role to wait for")
 	}
