@@ -1,6 +1,9 @@
 package channel
 
-import "errors"
+import (
+	"encoding/binary"
+	"errors"
+)
 
 // The data packet of a message channel over an unreliable transport (D4).
 // It is the payload of a Fastnet packet, after the 2-byte channel id:
@@ -72,17 +75,15 @@ func get24(b []byte) Seq {
 // shorter than HeaderLen and ErrBadSeq if either sequence number is below
 // MinSeq (D5). Every 24-bit value is otherwise valid.
 func ParseHeader(b []byte) (Header, error) {
+	// Written to be inlined where a packet is parsed (N105).
 	if len(b) < HeaderLen {
 		return Header{}, ErrShort
 	}
-	h := Header{
-		Reliable: b[0]&FlagReliable != 0,
-		Start:    b[0]&FlagStart != 0,
-		Seq:      get24(b[1:4]),
-		Rel:      get24(b[4:7]),
-	}
-	if !h.Seq.Valid() || !h.Rel.Valid() {
+	x, y := binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[3:])
+	seq, rel := Seq(int32(x<<8)>>8), Seq(int32(y<<8)>>8)
+	// A 24-bit value is MaxSeq at most: only the low end is tested.
+	if seq < MinSeq || rel < MinSeq {
 		return Header{}, ErrBadSeq
 	}
-	return h, nil
+	return Header{Reliable: x&(FlagReliable<<24) != 0, Start: x&(FlagStart<<24) != 0, Seq: seq, Rel: rel}, nil
 }

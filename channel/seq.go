@@ -45,16 +45,20 @@ func (s Seq) Prev() Seq {
 // Add returns the sequence number n places after s, wrapping as Next does.
 // A negative n counts backwards.
 func (s Seq) Add(n int) Seq {
-	if n >= 0 && n < SeqSpace && s.Valid() {
-		// Forward from a valid number by less than the space, as
-		// almost always: one wrap at most, without the divisions (and
-		// without an n so large that the sum overflows).
-		i := s.index() + n
-		if i >= SeqSpace {
-			i -= SeqSpace
-		}
-		return fromIndex(i)
+	if uint(n) >= uint(SeqSpace) || !s.Valid() {
+		return s.addSlow(n)
 	}
+	// Forward from a valid number by less than the space, as almost
+	// always: one wrap at most, without the divisions.
+	if i := int(s) + n; i <= int(MaxSeq) {
+		return Seq(i)
+	}
+	return Seq(int(s) + n - SeqSpace)
+}
+
+// addSlow is Add for a negative n, one of the space or more, or an
+// invalid s: kept apart so that Add, on its common path, is inlined.
+func (s Seq) addSlow(n int) Seq {
 	i := (s.index() + n%SeqSpace) % SeqSpace
 	if i < 0 {
 		i += SeqSpace

@@ -207,3 +207,16 @@ func TestDistanceAsRemainder(t *testing.T) {
 		}
 	})
 }
+
+// Add's common path (a valid number, 0 <= n < SeqSpace) gives what the
+// general formula, addSlow, gives (N105).
+func TestSeqAddFastPath(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := Seq(rapid.IntRange(int(MinSeq), int(MaxSeq)).Draw(t, "s"))
+		n := rapid.OneOf(rapid.IntRange(0, SeqSpace-1), rapid.IntRange(-3*SeqSpace, 3*SeqSpace),
+			rapid.SampledFrom([]int{0, 1, SeqSpace - 1, SeqSpace, int(MaxSeq) - int(s), int(MaxSeq) - int(s) + 1})).Draw(t, "n")
+		if got, want := s.Add(n), s.addSlow(n); got != want {
+			t.Fatalf("Seq(%d).Add(%d) = %d, want %d", s, n, got, want)
+		}
+	})
+}

@@ -94,19 +94,21 @@ func AppendMessage(b, payload []byte, reliable bool) []byte {
 // appendHeader appends the flags byte and the length field of a message
 // of n payload bytes.
 func appendHeader(b []byte, n int, reliable bool) []byte {
-	if uint64(n) > 0xffffffff {
-		panic("coalesce: payload of 4 GiB or more")
-	}
-	ll := lengthLen(n)
-	flags := byte(ll-1) << flagLenShift
+	var f byte
 	if reliable {
-		flags |= FlagReliable
+		f = FlagReliable
 	}
-	b = append(b, flags)
-	for i := ll - 1; i >= 0; i-- {
-		b = append(b, byte(n>>(8*i)))
+	switch u := uint(n); {
+	case u <= 0xff:
+		return append(b, f, byte(u))
+	case u <= 0xffff:
+		return append(b, f|1<<flagLenShift, byte(u>>8), byte(u))
+	case u <= 0xffffff:
+		return append(b, f|2<<flagLenShift, byte(u>>16), byte(u>>8), byte(u))
+	case u <= 0xffffffff:
+		return append(b, f|3<<flagLenShift, byte(u>>24), byte(u>>16), byte(u>>8), byte(u))
 	}
-	return b
+	panic("coalesce: payload of 4 GiB or more")
 }
 
 // ParseHeader reads the flags byte and the length field at the start of b,
@@ -116,21 +118,20 @@ func appendHeader(b []byte, n int, reliable bool) []byte {
 // maxLen admits only empty payloads). Nothing is allocated, so a hostile
 // length costs nothing.
 func ParseHeader(b []byte, maxLen int) (Header, error) {
-	if len(b) < 1 {
+	// Written to be inlined where a packet is parsed (N105): the first
+	// test covers an empty b too, as a length field has a byte at least.
+	if len(b) < 2 || len(b) < 2+int(b[0]>>flagLenShift) {
 		return Header{}, ErrShort
 	}
-	ll := int(b[0]>>flagLenShift) + 1
-	if len(b) < 1+ll {
-		return Header{}, ErrShort
-	}
+	hl := 2 + int(b[0]>>flagLenShift)
 	var n uint64
-	for _, c := range b[1 : 1+ll] {
+	for _, c := range b[1:hl] {
 		n = n<<8 | uint64(c)
 	}
 	if n > uint64(max(maxLen, 0)) {
 		return Header{}, ErrTooLarge
 	}
-	return Header{Reliable: b[0]&FlagReliable != 0, Len: int(n), HeaderLen: 1 + ll}, nil
+	return Header{Reliable: b[0]&FlagReliable != 0, Len: int(n), HeaderLen: hl}, nil
 }
 
 // Message is a decoded message.

@@ -228,7 +228,14 @@ func (cc *congestion) computeRate(hbRTT time.Duration) float64 {
 // capacity returns the most tokens the bucket holds, and the most it may
 // owe: a millisecond of the rate, or a few datagrams.
 func capacity(rate float64, datagram int) float64 {
-	return max(rate*ccBurstSeconds, float64(ccBurstDatagrams*datagram))
+	// Compared, not max: Go's float max, which must order NaNs and
+	// zeros' signs, costs a dozen instructions on every packet, and
+	// neither value can be a NaN (N105).
+	c, d := rate*ccBurstSeconds, float64(ccBurstDatagrams*datagram)
+	if d > c {
+		return d
+	}
+	return c
 }
 
 // fill adds the tokens earned since the bucket was last filled, within
@@ -261,13 +268,21 @@ func (cc *congestion) spend(n int, datagram int, owe bool) {
 		return
 	}
 	cc.sent += uint64(n)
-	floor := min(cc.tokens, 0)
-	if owe {
+	// The bucket's new level, max(tokens-n, floor), with floor the
+	// capacity owed or min(tokens, 0), by comparisons (see capacity).
+	t := cc.tokens - float64(n)
+	switch {
+	case owe:
 		// The rate the bucket was last filled at: every packet that
 		// owes first passed ready, or is a probe polled just after.
-		floor = -capacity(cc.rateVal, datagram)
+		// A level above the burst's datagrams is above the floor.
+		if t < -float64(ccBurstDatagrams*datagram) {
+			t = max(t, -capacity(cc.rateVal, datagram))
+		}
+	case t < 0:
+		t = min(cc.tokens, 0)
 	}
-	cc.tokens = max(cc.tokens-float64(n), floor)
+	cc.tokens = t
 }
 
 // next returns when the pacer next lets a packet go, as of the bucket's

@@ -374,6 +374,25 @@ func (e *Endpoint) emit(ev Event) {
 // It builds the event in its place in the queue: an Event is large, and
 // one more copy of it per message measurably slows the engine.
 func (e *Endpoint) emitMessage(c *conn, ch int16, m channel.Message) {
+	if e.arena.Reuse || c.unvalidated {
+		// Apart, with the Event that hold takes: its frame is large,
+		// and the common path's is small (N105).
+		var held bool
+		if m, held = e.lendOrHold(c, ch, m); held {
+			return
+		}
+	}
+	e.events = append(e.events, Event{})
+	ev := &e.events[len(e.events)-1]
+	ev.Kind, ev.Conn, ev.Addr = EventMessage, c.handle, c.addr
+	ev.Channel, ev.Reliable, ev.Data = int(ch), m.Reliable, m.Data
+}
+
+// lendOrHold is emitMessage's part for a message whose buffer is lent
+// (Config.ReuseMessageBuffers) or that is held for a connection not yet
+// validated (D25): it returns the message with its data as the event
+// carries it, and whether the event was held.
+func (e *Endpoint) lendOrHold(c *conn, ch int16, m channel.Message) (channel.Message, bool) {
 	if e.arena.Reuse {
 		var b *channel.Block
 		if b, m.Data = e.lend(m.Data); b != nil && c.unvalidated {
@@ -387,12 +406,9 @@ func (e *Endpoint) emitMessage(c *conn, ch int16, m channel.Message) {
 	}
 	if c.unvalidated {
 		c.hold(Event{Kind: EventMessage, Conn: c.handle, Addr: c.addr, Channel: int(ch), Reliable: m.Reliable, Data: m.Data})
-		return
+		return m, true
 	}
-	e.events = append(e.events, Event{})
-	ev := &e.events[len(e.events)-1]
-	ev.Kind, ev.Conn, ev.Addr = EventMessage, c.handle, c.addr
-	ev.Channel, ev.Reliable, ev.Data = int(ch), m.Reliable, m.Data
+	return m, false
 }
 
 // lend returns the arena block a message's data was lent from, if it
