@@ -1,6 +1,9 @@
 package channel
 
-import "errors"
+import (
+	"encoding/binary"
+	"errors"
+)
 
 // The ack packet (D13), the payload of a Fastnet packet on channel -5:
 //
@@ -64,12 +67,14 @@ func ParseAcks(b []byte) (AckIter, error) {
 // cannot acknowledge anything, a negative (non-message) channel or a
 // sequence number below MinSeq, are skipped.
 func (it *AckIter) Next() bool {
+	// Written to be inlined where acks are handled (N105).
 	for len(it.b) >= AckLen {
-		p := it.b[:AckLen]
+		x, lo := binary.BigEndian.Uint32(it.b), it.b[4]
 		it.b = it.b[AckLen:]
-		a := Ack{Channel: int16(p[0])<<8 | int16(p[1]), Seq: get24(p[2:5])}
-		if a.Channel >= 0 && a.Seq.Valid() {
-			it.a = a
+		ch, seq := int16(x>>16), Seq(int32(x<<16|uint32(lo)<<8)>>8)
+		// A 24-bit value is MaxSeq at most: only the low end is tested.
+		if ch >= 0 && seq >= MinSeq {
+			it.a = Ack{Channel: ch, Seq: seq}
 			return true
 		}
 	}

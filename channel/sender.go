@@ -637,7 +637,9 @@ func (s *Sender) free(idx int32) {
 	if m.refs == 0 && m.off == len(m.buf) {
 		s.release(m)
 	}
-	*r = record{ticket: r.ticket + 1}
+	// Dead (live, ticket), and nothing kept alive by it; track sets every
+	// other field when the place is used again (N105).
+	r.chunk, r.msg, r.live, r.ticket = nil, nil, false, r.ticket+1
 	s.freeRecs = append(s.freeRecs, idx)
 }
 

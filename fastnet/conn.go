@@ -100,10 +100,11 @@ type conn struct {
 	// The earliest resend and the earliest first send of an unacked
 	// packet over sendChans (sendTimes), and the resend RTT they were
 	// reckoned with; timesStale after an ack or a resend, which can make
-	// them later. A first send folds in without a scan.
-	resendAt, oldestAt clock.Time
-	timesRTT           time.Duration
-	timesStale         bool
+	// them later. A first send folds in without a scan, a first resend
+	// interval (timesFirst) after it.
+	resendAt, oldestAt   clock.Time
+	timesRTT, timesFirst time.Duration
+	timesStale           bool
 
 	queued     int // encoded bytes waiting to be sent the first time
 	inFlight   int // reliable bytes unacknowledged (sum over senders)
@@ -451,6 +452,7 @@ func (c *conn) sendTimes() (resend, oldest clock.Time) {
 			o = clock.Earliest(o, cs.snd.OldestUnacked())
 		}
 		c.resendAt, c.oldestAt, c.timesRTT, c.timesStale = r, o, rtt, false
+		c.timesFirst = channel.ResendInterval(0, rtt, maxI)
 	}
 	return c.resendAt, c.oldestAt
 }
@@ -463,7 +465,7 @@ func (c *conn) sentReliable(now clock.Time) {
 		c.timesStale = true
 		return
 	}
-	c.resendAt = clock.Earliest(c.resendAt, now.Add(channel.ResendInterval(0, c.timesRTT, c.ep.cfg.MaxResendInterval)))
+	c.resendAt = clock.Earliest(c.resendAt, now.Add(c.timesFirst))
 	c.oldestAt = clock.Earliest(c.oldestAt, now)
 }
 
