@@ -103,6 +103,13 @@ func BenchmarkEngine64ReliableFullBundle(b *testing.B) {
 	benchPairBurstMTU(b, 64, true, fullBundleBurst, fullBundleMTU)
 }
 
+// BenchmarkEngine1KReliableFullBundle is W3's engine part: 1 KiB
+// reliable messages, eight to a datagram of fullBundleMTU, in bursts of
+// two dozen.
+func BenchmarkEngine1KReliableFullBundle(b *testing.B) {
+	benchPairBurstMTU(b, 1024, true, 24, fullBundleMTU)
+}
+
 // The Reuse benchmarks are those above with Config.ReuseMessageBuffers
 // set: the application handles each message as it polls it, and the
 // endpoint carves the next ones out of the same memory (N103).

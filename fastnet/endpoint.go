@@ -367,7 +367,26 @@ func (e *Endpoint) emit(ev Event) {
 			return
 		}
 	}
+	e.reclaimEvents()
 	e.events = append(e.events, ev)
+}
+
+// reclaimEvents makes room in e.events for one more event, before an
+// append, by moving the events not yet polled to the front when the array
+// is full and at least half of it holds events already polled. Without it
+// an application that polls as many events as come, but is always some
+// behind, would never empty the queue, and its array would grow with
+// every event it ever polled (N106). Appending then grows the array only
+// while more than half of it is events waiting, so its size stays within
+// about four times the most events waiting at once.
+func (e *Endpoint) reclaimEvents() {
+	if len(e.events) < cap(e.events) || e.evHead < len(e.events)/2 {
+		return
+	}
+	n := copy(e.events, e.events[e.evHead:])
+	clear(e.events[n:]) // what they refer to is no longer kept alive
+	e.evBase += e.evHead
+	e.events, e.evHead = e.events[:n], 0
 }
 
 // emitMessage reports a message c delivered on channel ch, as emit does.
@@ -381,6 +400,9 @@ func (e *Endpoint) emitMessage(c *conn, ch int16, m channel.Message) {
 		if m, held = e.lendOrHold(c, ch, m); held {
 			return
 		}
+	}
+	if len(e.events) == cap(e.events) {
+		e.reclaimEvents()
 	}
 	e.events = append(e.events, Event{})
 	ev := &e.events[len(e.events)-1]
