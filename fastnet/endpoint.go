@@ -199,6 +199,10 @@ func (e *Endpoint) removeConn(c *conn) {
 	if e.intros.n() > 0 {
 		e.introConnGone(c) // X7
 	}
+	// Its introduction counts go whether or not an introduction is live:
+	// kept, they would pin the ended connection, one more for every
+	// client that ever asked (N107).
+	delete(e.intros.counts, c)
 	delete(e.conns, c.handle)
 	if e.byAddr[c.addr] == c {
 		delete(e.byAddr, c.addr)

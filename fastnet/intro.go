@@ -603,7 +603,6 @@ func (e *Endpoint) introConnGone(c *conn) {
 		}
 		e.forget(in)
 	}
-	delete(t.counts, c)
 }
 
 // ---- A: the initiator ----
