@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/fastnet"
@@ -135,6 +136,15 @@ func (c *Conn) endLocked(err error, local bool) {
 	}
 }
 
+// messagePlace is what a message's place in a connection's receive queue
+// costs beside its data: a Message.
+const messagePlace = int(unsafe.Sizeof(Message{}))
+
+// queueCharge is what a message of data takes from Options.ReceiveQueue:
+// its bytes and its place in the queue, so that empty or tiny messages,
+// which a peer may send by the million, fill the queue too (N107).
+func queueCharge(data []byte) int { return len(data) + messagePlace }
+
 // deliverLocked queues a message for Receive. When the queue reaches
 // Options.ReceiveQueue bytes the connection's intake pauses (N13): the
 // endpoint drops its message packets unacked, or the stream is no longer
@@ -143,13 +153,13 @@ func (c *Conn) endLocked(err error, local bool) {
 // an unreliable one that does not fit is dropped.
 func (c *Conn) deliverLocked(ev *fastnet.Event) {
 	limit := c.e.opts.ReceiveQueue
-	if !ev.Reliable && c.queueBytes+len(ev.Data) > limit && c.queue.Len() > 0 {
+	if !ev.Reliable && c.queueBytes+queueCharge(ev.Data) > limit && c.queue.Len() > 0 {
 		c.dropped++
 		c.pauseLocked(true)
 		return
 	}
 	c.queue.Push(Message{Channel: ev.Channel, Reliable: ev.Reliable, Data: ev.Data})
-	c.queueBytes += len(ev.Data)
+	c.queueBytes += queueCharge(ev.Data)
 	c.e.delivered++
 	if c.queueBytes >= limit {
 		c.pauseLocked(true)
@@ -300,7 +310,7 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 	e.mu.Lock()
 	for {
 		if m, ok := c.queue.Take(); ok {
-			c.queueBytes -= len(m.Data)
+			c.queueBytes -= queueCharge(m.Data)
 			if c.paused && c.queueBytes <= e.opts.ReceiveQueue/2 {
 				c.pauseLocked(false)
 			}
@@ -412,7 +422,8 @@ func (c *Conn) DroppedUnread() uint64 {
 	return c.dropped
 }
 
-// Queued returns the bytes of the messages waiting for Receive.
+// Queued returns the bytes of the messages waiting for Receive, with
+// what each one's place in the queue costs (Options.ReceiveQueue).
 func (c *Conn) Queued() int {
 	c.e.mu.Lock()
 	defer c.e.mu.Unlock()

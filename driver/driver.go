@@ -53,7 +53,9 @@ type Pauser interface {
 // Options are the driver settings beyond the endpoint's.
 type Options struct {
 	// ReceiveQueue bounds the bytes of delivered messages a connection
-	// holds until Receive takes them (N13). When they reach it the
+	// holds until Receive takes them (N13), each message counting its
+	// data and its place in the queue (40 bytes on 64-bit platforms,
+	// N107), so that empty messages fill it too. When they reach it the
 	// connection's intake pauses until Receive has taken half: the peer's
 	// packets are dropped unacked and resent later, or its stream is not
 	// read. Unreliable messages that do not fit are dropped (counted in

@@ -48,9 +48,10 @@ type Config struct {
 	// overhead, D20) bounds the frames accepted from the peer.
 	Engine fastnet.Config
 	// ReceiveQueue bounds the bytes of received messages waiting for
-	// Receive, per connection. When they reach it the connection's TCP
-	// stream is no longer read until Receive has taken half, and TCP's
-	// flow control holds the sender. Default (0): 4*MaxMessageSize, at
+	// Receive, per connection, each counting its data and its place in
+	// the queue (40 bytes on 64-bit platforms). When they reach it the
+	// connection's TCP stream is no longer read until Receive has taken
+	// half, and TCP's flow control holds the sender. Default (0): 4*MaxMessageSize, at
 	// least 16 MiB; negative is refused.
 	ReceiveQueue int
 	// WriteQueue bounds the bytes waiting to be written to one TCP

@@ -62,10 +62,12 @@ type Config struct {
 	// Listen and Dial.
 	Engine fastnet.Config
 	// ReceiveQueue bounds the bytes of received messages waiting for
-	// Receive, per connection. When they reach it the connection stops
-	// taking the peer's messages until Receive has taken half: their
-	// packets are dropped unacked and the peer resends the reliable ones
-	// (D22), so nothing reliable is lost and the connection stays up.
+	// Receive, per connection, each counting its data and its place in
+	// the queue (40 bytes on 64-bit platforms). When they reach it the
+	// connection stops taking the peer's messages until Receive has
+	// taken half: their packets are dropped unacked and the peer resends
+	// the reliable ones (D22), so nothing reliable is lost and the
+	// connection stays up.
 	// Unreliable messages that do not fit are dropped (Conn.DroppedUnread).
 	// Default (0): 4*MaxMessageSize, at least 16 MiB; negative is refused.
 	ReceiveQueue int
