@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/fastnet-engine/fastnet/internal/fifo"
 	"github.com/fastnet-engine/fastnet/urp"
@@ -43,7 +44,9 @@ import (
 type Config struct {
 	// Client holds the protocol's limits (the longest message).
 	Client urp.ClientConfig
-	// ReceiveQueue bounds the bytes of messages waiting for Receive; the
+	// ReceiveQueue bounds the bytes of events waiting for Receive, each
+	// counting its data and its place in the queue (a ClientEvent), so that
+	// empty messages and events without data fill it too (N107); the
 	// relay's stream is not read while they reach it. Default 4 MiB.
 	ReceiveQueue int
 	// WriteQueue bounds the bytes waiting to be written to the relay:
@@ -351,7 +354,15 @@ func (c *Conn) Queued() int {
 	return c.core.Buffered() + c.inflight
 }
 
-// Unread returns the bytes of messages waiting for Receive.
+// eventPlace is what an event's place in the receive queue costs beside
+// its data: a urp.ClientEvent.
+const eventPlace = int(unsafe.Sizeof(urp.ClientEvent{}))
+
+// eventCharge is what ev takes from Config.ReceiveQueue.
+func eventCharge(ev *urp.ClientEvent) int { return len(ev.Data) + eventPlace }
+
+// Unread returns the bytes of the events waiting for Receive, with what
+// each one's place in the queue costs (Config.ReceiveQueue).
 func (c *Conn) Unread() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -437,7 +448,7 @@ func (c *Conn) Receive(ctx context.Context) (urp.ClientEvent, error) {
 			return false, nil
 		}
 		full := c.qbytes >= c.cfg.ReceiveQueue
-		c.qbytes -= len(ev.Data)
+		c.qbytes -= eventCharge(&ev)
 		if full && c.qbytes < c.cfg.ReceiveQueue {
 			c.changeLocked() // the reader goes on
 		}
@@ -573,7 +584,7 @@ func (c *Conn) dispatchLocked() {
 			}
 		}
 		c.queue.Push(ev)
-		c.qbytes += len(ev.Data)
+		c.qbytes += eventCharge(&ev)
 	}
 	if changed {
 		c.changeLocked()
