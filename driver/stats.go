@@ -46,6 +46,10 @@ type Stats struct {
 	// HandshakeTimeouts counts those closed because their handshake did
 	// not complete in time (TCP, N46).
 	HandshakeTimeouts uint64
+	// WriteOverflows counts the transport connections closed because
+	// their write queue passed its hard bound: the peer asked for more
+	// answers than it read (TCP, N107).
+	WriteOverflows uint64
 }
 
 // StatsReporter is implemented by a transport with counters of its own

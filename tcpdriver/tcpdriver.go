@@ -55,7 +55,11 @@ type Config struct {
 	// least 16 MiB; negative is refused.
 	ReceiveQueue int
 	// WriteQueue bounds the bytes waiting to be written to one TCP
-	// connection: Send blocks while it is exceeded. Default 4 MiB.
+	// connection: Send blocks while it is exceeded. Default 4 MiB. What
+	// the endpoint answers the peer on its own (queries, heartbeats) is
+	// queued past it, but a connection whose queue reaches twice
+	// WriteQueue plus Engine.SendQueueSize, a peer that asks for more
+	// than it reads, is closed (Stats.WriteOverflows, N107).
 	WriteQueue int
 	// Backlog bounds a server's established connections waiting for
 	// Accept. While it is reached, new clients are refused with the
@@ -171,10 +175,13 @@ func newEngine(cfg Config) (*driver.Engine, error) {
 // handshakeTO has passed, and at most maxHandshakes of them are open, the
 // oldest closed to make room for a new one.
 type transport struct {
-	e             *driver.Engine
-	ln            net.Listener
-	maxPacket     int
-	writeQueue    int
+	e          *driver.Engine
+	ln         net.Listener
+	maxPacket  int
+	writeQueue int
+	// maxQueue is the most a connection's write queue may hold: past
+	// it the peer reads less than it asks for, and is closed (N107).
+	maxQueue      int
 	handshakeTO   time.Duration
 	maxHandshakes int
 	closeWait     time.Duration
@@ -192,6 +199,7 @@ type transport struct {
 	// Counters of DriverStats.
 	handshakesDropped atomic.Uint64
 	handshakeTimeouts atomic.Uint64
+	writeOverflows    atomic.Uint64
 }
 
 // minCloseWait is the least time an ending connection gets to write what is
@@ -225,6 +233,7 @@ type tcpConn struct {
 
 	mu          sync.Mutex
 	pending     []byte // packets waiting for the writer, each behind its length
+	overflowed  bool   // the queue passed maxQueue, and the socket was closed (N107)
 	partial     []byte // the end of a packet written in part by a Send
 	writing     bool   // the writer goroutine is writing
 	lastWrite   time.Time
@@ -282,6 +291,7 @@ func newTransport(e *driver.Engine, cfg Config) *transport {
 		e:             e,
 		maxPacket:     ec.MaxPacketSize,
 		writeQueue:    wq,
+		maxQueue:      2 * (wq + ec.SendQueueSize),
 		handshakeTO:   hto,
 		maxHandshakes: mh,
 		closeWait:     max(ec.Linger, minCloseWait),
@@ -383,6 +393,7 @@ func (t *transport) AddStats(s *driver.Stats) {
 	t.mu.Unlock()
 	s.HandshakesDropped = t.handshakesDropped.Load()
 	s.HandshakeTimeouts = t.handshakeTimeouts.Load()
+	s.WriteOverflows = t.writeOverflows.Load()
 }
 
 // writeFailed counts a failed write (DriverStats.WriteErrors), unless it
@@ -897,7 +908,16 @@ func (t *transport) WriteBatch(msgs []datagram.Message) {
 			continue
 		}
 		c.mu.Lock()
+		if c.overflowed {
+			c.mu.Unlock()
+			continue
+		}
 		if !c.writeNowLocked(m.Buf) {
+			if len(c.pending)+frame.HeaderLen+len(m.Buf) > t.maxQueue {
+				t.overflowLocked(c)
+				c.mu.Unlock()
+				continue
+			}
 			c.pending = frame.Append(c.pending, m.Buf)
 			c.queued.Store(int64(len(c.pending)))
 		}
@@ -907,6 +927,21 @@ func (t *transport) WriteBatch(msgs []datagram.Message) {
 			c.kickWriter()
 		}
 	}
+}
+
+// overflowLocked closes c, whose write queue would pass maxQueue. The
+// application's own messages stay within WriteQueue and one send queue
+// (Blocked), so only what the endpoint answers the peer on its own (its
+// queries, its heartbeats' echoes) can get there: a peer that asks for
+// more than it reads, and would otherwise make the queue grow without
+// bound (N107). Nothing more is queued for it; its reader then fails,
+// and the connection ends as for any broken stream.
+func (t *transport) overflowLocked(c *tcpConn) {
+	c.overflowed = true
+	t.writeOverflows.Add(1)
+	c.pending, c.partial = nil, nil
+	c.queued.Store(0)
+	c.nc.Close()
 }
 
 // writeBurst is how soon after the previous one a packet counts as part of

@@ -262,6 +262,7 @@ type turnedAway struct {
 	forged     uint64 // UDP: a validation that echoed what was never sent
 	hsDropped  uint64 // TCP: too many handshakes at once
 	hsTimedOut uint64 // TCP: handshake not completed in time
+	overflowed uint64 // TCP: asked for more answers than it read
 }
 
 func (x *served) turnedAway() turnedAway {
@@ -273,6 +274,7 @@ func (x *served) turnedAway() turnedAway {
 		forged:     v.Forged,
 		hsDropped:  d.HandshakesDropped,
 		hsTimedOut: d.HandshakeTimeouts,
+		overflowed: d.WriteOverflows,
 	}
 }
 
@@ -289,6 +291,7 @@ func countLines(transport string, prev, cur turnedAway) []string {
 		{"dropped", "forged address validation", prev.forged, cur.forged},
 		{"dropped", "too many handshakes at once", prev.hsDropped, cur.hsDropped},
 		{"dropped", "handshake timed out", prev.hsTimedOut, cur.hsTimedOut},
+		{"dropped", "write queue overflowed", prev.overflowed, cur.overflowed},
 	} {
 		if c.cur > c.prev {
 			lines = append(lines, fmt.Sprintf("%s %s clients=%d reason=%q", c.verb, transport, c.cur-c.prev, c.reason))

@@ -1,0 +1,94 @@
+package tcpdriver
+
+import (
+	"bytes"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/driver"
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/frame"
+)
+
+// A peer that floods "query:fastnet", which the endpoint answers anyone,
+// always (D15), and never reads its socket, makes the server queue an
+// answer for each: WriteQueue holds back only the application's Send.
+// Its connection's write queue stops at twice WriteQueue plus the
+// endpoint's SendQueueSize, and the connection is closed and counted
+// (Stats.WriteOverflows, N107). Before, the queue grew with every query:
+// 4.5 MB for 200,000 queries with WriteQueue at 64 KiB.
+func TestWriteQueueOverflow(t *testing.T) {
+	cfg := Config{WriteQueue: 64 << 10}
+	cfg.Engine.Role = fastnet.Server
+	cfg.Engine.MaxMessageSize = 16 << 10
+	cfg.Engine.SendQueueSize = 32 << 10
+	e, err := newEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTransport(e, cfg)
+	tr.ln = ln
+	l := e.NewListener(ln.Addr())
+	e.Start(tr)
+	t.Cleanup(func() { l.Close(); ln.Close() })
+	if want := 2 * (64<<10 + 32<<10); tr.maxQueue != want {
+		t.Fatalf("maxQueue %d, want %d", tr.maxQueue, want)
+	}
+	accepted := make(chan *tcpConn, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		nc.(*net.TCPConn).SetWriteBuffer(4096) // little for the kernel to absorb
+		accepted <- tr.conn(tr.add(nc, true))
+	}()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	peer.(*net.TCPConn).SetReadBuffer(4096)
+	c := <-accepted
+	packet := func(payload string) []byte {
+		return frame.Append(nil, append([]byte{0xff, 0xff}, payload...))
+	}
+	// The handshake, then a flood of queries; the peer never reads.
+	if _, err := peer.Write(packet("connect?")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200000 // 3.8 MB
+	flood := bytes.Repeat(packet("query:fastnet"), n)
+	peer.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	peer.Write(flood) // fails once the server closes the connection
+	most := 0
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		c.mu.Lock()
+		most = max(most, len(c.pending))
+		over := c.overflowed
+		c.mu.Unlock()
+		if over {
+			break
+		}
+	}
+	var s driver.Stats
+	tr.AddStats(&s)
+	if s.WriteOverflows != 1 {
+		t.Fatalf("WriteOverflows %d after %d queries from a peer that reads nothing (queue at most %d bytes seen), want 1", s.WriteOverflows, n, most)
+	}
+	if most > tr.maxQueue {
+		t.Errorf("the write queue reached %d bytes, past its bound %d", most, tr.maxQueue)
+	}
+	// The connection ends: the transport forgets it once its reader
+	// has returned.
+	for deadline := time.Now().Add(5 * time.Second); tr.conn(c.remote) != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the overflowed connection was not forgotten")
+		}
+	}
+}
