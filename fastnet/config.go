@@ -385,7 +385,8 @@ type MTUConfig struct {
 	// 250 ms).
 	FinalTimeout time.Duration
 	// MaxConcurrent bounds the estimations an endpoint runs at once, the
-	// rest waiting their turn; it answers half as many peers' estimations
+	// rest waiting their turn (the first of each connection, the
+	// periodic ones and the restarts alike, N108); it answers half as many peers' estimations
 	// at once, refusing the resets of others until one ends, so that
 	// thousands of connections starting together do not flood the socket
 	// with probes (N53). Default 128, measured in W5 (docs/scale.md).

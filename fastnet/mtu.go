@@ -177,6 +177,7 @@ func (c *conn) mtuTimeout(now clock.Time) {
 		return
 	}
 	c.checkBlackHole(now)
+	c.admitNext(now)
 	if t := c.estimator.NextDeadline(); t != 0 && t <= now {
 		c.estimator.HandleTimeout(now)
 		c.applyMTU()
@@ -342,6 +343,7 @@ func (c *conn) mtuPoll(now clock.Time, buf []byte) ([]byte, bool) {
 		}
 	}
 	if c.estimator != nil && c.probeReady(now) {
+		c.admitNext(now)
 		// Resets go three RTTs apart, and a round's final wait lasts at
 		// least two: the RTT of resends, floored (D14), so that a
 		// loopback RTT of microseconds does not resend the reset before
@@ -420,5 +422,10 @@ func (c *conn) checkBlackHole(now clock.Time) {
 	if p := c.ep.cfg.MTU.Path; p != nil {
 		c.estimator.SetPathHint(p(c.addr).PayloadMTU)
 	}
-	c.estimator.Start(now)
+	switch {
+	case c.mtuRunning:
+		c.estimator.Start(now) // over, in its place
+	case !c.mtuWaiting:
+		c.ep.admitEstimation(now, c) // at once or in turn, as any (N108)
+	}
 }

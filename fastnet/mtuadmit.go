@@ -37,7 +37,19 @@ func (e *Endpoint) admitEstimation(now clock.Time, c *conn) {
 		return
 	}
 	c.mtuWaiting = true
+	c.estimator.Hold() // a next estimation due waits for its turn too
 	e.mtuQueue = append(e.mtuQueue, c)
+}
+
+// admitNext puts c's next estimation through admission once it is due,
+// before anything else gives the estimator the time (which would start
+// it): the periodic one (mtu.Config.Period) and the retries after an
+// estimation that measured nothing (N44) count toward MaxConcurrent as
+// the first does (N108).
+func (c *conn) admitNext(now clock.Time) {
+	if !c.mtuRunning && !c.mtuWaiting && c.estimator.Due(now) {
+		c.ep.admitEstimation(now, c)
+	}
 }
 
 // estimationDone frees c's place once its estimation ended, and starts the

@@ -135,3 +135,58 @@ func TestClientEchoesAreHeartbeats(t *testing.T) {
 		t.Fatal("connection lost")
 	}
 }
+
+// N108: the estimations that start by themselves, Period after the last
+// (and the retries after one that measured nothing, N44), and those a
+// suspected black hole restarts, go through admission as the first does:
+// at every moment the server's estimations searching are among those
+// admitted, at most MaxConcurrent, and each connection's estimations go
+// on, in turn.
+func TestMTUAdmissionOfRestarts(t *testing.T) {
+	const (
+		clients = 4
+		limit   = 1
+		path    = 1500
+		period  = 2 * time.Second
+	)
+	n := fastnettest.NewNetwork(108)
+	n.SetDefaultLink(mtuLink(path, 0))
+	srvCfg := fastnet.Config{Role: fastnet.Server, Rand: n.Rand(), MTU: fastnet.MTUConfig{MaxConcurrent: limit, Period: period}}
+	srv, err := fastnet.NewEndpoint(srvCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Add(valServer, srv)
+	for i := range clients {
+		addr := netip.MustParseAddrPort(fmt.Sprintf("10.0.1.%d:5000", i+1))
+		c := newClient(t, n, addr, fastnet.Config{MTU: fastnet.MTUConfig{Disabled: true}})
+		if _, err := c.Connect(n.Now(), valServer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	most, checks := 0, 0
+	check := func() bool {
+		searching := 0
+		for h := fastnet.Handle(1); h <= clients+1; h++ {
+			if st, ok := srv.Stats(h); ok && st.MTUSearching {
+				searching++
+			}
+		}
+		es := srv.EndpointStats()
+		if searching > es.MTURunning || es.MTURunning > limit {
+			t.Fatalf("at %v: %d estimations searching, %d admitted, limit %d", n.Now(), searching, es.MTURunning, limit)
+		}
+		most = max(most, searching)
+		checks++
+		return false
+	}
+	n.RunUntilCond(check, time.Minute)
+	if most != limit {
+		t.Errorf("at most %d estimations at once, want %d", most, limit)
+	}
+	for h := fastnet.Handle(1); h <= clients+1; h++ {
+		if st, ok := srv.Stats(h); ok && st.MTUEstimations < 5 {
+			t.Errorf("connection %d: %d estimations in a minute with a period of %v", h, st.MTUEstimations, period)
+		}
+	}
+}

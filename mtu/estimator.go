@@ -75,6 +75,7 @@ type Estimator struct {
 	phase  phase
 	sendAt clock.Time // reset and probe phases: when the next payload is due
 	timer  clock.Time // reset phase after the last try: give up; final: end of the wait; idle: next estimation
+	held   bool       // idle: the next estimation waits for Start (Hold)
 
 	// The estimation.
 	first     bool // the next evaluated round is the estimation's first
@@ -231,6 +232,7 @@ const lossyPoints = 10
 // time, and search on only if one of these has changed; the MTU in use stays
 // until a round refutes it.
 func (e *Estimator) Start(now clock.Time) {
+	e.held = false
 	e.hintLo, e.hintHi = 0, 0
 	if e.mtu > e.cfg.Initial {
 		e.hintLo = e.mtu
@@ -336,7 +338,7 @@ func (e *Estimator) HandlePayload(now clock.Time, payload []byte) {
 func (e *Estimator) HandleTimeout(now clock.Time) {
 	switch e.phase {
 	case phaseIdle:
-		if e.timer != 0 && now >= e.timer {
+		if !e.held && e.timer != 0 && now >= e.timer {
 			e.Start(now)
 		}
 	case phaseReset:
@@ -381,8 +383,29 @@ func (e *Estimator) NextDeadline() clock.Time {
 		return e.sendAt
 	case phaseProbe:
 		return e.sendAt
+	case phaseIdle:
+		if e.held {
+			return 0
+		}
 	}
 	return e.timer // phaseFinal, phasePilot, phaseIdle
+}
+
+// Hold keeps an estimator that is between estimations from starting the
+// next one by itself when it is due: it starts at the next Start. An
+// endpoint that bounds the estimations it runs at once holds one whose
+// turn has not come. Hold during an estimation does nothing.
+func (e *Estimator) Hold() {
+	if e.phase == phaseIdle {
+		e.held = true
+	}
+}
+
+// Due reports whether an estimator between estimations is to start the
+// next one at now (it is not held, and its time has come): the endpoint
+// then starts it, or holds it until its turn.
+func (e *Estimator) Due(now clock.Time) bool {
+	return e.phase == phaseIdle && !e.held && e.timer != 0 && now >= e.timer
 }
 
 // AppendPayload appends to b the next payload to send on the estimator's
