@@ -14,19 +14,18 @@ type streamQueue struct {
 	q     fifo.Queue[streamMsg]
 	bytes int // encoded bytes queued
 	// free holds recycled message buffers by size class, a power of two
-	// from 32 bytes to 64 KiB, freeBytes of them in all (N107).
+	// from 16 bytes to 64 KiB, freeBytes of them in all (N107).
 	free      [streamClasses][][]byte
 	freeBytes int
 }
 
 // The recycled buffers of a Stream connection's messages: each message is
-// encoded in a buffer of the smallest class that holds it, so that what
-// the queue holds is within twice what SendQueueSize counts, and at most
-// streamKeep bytes of them are kept, as a sender keeps on an idle
-// Datagram connection (N107).
+// encoded in a buffer of the smallest class that holds it, twice its
+// encoded length at most or 16 bytes, and at most streamKeep bytes of
+// them are kept, as a sender keeps on an idle Datagram connection (N107).
 const (
-	streamMinShift = 5
-	streamClasses  = 12 // 32 B .. 64 KiB
+	streamMinShift = 4
+	streamClasses  = 13 // 16 B .. 64 KiB
 	streamKeep     = 256 << 10
 )
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/datagram"
 	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/frame"
@@ -19,10 +20,12 @@ import (
 // (Stats.WriteOverflows, N107). Before, the queue grew with every query:
 // 4.5 MB for 200,000 queries with WriteQueue at 64 KiB.
 func TestWriteQueueOverflow(t *testing.T) {
-	cfg := Config{WriteQueue: 64 << 10}
+	// Small bounds, so that a few thousand queries pass them even under
+	// the race detector.
+	cfg := Config{WriteQueue: 4 << 10}
 	cfg.Engine.Role = fastnet.Server
-	cfg.Engine.MaxMessageSize = 16 << 10
-	cfg.Engine.SendQueueSize = 32 << 10
+	cfg.Engine.MaxMessageSize = 4 << 10
+	cfg.Engine.SendQueueSize = 8 << 10
 	e, err := newEngine(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +39,7 @@ func TestWriteQueueOverflow(t *testing.T) {
 	l := e.NewListener(ln.Addr())
 	e.Start(tr)
 	t.Cleanup(func() { l.Close(); ln.Close() })
-	if want := 2 * (64<<10 + 32<<10); tr.maxQueue != want {
+	if want := 2 * (4<<10 + 8<<10); tr.maxQueue != want {
 		t.Fatalf("maxQueue %d, want %d", tr.maxQueue, want)
 	}
 	accepted := make(chan *tcpConn, 1)
@@ -64,10 +67,12 @@ func TestWriteQueueOverflow(t *testing.T) {
 	}
 	const n = 200000 // 3.8 MB
 	flood := bytes.Repeat(packet("query:fastnet"), n)
-	peer.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	peer.Write(flood) // fails once the server closes the connection
+	go func() {
+		peer.SetWriteDeadline(time.Now().Add(20 * time.Second))
+		peer.Write(flood) // fails once the server closes the connection
+	}()
 	most := 0
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		c.mu.Lock()
 		most = max(most, len(c.pending))
 		over := c.overflowed
@@ -89,6 +94,79 @@ func TestWriteQueueOverflow(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); tr.conn(c.remote) != nil; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the overflowed connection was not forgotten")
+		}
+	}
+}
+
+// A connection whose write queue overflows while its reading is paused
+// (the application behind in Receive, N13) ends all the same: the paused
+// reader goroutine is woken to read the closed socket, and fails (N107).
+func TestWriteQueueOverflowWhilePaused(t *testing.T) {
+	cfg := Config{WriteQueue: 64 << 10, HandshakeTimeout: time.Minute}
+	cfg.Engine.Role = fastnet.Server
+	cfg.Engine.MaxMessageSize = 16 << 10
+	cfg.Engine.SendQueueSize = 32 << 10
+	e, err := newEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTransport(e, cfg)
+	tr.ln = ln
+	l := e.NewListener(ln.Addr())
+	e.Start(tr)
+	t.Cleanup(func() { l.Close(); ln.Close() })
+	accepted := make(chan *tcpConn, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		nc.(*net.TCPConn).SetWriteBuffer(4096)
+		accepted <- tr.conn(tr.add(nc, true))
+	}()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	peer.(*net.TCPConn).SetReadBuffer(4096)
+	c := <-accepted
+
+	// The intake pauses (as deliverLocked does when ReceiveQueue fills),
+	// and the reader goroutine, after one more packet, waits paused.
+	tr.PauseRead(c.remote, true)
+	if _, err := peer.Write(frame.Append(nil, append([]byte{0xff, 0xff}, "query:fastnet"...))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+
+	// The endpoint's own packets (here written directly) pass the bound.
+	big := make([]byte, 12<<10)
+	for i := 0; i < 1000; i++ {
+		tr.WriteBatch([]datagram.Message{{Buf: big, N: len(big), Addr: c.remote}})
+		c.mu.Lock()
+		over := c.overflowed
+		c.mu.Unlock()
+		if over {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.mu.Lock()
+	over := c.overflowed
+	c.mu.Unlock()
+	if !over {
+		t.Fatal("no overflow")
+	}
+	// The engine hears of it at once, paused or not: the reader is woken
+	// to read the closed socket, and fails.
+	for deadline := time.Now().Add(5 * time.Second); tr.conn(c.remote) != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("an overflowed connection whose reading was paused was not ended")
 		}
 	}
 }

@@ -429,7 +429,9 @@ func (t *transport) readLoop(c *tcpConn) {
 func (t *transport) readBackground(c *tcpConn) bool {
 	for {
 		c.mu.Lock()
-		for c.paused && !c.ending && c.rerr == nil {
+		// An overflowed connection (N107) is read, paused or not: its
+		// closed socket's error ends it.
+		for c.paused && !c.ending && c.rerr == nil && !c.overflowed {
 			c.mu.Unlock()
 			select {
 			case <-c.wake:
@@ -934,14 +936,16 @@ func (t *transport) WriteBatch(msgs []datagram.Message) {
 // (Blocked), so only what the endpoint answers the peer on its own (its
 // queries, its heartbeats' echoes) can get there: a peer that asks for
 // more than it reads, and would otherwise make the queue grow without
-// bound (N107). Nothing more is queued for it; its reader then fails,
-// and the connection ends as for any broken stream.
+// bound (N107). Nothing more is queued for it; its reader, woken if it
+// was paused, then fails, and the connection ends as for any broken
+// stream.
 func (t *transport) overflowLocked(c *tcpConn) {
 	c.overflowed = true
 	t.writeOverflows.Add(1)
 	c.pending, c.partial = nil, nil
 	c.queued.Store(0)
 	c.nc.Close()
+	c.wakeLocked() // a paused reader reads the closed socket, and fails
 }
 
 // writeBurst is how soon after the previous one a packet counts as part of
