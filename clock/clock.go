@@ -8,6 +8,7 @@
 package clock
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -38,6 +39,22 @@ const Never Time = 1<<63 - 1
 
 // minTime is the earliest instant, where subtractions saturate.
 const minTime Time = -1 << 63
+
+// Scale returns d times n, n not negative, saturating as Add does: a
+// product past the range reads as math.MaxInt64 (or math.MinInt64 for a
+// negative d), so that a configured duration of "never" stays "never"
+// however many times it is counted (N36).
+func Scale(d time.Duration, n int64) time.Duration {
+	switch {
+	case n == 0 || d == 0:
+		return 0
+	case d > 0 && d > math.MaxInt64/time.Duration(n):
+		return math.MaxInt64
+	case d < 0 && d < math.MinInt64/time.Duration(n):
+		return math.MinInt64
+	}
+	return d * time.Duration(n)
+}
 
 // Sub returns the duration t-u.
 func (t Time) Sub(u Time) time.Duration { return time.Duration(t - u) }

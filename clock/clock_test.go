@@ -78,3 +78,30 @@ func TestAddSaturates(t *testing.T) {
 		}
 	}
 }
+
+func TestScale(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		n    int64
+		want time.Duration
+	}{
+		{0, 5, 0},
+		{time.Second, 0, 0},
+		{time.Second, 3, 3 * time.Second},
+		{-time.Second, 3, -3 * time.Second},
+		{math.MaxInt64, 1, math.MaxInt64},
+		{math.MaxInt64, 2, math.MaxInt64},
+		{1 << 62, 2, math.MaxInt64},
+		{1 << 62, 3, math.MaxInt64},
+		{math.MaxInt64 / 3, 3, math.MaxInt64 / 3 * 3},
+		{math.MaxInt64/3 + 1, 3, math.MaxInt64},
+		{math.MinInt64 / 2, 2, math.MinInt64},
+		{math.MinInt64/2 - 1, 2, math.MinInt64},
+		{-1 << 62, 3, math.MinInt64},
+	}
+	for _, tc := range tests {
+		if got := Scale(tc.d, tc.n); got != tc.want {
+			t.Errorf("Scale(%d, %d) = %d, want %d", tc.d, tc.n, got, tc.want)
+		}
+	}
+}

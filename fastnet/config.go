@@ -105,7 +105,8 @@ type Config struct {
 	// Datagram the default is 9216, enough for jumbo frames, and at most
 	// 65507 (D21); endpoints accept datagrams of any size up to 65507
 	// whatever it is. For Stream it is MaxMessageSize plus the message and
-	// packet overhead (D20). At least 4096.
+	// packet overhead (D20), and at most that of a message of 1 GiB. At
+	// least 4096.
 	MaxPacketSize int
 	// InitialPayloadMTU is the payload MTU (bytes after the channel id) a
 	// Datagram connection starts with, before MTU estimation. Default 32,
@@ -208,7 +209,7 @@ type Config struct {
 	// ConnectTimeout bounds the client's handshake (default 5 s).
 	ConnectTimeout time.Duration
 	// ConnectRetry is the interval between the client's queries and
-	// "connect?" on a Datagram transport (default 200 ms).
+	// "connect?" on a Datagram transport (default 200 ms, at least 1 ms).
 	ConnectRetry time.Duration
 	// CoalesceInterval is the MCI of D11: an incomplete unreliable message
 	// is dropped this long after its newest packet arrived (default 25 ms).
@@ -416,6 +417,9 @@ const (
 	DefaultTimeout           = 20 * time.Second
 	DefaultConnectTimeout    = 5 * time.Second
 	DefaultConnectRetry      = 200 * time.Millisecond
+	// minConnectRetry is the least ConnectRetry: a shorter one would
+	// flood the path with queries and heartbeats (N109).
+	minConnectRetry          = time.Millisecond
 	DefaultCoalesceInterval  = 25 * time.Millisecond
 	DefaultMinResendRTT      = 10 * time.Millisecond
 	DefaultMaxResendInterval = 5 * time.Second
@@ -464,6 +468,9 @@ const (
 	// maxMessageOverhead is the longest message header and checksum (D2,
 	// D3): flags, a 4-byte length and an MD5 digest.
 	maxMessageOverhead = 1 + 4 + 16
+	// maxStreamPacket is the largest MaxPacketSize: a packet of the
+	// largest message, 1 GiB, channel id included.
+	maxStreamPacket = 1<<30 + maxMessageOverhead + 2
 )
 
 // withDefaults returns c with every zero field set to its default.
@@ -608,10 +615,16 @@ func (c Config) Validate() error {
 }
 
 func (c Config) resolve() (Config, error) {
-	c = c.withDefaults()
 	bad := func(format string, args ...any) (Config, error) {
 		return c, errors.New("fastnet: invalid config: " + fmt.Sprintf(format, args...))
 	}
+	// Checked before the defaults, some of which are computed from it
+	// (ChannelReceiveMemory's takes time in proportion to a size past
+	// the largest buffer class).
+	if c.MaxMessageSize > 1<<30 {
+		return bad("MaxMessageSize %d is above 1 GiB", c.MaxMessageSize)
+	}
+	c = c.withDefaults()
 	switch {
 	case c.Role != Client && c.Role != Server && c.Role != Peer:
 		return bad("Role must be Client, Server or Peer")
@@ -621,6 +634,10 @@ func (c Config) resolve() (Config, error) {
 		return bad("MaxPacketSize %d is below the 4096 every transport must carry", c.MaxPacketSize)
 	case c.Transport == Datagram && c.MaxPacketSize > DefaultMaxDatagram:
 		return bad("MaxPacketSize %d is above the largest UDP payload, %d", c.MaxPacketSize, DefaultMaxDatagram)
+	case c.MaxPacketSize > maxStreamPacket:
+		// A stream's driver reads a packet into one buffer of this
+		// size: a packet of the largest message is all it needs.
+		return bad("MaxPacketSize %d is above %d, a packet of a message of 1 GiB", c.MaxPacketSize, maxStreamPacket)
 	case c.InitialPayloadMTU < 32:
 		return bad("InitialPayloadMTU %d is below 32", c.InitialPayloadMTU)
 	case c.InitialPayloadMTU > c.MaxPacketSize-2:
@@ -655,6 +672,10 @@ func (c Config) resolve() (Config, error) {
 		return bad("Timeout %v is below 100ms", c.Timeout)
 	case c.ConnectTimeout <= 0 || c.ConnectRetry <= 0 || c.CoalesceInterval <= 0:
 		return bad("ConnectTimeout, ConnectRetry and CoalesceInterval must be positive")
+	case c.ConnectRetry < minConnectRetry:
+		// It paces the client's handshake and early heartbeats, and
+		// the server's validation challenges go half of it apart.
+		return bad("ConnectRetry %v is below %v", c.ConnectRetry, minConnectRetry)
 	case c.MinResendRTT <= 0 || c.MaxResendInterval < c.MinResendRTT:
 		return bad("MinResendRTT must be positive and at most MaxResendInterval")
 	case c.Linger < 0:

@@ -313,6 +313,13 @@ func TestConfigValidate(t *testing.T) {
 		{"ack repeats 9", Config{Role: Client, AckRepeats: 9}, false},
 		{"ack repeats -2", Config{Role: Client, AckRepeats: -2}, false},
 		{"tiny timeout", Config{Role: Client, Timeout: time.Millisecond}, false},
+		// N109: refused at once, before defaults computed from them.
+		{"message above 1 GiB", Config{Role: Client, MaxMessageSize: 1<<30 + 1}, false},
+		{"message of 2^62 bytes", Config{Role: Client, MaxMessageSize: 1 << 62}, false},
+		{"stream packet of 2^50 bytes", Config{Role: Client, Transport: Stream, MaxPacketSize: 1 << 50}, false},
+		{"connect retry 1 ms", Config{Role: Client, ConnectRetry: time.Millisecond}, true},
+		{"connect retry below 1 ms", Config{Role: Client, ConnectRetry: time.Millisecond - 1}, false},
+		{"connect retry 1 ns", Config{Role: Client, ConnectRetry: 1}, false},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()

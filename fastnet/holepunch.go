@@ -323,6 +323,12 @@ func (e *Endpoint) dialProved(now clock.Time, in *intro, p *punchPath) {
 		return // the application dialled it by hand (X19)
 	}
 	in.punching = false
+	if e.pending >= e.cfg.MaxPendingHandshakes {
+		// The bound Connect keeps to (ErrTooManyHandshakes) holds for
+		// the handshakes an introduction starts too (N109).
+		e.introEnd(now, in, &IntroError{Code: IntroTooManyHandshakes})
+		return
+	}
 	c := e.addConn(now, p.addr, Client)
 	e.pending++
 	c.punch, in.direct, in.directAddr = in, c, p.addr

@@ -55,17 +55,22 @@ const (
 	// IntroNoPath: the target found no direct path, and no relay was
 	// used (X13).
 	IntroNoPath IntroCode = 18
+	// IntroTooManyHandshakes: a path was proved while this side had
+	// Config.MaxPendingHandshakes handshakes under way, so it did not
+	// dial the peer (N109).
+	IntroTooManyHandshakes IntroCode = 19
 )
 
 var introCodeText = map[IntroCode]string{
-	IntroUnknownTarget: "unknown target",
-	IntroRefused:       "refused by the target",
-	IntroNoConsent:     "no answer from the target",
-	IntroBusy:          "introducer busy",
-	IntroPeerGone:      "the target left the introducer",
-	IntroNoIntroducer:  "no answer from the introducer",
-	IntroNoPeer:        "no answer from the peer",
-	IntroNoPath:        "no direct path and no relay",
+	IntroUnknownTarget:     "unknown target",
+	IntroRefused:           "refused by the target",
+	IntroNoConsent:         "no answer from the target",
+	IntroBusy:              "introducer busy",
+	IntroPeerGone:          "the target left the introducer",
+	IntroNoIntroducer:      "no answer from the introducer",
+	IntroNoPeer:            "no answer from the peer",
+	IntroNoPath:            "no direct path and no relay",
+	IntroTooManyHandshakes: "too many handshakes under way",
 }
 
 // IntroError says which step of an introduction failed. It matches
@@ -670,7 +675,11 @@ func (e *Endpoint) introFail(c *conn, m *extMsg) {
 
 // introReport reports the failure of A's introduction in.
 func (e *Endpoint) introReport(in *intro, err *IntroError) {
-	e.emit(Event{Kind: EventIntroFailed, Conn: in.via.handle, Addr: in.peerAddr, Err: err, Intro: in.public()})
+	var via Handle
+	if in.via != nil { // nil once the introducer's connection ended (X7)
+		via = in.via.handle
+	}
+	e.emit(Event{Kind: EventIntroFailed, Conn: via, Addr: in.peerAddr, Err: err, Intro: in.public()})
 }
 
 // public returns what the application is told of in.

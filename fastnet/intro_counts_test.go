@@ -62,3 +62,19 @@ func TestIntroCountsForgotten(t *testing.T) {
 		t.Errorf("after %d pairs of clients came, asked for an introduction and left, the introducer keeps %d introCounts entries (each pinning its ended *conn); want 0", pairs, n)
 	}
 }
+
+// An initiator's introduction whose introducer's connection ended goes on
+// without it (X7: via is nil); its failure is reported all the same, with
+// no connection to name (N109). It was reported through via.
+func TestIntroReportWithoutIntroducer(t *testing.T) {
+	ep, err := NewEndpoint(Config{Role: Peer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &intro{side: sideInitiator, peerAddr: netip.MustParseAddrPort("192.0.2.7:9000")}
+	ep.introReport(in, &IntroError{Code: IntroNoPeer})
+	ev, ok := ep.PollEvent()
+	if !ok || ev.Kind != EventIntroFailed || ev.Conn != 0 || ev.Addr != in.peerAddr {
+		t.Fatalf("event %+v, %v; want EventIntroFailed for %v with no connection", ev, ok, in.peerAddr)
+	}
+}

@@ -327,7 +327,7 @@ func (c *conn) probeStuckAt() clock.Time {
 	if o == 0 {
 		return 0
 	}
-	return o.Add(2 * c.resendRTT())
+	return o.Add(clock.Scale(c.resendRTT(), 2))
 }
 
 // mtuPoll writes a responder reply or an estimator packet, if one is due.
@@ -377,7 +377,7 @@ const blackHoleRTTs = 10
 // blackHoleDelay is how long a reliable packet may stay unacknowledged
 // before a black hole is suspected.
 func (c *conn) blackHoleDelay() time.Duration {
-	return max(blackHoleRTTs*c.resendRTT(), time.Second)
+	return max(clock.Scale(c.resendRTT(), blackHoleRTTs), time.Second)
 }
 
 // oldestUnacked is the first-send time of the oldest unacknowledged

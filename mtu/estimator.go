@@ -429,9 +429,9 @@ func (e *Estimator) AppendPayload(b []byte, now clock.Time, rtt time.Duration) (
 		e.tries++
 		e.stats.ResetsSent++
 		if e.tries >= e.cfg.ResetTries {
-			e.timer = now.Add(3 * rtt)
+			e.timer = now.Add(clock.Scale(rtt, 3))
 		} else {
-			e.sendAt = now.Add(3 * rtt)
+			e.sendAt = now.Add(clock.Scale(rtt, 3))
 		}
 		return append(b, resetByte), true
 	case phaseProbe:
@@ -447,14 +447,14 @@ func (e *Estimator) AppendPayload(b []byte, now clock.Time, rtt time.Duration) (
 			// Wait for a count of the pilots as long as a round's
 			// final wait (N91).
 			e.phase = phasePilot
-			e.timer = now.Add(max(e.cfg.FinalTimeout, 3*rtt))
-			e.quiet = now.Add(3 * rtt)
+			e.timer = now.Add(max(e.cfg.FinalTimeout, clock.Scale(rtt, 3)))
+			e.quiet = now.Add(clock.Scale(rtt, 3))
 		} else if e.sent < e.n {
 			gap := e.cfg.ProbeInterval
 			if e.first && e.n > ProbesPerRound {
 				// The larger first round takes no longer than another
 				// round: its probes are the smallest (N44).
-				gap = gap * ProbesPerRound / time.Duration(e.n)
+				gap = clock.Scale(gap, ProbesPerRound) / time.Duration(e.n)
 			}
 			if e.pilot && e.sent < pilotSets*pilotProbes && e.count == 0 {
 				// Pilots spread over a round trip: a burst of loss
@@ -467,8 +467,8 @@ func (e *Estimator) AppendPayload(b []byte, now clock.Time, rtt time.Duration) (
 			// Long enough that the round's replies, even held back on a
 			// path that reorders, come before the next round's reset
 			// (N44).
-			e.timer = now.Add(max(e.cfg.FinalTimeout, 3*rtt))
-			e.quiet = now.Add(3 * rtt)
+			e.timer = now.Add(max(e.cfg.FinalTimeout, clock.Scale(rtt, 3)))
+			e.quiet = now.Add(clock.Scale(rtt, 3))
 		}
 		return b, true
 	}

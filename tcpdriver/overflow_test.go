@@ -2,6 +2,7 @@ package tcpdriver
 
 import (
 	"bytes"
+	"math"
 	"net"
 	"testing"
 	"time"
@@ -167,6 +168,25 @@ func TestWriteQueueOverflowWhilePaused(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); tr.conn(c.remote) != nil; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("an overflowed connection whose reading was paused was not ended")
+		}
+	}
+}
+
+// The hard bound saturates: a WriteQueue or SendQueueSize given as "no
+// limit" stays one (N109).
+func TestHardQueue(t *testing.T) {
+	tests := []struct{ w, s, want int }{
+		{4 << 20, 1 << 20, 10 << 20},
+		{0, 0, 0},
+		{math.MaxInt/2 - 10, 10, math.MaxInt - 1},
+		{math.MaxInt/2 - 10, 11, math.MaxInt},
+		{1 << 62, 1 << 20, math.MaxInt},
+		{1 << 20, 1 << 62, math.MaxInt},
+		{math.MaxInt, math.MaxInt, math.MaxInt},
+	}
+	for _, tc := range tests {
+		if got := hardQueue(tc.w, tc.s); got != tc.want {
+			t.Errorf("hardQueue(%d, %d) = %d, want %d", tc.w, tc.s, got, tc.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -273,6 +274,16 @@ const idleDelay = 5 * time.Millisecond
 // grows for it).
 const handshakeBuffer = 512
 
+// hardQueue is the most a connection's write queue may hold (N107):
+// twice WriteQueue plus the endpoint's send queue, saturating, so that a
+// limit given as "no limit" (any size up to math.MaxInt) stays one.
+func hardQueue(writeQueue, sendQueue int) int {
+	if sendQueue > math.MaxInt/2 || writeQueue > math.MaxInt/2-sendQueue {
+		return math.MaxInt
+	}
+	return 2 * (writeQueue + sendQueue)
+}
+
 func newTransport(e *driver.Engine, cfg Config) *transport {
 	wq := cfg.WriteQueue
 	if wq <= 0 {
@@ -291,7 +302,7 @@ func newTransport(e *driver.Engine, cfg Config) *transport {
 		e:             e,
 		maxPacket:     ec.MaxPacketSize,
 		writeQueue:    wq,
-		maxQueue:      2 * (wq + ec.SendQueueSize),
+		maxQueue:      hardQueue(wq, ec.SendQueueSize),
 		handshakeTO:   hto,
 		maxHandshakes: mh,
 		closeWait:     max(ec.Linger, minCloseWait),

@@ -92,8 +92,8 @@ and output as a direct connection.`,
 					return usageError(s, "connect", "--channel %d: want 0..%d", o.channel, fastnet.MaxChannel)
 				case o.drain < 0:
 					return usageError(s, "connect", "--drain %v: must not be negative", o.drain)
-				case o.timeout <= 0:
-					return usageError(s, "connect", "--timeout %v: must be positive", o.timeout)
+				case o.timeout <= 0 || o.timeout > maxFlagDuration:
+					return usageError(s, "connect", "--timeout %v: want more than 0, at most %v", o.timeout, maxFlagDuration)
 				case chunkSet && !o.raw:
 					return usageError(s, "connect", "--chunk is for --raw input")
 				case o.chunk < 1 || o.chunk > fastnet.DefaultMaxMessageSize:

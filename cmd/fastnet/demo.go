@@ -96,8 +96,8 @@ before everything arrived.`,
 					return bad("unexpected argument %q", args[0])
 				case o.clients < 1 || o.clients > 100:
 					return bad("--clients %d: want 1..100", o.clients)
-				case o.duration <= 0:
-					return bad("--duration %v: must be positive", o.duration)
+				case o.duration <= 0 || o.duration > maxFlagDuration:
+					return bad("--duration %v: want more than 0, at most %v", o.duration, maxFlagDuration)
 				case o.wait <= 0 || o.wait > 10*time.Minute:
 					return bad("--wait %v: want more than 0, at most 10m", o.wait)
 				case !prob(o.imp.Loss) || o.imp.Loss > 0.5:

@@ -120,6 +120,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/fastnet-engine/fastnet/udpdriver"
 )
@@ -133,6 +134,11 @@ const (
 	// not a Fastnet 1.0 server.
 	exitNotFastnet = 3
 )
+
+// maxFlagDuration is the longest --duration and --timeout: the command
+// adds its margins to them, and a day is longer than any run wants
+// (N109).
+const maxFlagDuration = 24 * time.Hour
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

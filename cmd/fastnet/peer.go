@@ -218,8 +218,8 @@ not joined).`,
 					return usageError(s, "peer", "--channel %d: want 0..%d", o.c.channel, fastnet.MaxChannel)
 				case o.c.drain < 0:
 					return usageError(s, "peer", "--drain %v: must not be negative", o.c.drain)
-				case o.c.timeout <= 0:
-					return usageError(s, "peer", "--timeout %v: must be positive", o.c.timeout)
+				case o.c.timeout <= 0 || o.c.timeout > maxFlagDuration:
+					return usageError(s, "peer", "--timeout %v: want more than 0, at most %v", o.c.timeout, maxFlagDuration)
 				case set["chunk"] && !o.c.raw:
 					return usageError(s, "peer", "--chunk is for --raw input")
 				case o.c.chunk < 1 || o.c.chunk > fastnet.DefaultMaxMessageSize:

@@ -1,6 +1,9 @@
 package udpio
 
-import "net"
+import (
+	"math"
+	"net"
+)
 
 // sizeBuffer asks for a receive (read) or send buffer of want bytes, trying
 // halves of it down to minSocketBuffer where the platform refuses, and
@@ -12,6 +15,9 @@ func sizeBuffer(uc *net.UDPConn, want int, read bool) int {
 	if read {
 		set = uc.SetReadBuffer
 	}
+	// The system takes an int32: a larger request would be truncated,
+	// to as little as nothing (N109).
+	want = min(want, math.MaxInt32)
 	for size := want; size >= minSocketBuffer; size /= 2 {
 		if set(size) == nil {
 			break

@@ -52,7 +52,9 @@ type Config struct {
 	// Listen and Dial. Its MaxMessageSize must leave each packet within
 	// the relay's longest message (urp.Config.MaxMessage, by default
 	// enough for Fastnet's default 1 MiB, U18): a longer one makes the
-	// relay close the connection.
+	// relay close the connection. Its MaxPacketSize must be within
+	// Relay.Client.MaxMessage, or Listen and Dial refuse the
+	// configuration.
 	Engine fastnet.Config
 	// Relay configures the connection to the relay. Its OnWritten is the
 	// driver's.
@@ -280,8 +282,21 @@ type transport struct {
 // before anything is asked of the relay, and returns the transport.
 func newTransport(cfg Config) (*transport, error) {
 	cfg.Engine.Transport = fastnet.Stream
-	if err := cfg.Engine.Validate(); err != nil {
+	// An endpoint of the configuration, for its limits with their
+	// defaults (it does nothing else).
+	ep, err := fastnet.NewEndpoint(cfg.Engine)
+	if err != nil {
 		return nil, err
+	}
+	// Each packet is one relay message: one longer than the relay
+	// client sends would be refused, and over a stream nothing is resent
+	// (N109).
+	longest := cfg.Relay.Client.MaxMessage
+	if longest == 0 {
+		longest = urp.DefaultMaxMessage
+	}
+	if p := ep.Config().MaxPacketSize; longest < p {
+		return nil, fmt.Errorf("urpdriver: Relay.Client.MaxMessage %d is below the engine's MaxPacketSize %d: longer packets could not be sent", longest, p)
 	}
 	wq := cfg.WriteQueue
 	if wq <= 0 {
