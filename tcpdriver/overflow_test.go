@@ -27,38 +27,10 @@ func TestWriteQueueOverflow(t *testing.T) {
 	cfg.Engine.Role = fastnet.Server
 	cfg.Engine.MaxMessageSize = 4 << 10
 	cfg.Engine.SendQueueSize = 8 << 10
-	e, err := newEngine(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := newTransport(e, cfg)
-	tr.ln = ln
-	l := e.NewListener(ln.Addr())
-	e.Start(tr)
-	t.Cleanup(func() { l.Close(); ln.Close() })
+	tr, c, peer := overflowPair(t, cfg)
 	if want := 2 * (4<<10 + 8<<10); tr.maxQueue != want {
 		t.Fatalf("maxQueue %d, want %d", tr.maxQueue, want)
 	}
-	accepted := make(chan *tcpConn, 1)
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		nc.(*net.TCPConn).SetWriteBuffer(4096) // little for the kernel to absorb
-		accepted <- tr.conn(tr.add(nc, true))
-	}()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	peer.(*net.TCPConn).SetReadBuffer(4096)
-	c := <-accepted
 	packet := func(payload string) []byte {
 		return frame.Append(nil, append([]byte{0xff, 0xff}, payload...))
 	}
@@ -107,35 +79,7 @@ func TestWriteQueueOverflowWhilePaused(t *testing.T) {
 	cfg.Engine.Role = fastnet.Server
 	cfg.Engine.MaxMessageSize = 16 << 10
 	cfg.Engine.SendQueueSize = 32 << 10
-	e, err := newEngine(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := newTransport(e, cfg)
-	tr.ln = ln
-	l := e.NewListener(ln.Addr())
-	e.Start(tr)
-	t.Cleanup(func() { l.Close(); ln.Close() })
-	accepted := make(chan *tcpConn, 1)
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		nc.(*net.TCPConn).SetWriteBuffer(4096)
-		accepted <- tr.conn(tr.add(nc, true))
-	}()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	peer.(*net.TCPConn).SetReadBuffer(4096)
-	c := <-accepted
+	tr, c, peer := overflowPair(t, cfg)
 
 	// The intake pauses (as deliverLocked does when ReceiveQueue fills),
 	// and the reader goroutine, after one more packet, waits paused.
@@ -189,4 +133,41 @@ func TestHardQueue(t *testing.T) {
 			t.Errorf("hardQueue(%d, %d) = %d, want %d", tc.w, tc.s, got, tc.want)
 		}
 	}
+}
+
+// overflowPair starts a server transport with cfg and connects a peer to
+// it, with small socket buffers, so that little of what the server
+// writes is absorbed by the kernel: it returns the transport, the
+// server's connection and the peer's socket.
+func overflowPair(t *testing.T, cfg Config) (*transport, *tcpConn, net.Conn) {
+	t.Helper()
+	e, err := newEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTransport(e, cfg)
+	tr.ln = ln
+	l := e.NewListener(ln.Addr())
+	e.Start(tr)
+	t.Cleanup(func() { l.Close(); ln.Close() })
+	accepted := make(chan *tcpConn, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		nc.(*net.TCPConn).SetWriteBuffer(4096)
+		accepted <- tr.conn(tr.add(nc, true))
+	}()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	peer.(*net.TCPConn).SetReadBuffer(4096)
+	return tr, <-accepted, peer
 }
