@@ -341,24 +341,29 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 			default:
 			}
 		}
-		if e.sr != nil && e.sr.TakeRole(c.remote) {
-			// The same for a stream's role.
-			if err := c.readStreamLocked(ctx); err != nil {
-				e.mu.Unlock()
-				return Message{}, err
+		if e.sr != nil {
+			if r, ok := e.sr.TakeRole(c.remote); ok {
+				// The same for a stream's role.
+				if err := c.readStreamLocked(ctx, r); err != nil {
+					e.mu.Unlock()
+					return Message{}, err
+				}
+				continue
 			}
-			continue
 		}
 		// Wait for a message, or for the read role (see Reader and
 		// StreamReader) to read the socket or stream here.
 		wait := c.waitLocked()
-		var token <-chan struct{}
+		var (
+			token  <-chan struct{}
+			stream StreamRole
+		)
 		switch {
 		case e.token != nil:
 			token = e.token
 			e.receivers++
 		case e.sr != nil:
-			token = e.sr.WaitRole(c.remote)
+			token, stream = e.sr.WaitRole(c.remote)
 		}
 		e.mu.Unlock()
 		var err error
@@ -382,10 +387,10 @@ func (c *Conn) Receive(ctx context.Context) (Message, error) {
 				err = c.readFor(ctx, false)
 			}
 		case token != nil:
-			e.sr.UnwaitRole(c.remote, took)
+			e.sr.UnwaitRole(stream, took)
 			if took {
 				e.mu.Lock()
-				err = c.readStreamLocked(ctx)
+				err = c.readStreamLocked(ctx, stream)
 				e.mu.Unlock()
 			}
 		}

@@ -51,6 +51,12 @@ type WaitReporter interface {
 	ReadWaited() (waited, known bool)
 }
 
+// StreamRole is the stream whose read role a StreamReader's TakeRole or
+// WaitRole dealt with, the transport's own value, handed back to
+// UnwaitRole and ReadFor: they act on that stream even if another one
+// from the same address replaced it meanwhile (N110).
+type StreamRole any
+
 // A StreamReader is a transport with a stream per peer (TCP) that lets the
 // goroutine waiting in Conn.Receive read its connection's stream itself,
 // as the engine does with a Reader: each stream has a read role that one
@@ -62,20 +68,22 @@ type WaitReporter interface {
 // the packets that ReadFor hands it itself (N104).
 type StreamReader interface {
 	// WaitRole registers a Receive waiting for the read role of addr's
-	// stream and returns the channel a value of which gives the role, or
-	// nil if Receive is not to read the stream (it is ending or failed).
-	WaitRole(addr netip.AddrPort) <-chan struct{}
+	// stream and returns the channel a value of which gives the role, and
+	// the stream, or a nil channel if Receive is not to read the stream
+	// (it is ending or failed).
+	WaitRole(addr netip.AddrPort) (<-chan struct{}, StreamRole)
 	// TakeRole takes the read role of addr's stream for a Receive if it
 	// is free now, without waiting or registering, and reports whether
-	// it did. The Receive then calls ReadFor.
-	TakeRole(addr netip.AddrPort) bool
-	// UnwaitRole undoes WaitRole; took says the role was received.
-	UnwaitRole(addr netip.AddrPort, took bool)
-	// ReadFor reads addr's stream for a Receive holding the role, feeding
-	// its packets to the engine, until done reports true, the stream
-	// ends, fails or pauses, or ctx is done; then it gives the role up.
-	// It returns ctx.Err() if ctx ended it.
-	ReadFor(ctx context.Context, addr netip.AddrPort, done func() bool) error
+	// it did, with the stream. The Receive then calls ReadFor.
+	TakeRole(addr netip.AddrPort) (StreamRole, bool)
+	// UnwaitRole undoes WaitRole for stream r; took says the role was
+	// received.
+	UnwaitRole(r StreamRole, took bool)
+	// ReadFor reads stream r for a Receive holding its role, feeding its
+	// packets to the engine, until done reports true, the stream ends,
+	// fails or pauses, or ctx is done; then it gives the role up. It
+	// returns ctx.Err() if ctx ended it.
+	ReadFor(ctx context.Context, r StreamRole, done func() bool) error
 	// Interrupt makes ReadFor ask done again, ending the read it is
 	// blocked in if there is one.
 	Interrupt(addr netip.AddrPort)
@@ -406,11 +414,11 @@ func (c *Conn) interruptLocked() {
 	}
 }
 
-// readStreamLocked reads c's stream for its Receive, which holds the
+// readStreamLocked reads c's stream r for its Receive, which holds the
 // stream's read role (StreamReader), until c has a message or has ended,
 // the engine closes, or ctx is done. It is called with e.mu held, and
 // returns with it held again.
-func (c *Conn) readStreamLocked(ctx context.Context) error {
+func (c *Conn) readStreamLocked(ctx context.Context, r StreamRole) error {
 	e := c.e
 	if ctx.Done() != nil {
 		c.watchLocked(ctx)
@@ -423,7 +431,7 @@ func (c *Conn) readStreamLocked(ctx context.Context) error {
 		c.readDone = c.news.Load
 	}
 	e.mu.Unlock()
-	err := e.sr.ReadFor(ctx, c.remote, c.readDone)
+	err := e.sr.ReadFor(ctx, r, c.readDone)
 	e.mu.Lock()
 	c.streamReads--
 	return err

@@ -85,11 +85,12 @@ func TestRoleLeftByWaitingReceive(t *testing.T) {
 	}
 	// A Receive that takes the role and leaves it free.
 	leaveRoleFree(t, ctx, c, sc, tr.conn(c.RemoteAddr()))
-	if tr.WaitRole(c.RemoteAddr()) == nil {
+	token, stream := tr.WaitRole(c.RemoteAddr())
+	if token == nil {
 		t.Fatal("WaitRole: no role to wait for")
 	}
 	time.Sleep(4 * idleDelay) // the idle timer fires
-	tr.UnwaitRole(c.RemoteAddr(), false)
+	tr.UnwaitRole(stream, false)
 	const n = 5
 	for i := range n {
 		if err := sc.Send(ctx, 1, []byte{byte(i)}, true); err != nil {
@@ -105,4 +106,68 @@ func TestRoleLeftByWaitingReceive(t *testing.T) {
 	if q, want := c.Queued(), n*(1+int(unsafe.Sizeof(driver.Message{}))); q != want {
 		t.Fatalf("%d bytes queued, want the %d messages read in the background (%d)", q, n, want)
 	}
+}
+
+// A Receive that took the read role of a connection's stream reads that
+// stream, and gives that role back, even if another connection from the
+// same address replaced it in the transport meanwhile (N110). Before,
+// ReadFor looked the connection up by address again: it read the other
+// stream without holding its role, and gave the other's role back, which
+// left the first one's lost (its reader goroutine, and Close, waiting for
+// it for good).
+func TestReadForTheRoleTaken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, c, tr := listenDial(t, ctx, Config{})
+	sc, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := c.RemoteAddr()
+	first := tr.conn(addr)
+	leaveRoleFree(t, ctx, c, sc, first)
+	r, ok := tr.TakeRole(addr)
+	if !ok || r != driver.StreamRole(first) {
+		t.Fatalf("TakeRole: %v, %v; want the connection's role", r, ok)
+	}
+	// Another connection takes the address's place, as a new stream
+	// from the same peer address would while the first one winds down.
+	_, other := socketPair(t)
+	tr.add(other, false)
+	second := tr.conn(other.RemoteAddr().(*net.TCPAddr).AddrPort())
+	tr.mu.Lock()
+	tr.conns[addr] = second
+	tr.last.Store(nil)
+	tr.mu.Unlock()
+	if tr.conn(addr) != second {
+		t.Fatal("the address does not find the second connection")
+	}
+	secondTokens := len(second.token)
+	read := make(chan error, 1)
+	go func() { read <- tr.ReadFor(ctx, r, func() bool { return true }) }()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		// Undo what it did, so that the connections can end.
+		<-second.token
+		<-read
+		first.token <- struct{}{}
+		tr.mu.Lock()
+		tr.conns[addr] = first
+		tr.mu.Unlock()
+		t.Fatal("ReadFor hangs: it gives back a role that is not free to give")
+	}
+	if n := len(first.token); n != 1 || roleOf(first) != roleFree {
+		t.Errorf("the first connection's role: %d tokens, %v; want it given back, free", n, roleOf(first))
+	}
+	if n := len(second.token); n != secondTokens {
+		t.Errorf("the second connection's role tokens went from %d to %d: ReadFor gave back a role it did not take", secondTokens, n)
+	}
+	// Put the address back, so that the connections end as usual.
+	tr.mu.Lock()
+	tr.conns[addr] = first
+	tr.mu.Unlock()
 }

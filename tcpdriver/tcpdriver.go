@@ -581,55 +581,57 @@ func (t *transport) takeRole(c *tcpConn) bool {
 }
 
 // WaitRole registers a Receive waiting for the read role of the stream
-// from addr (driver.StreamReader).
-func (t *transport) WaitRole(addr netip.AddrPort) <-chan struct{} {
+// from addr (driver.StreamReader). The role's value is the *tcpConn.
+func (t *transport) WaitRole(addr netip.AddrPort) (<-chan struct{}, driver.StreamRole) {
 	c := t.conn(addr)
 	if c == nil {
-		return nil
+		return nil, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ending || c.rerr != nil {
-		return nil
+		return nil, nil
 	}
 	c.receivers++
-	return c.token
+	return c.token, c
 }
 
 // TakeRole takes the read role of the stream from addr for a Receive if
 // it is free (driver.StreamReader).
-func (t *transport) TakeRole(addr netip.AddrPort) bool {
+func (t *transport) TakeRole(addr netip.AddrPort) (driver.StreamRole, bool) {
 	c := t.conn(addr)
 	if c == nil {
-		return false
+		return nil, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ending || c.rerr != nil {
-		return false
+		return nil, false
 	}
 	select {
 	case <-c.token:
 		c.role = roleReceive
 		c.interrupt = false
-		return true
+		return c, true
 	default:
-		return false
+		return nil, false
 	}
 }
 
-// UnwaitRole undoes WaitRole (driver.StreamReader).
-func (t *transport) UnwaitRole(addr netip.AddrPort, took bool) {
-	c := t.conn(addr)
+// UnwaitRole undoes WaitRole for the connection it returned, which
+// another from the same address may have replaced since
+// (driver.StreamReader, N110).
+func (t *transport) UnwaitRole(r driver.StreamRole, took bool) {
+	c, _ := r.(*tcpConn)
 	if c == nil {
-		return // forgotten once its reader returned, holding the role
+		return
 	}
 	c.mu.Lock()
 	c.receivers--
 	if took {
 		c.role = roleReceive
 		c.interrupt = false
-	} else if c.receivers == 0 && c.role == roleFree && !c.idle.Armed() {
+	} else if c.receivers == 0 && c.role == roleFree && !c.idle.Armed() && !c.readerGone() {
 		// The idle timer may have fired while this Receive waited, and
 		// left the role to it: it goes without, so the timer hands the
 		// role to the reader goroutine instead.
@@ -638,10 +640,11 @@ func (t *transport) UnwaitRole(addr netip.AddrPort, took bool) {
 	c.mu.Unlock()
 }
 
-// ReadFor reads the stream from addr for a Receive holding its read role
-// (driver.StreamReader).
-func (t *transport) ReadFor(ctx context.Context, addr netip.AddrPort, done func() bool) error {
-	c := t.conn(addr)
+// ReadFor reads the stream of the connection whose read role a Receive
+// took (TakeRole, WaitRole), until done (driver.StreamReader): that one,
+// even if another from the same address replaced it since (N110).
+func (t *transport) ReadFor(ctx context.Context, r driver.StreamRole, done func() bool) error {
+	c, _ := r.(*tcpConn)
 	if c == nil {
 		return nil
 	}
@@ -721,6 +724,17 @@ func (c *tcpConn) interruptLocked() {
 	if c.reading && !c.past {
 		c.past = true
 		c.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// readerGone reports whether c's reader goroutine has returned: the
+// connection is over, and nothing takes its role again.
+func (c *tcpConn) readerGone() bool {
+	select {
+	case <-c.readerDone:
+		return true
+	default:
+		return false
 	}
 }
 
