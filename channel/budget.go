@@ -1,5 +1,7 @@
 package channel
 
+import "github.com/fastnet-engine/fastnet/internal/bufpool"
+
 // Budget is a receive memory budget (D22): the bytes the receivers sharing
 // it hold, as Receiver.Bytes counts them, plus whatever else its owner
 // charges with Take or Add (a connection's state for each channel). Its
@@ -59,7 +61,7 @@ type Budget struct {
 	// other packet may take.
 	committed int
 	holders   int // receivers of this budget holding queued packets
-	pool      bufPool
+	pool      bufpool.Pool
 }
 
 // Holders returns how many receivers sharing the budget hold queued
@@ -73,7 +75,7 @@ func (b *Budget) Granted() int { return b.committed }
 
 // Free returns the bytes of free packet buffers the budget keeps for reuse
 // (at a root; 0 below one).
-func (b *Budget) Free() int { return b.pool.retained }
+func (b *Budget) Free() int { return b.pool.Retained }
 
 // Take charges n bytes to b, and to its parents, if they fit beside what
 // the budgets hold and have promised, and their Reserve; it reports
@@ -155,10 +157,10 @@ func (b *Budget) fits(used, committed int, kind chargeKind) bool {
 		case forState:
 			d = used + committed + min(x.Reserve, x.Limit/2)
 		}
-		over := x.Used + x.committed + x.pool.retained + d - x.Limit
-		if over > 0 && x.pool.retained > 0 {
-			x.pool.trim(max(x.pool.retained-over, 0))
-			over = x.Used + x.committed + x.pool.retained + d - x.Limit
+		over := x.Used + x.committed + x.pool.Retained + d - x.Limit
+		if over > 0 && x.pool.Retained > 0 {
+			x.pool.Trim(max(x.pool.Retained-over, 0))
+			over = x.Used + x.committed + x.pool.Retained + d - x.Limit
 		}
 		if over > 0 {
 			return false
@@ -171,7 +173,7 @@ func (b *Budget) fits(used, committed int, kind chargeKind) bool {
 // still counted in Used: the buffers it keeps and what its tree holds
 // and has promised stay within its Limit.
 func (r *Budget) roomToKeep() bool {
-	return r.Limit <= 0 || r.Used+r.committed+r.pool.retained <= r.Limit
+	return r.Limit <= 0 || r.Used+r.committed+r.pool.Retained <= r.Limit
 }
 
 // rootOrNil returns the root of b's tree, or nil if b is nil.

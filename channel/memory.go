@@ -1,6 +1,9 @@
 package channel
 
-import "reflect"
+import (
+	"github.com/fastnet-engine/fastnet/internal/bufpool"
+	"reflect"
+)
 
 // What a Receiver charges (D22, D23; N20, N25, N49 of docs/protocol.md).
 // Every byte a peer makes a receiver hold is charged at its size in
@@ -12,7 +15,7 @@ import "reflect"
 //     keeps while it has grown past them (N39), from the first packet
 //     queued until Reset, idle or not;
 //   - each queued packet's buffer at its capacity, a power of two of at
-//     least 32 bytes (classCap), not at its chunk's length;
+//     least 32 bytes (bufpool.ClassCap), not at its chunk's length;
 //   - each delivered message not yet taken by Poll, its payload, and the
 //     places of the queue of them beyond the keptReady it keeps while idle.
 //
@@ -86,7 +89,7 @@ func MessageMemory(encoded, minChunk int) int {
 	for c := max(minChunk, 1); ; {
 		p := (encoded + c - 1) / c
 		n := capFor(p)
-		m := (p-1)*classCap(c) + classCap(encoded-(p-1)*c) + ringBytes(n)
+		m := (p-1)*bufpool.ClassCap(c) + bufpool.ClassCap(encoded-(p-1)*c) + ringBytes(n)
 		if n > baseRing {
 			m += ringBytes(baseRing)
 		}
@@ -96,6 +99,6 @@ func MessageMemory(encoded, minChunk int) int {
 		}
 		// Within a buffer class the smallest chunk costs the most: try
 		// the smallest of the next class.
-		c = classCap(c) + 1
+		c = bufpool.ClassCap(c) + 1
 	}
 }

@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"runtime"
 	"testing"
 	"unsafe"
@@ -43,13 +44,13 @@ func TestRingPlaceCharge(t *testing.T) {
 	if got := r.Handle(t0, Header{Reliable: true, Start: true, Seq: 0, Rel: 1}, c); got != Accepted {
 		t.Fatal(got)
 	}
-	if got, want := r.Bytes(), classCap(len(c))+ringBytes(minRing); got != want {
+	if got, want := r.Bytes(), bufpool.ClassCap(len(c))+ringBytes(minRing); got != want {
 		t.Errorf("one packet: Bytes = %d, want %d", got, want)
 	}
 	if got := r.Handle(t0, Header{Reliable: true, Seq: 999, Rel: 1000}, c); got != Accepted {
 		t.Fatal(got)
 	}
-	if got, want := r.Bytes(), 2*classCap(len(c))+ringBytes(1024)+ringBytes(minRing); got != want {
+	if got, want := r.Bytes(), 2*bufpool.ClassCap(len(c))+ringBytes(1024)+ringBytes(minRing); got != want {
 		t.Errorf("two packets 1000 places apart: Bytes = %d, want %d", got, want)
 	}
 }
@@ -178,11 +179,11 @@ func TestClassOf(t *testing.T) {
 		{65, 2, 128}, {1200, 6, 2048}, {4096, 7, 4096}, {4097, 8, 8192},
 		{1 << 30, 25, 1 << 30}, {1<<30 + 1, 26, 1<<30 + 1},
 	} {
-		if c := classOf(tc.n); c != tc.class {
-			t.Errorf("classOf(%d) = %d, want %d", tc.n, c, tc.class)
+		if c := bufpool.ClassOf(tc.n); c != tc.class {
+			t.Errorf("bufpool.ClassOf(%d) = %d, want %d", tc.n, c, tc.class)
 		}
-		if c := classCap(tc.n); c != tc.cap {
-			t.Errorf("classCap(%d) = %d, want %d", tc.n, c, tc.cap)
+		if c := bufpool.ClassCap(tc.n); c != tc.cap {
+			t.Errorf("bufpool.ClassCap(%d) = %d, want %d", tc.n, c, tc.cap)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"errors"
+	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"slices"
 	"testing"
 	"time"
@@ -497,7 +498,7 @@ func TestReceiverProperties(t *testing.T) {
 			enc := cfg.MaxMessage + coalesce.MaxOverhead
 			q := p + 1 + (enc+mtu-1)/mtu
 			n := capFor(q)
-			cost := q*classCap(mtu) + ringBytes(n)
+			cost := q*bufpool.ClassCap(mtu) + ringBytes(n)
 			if n > baseRing {
 				cost += ringBytes(baseRing)
 			}

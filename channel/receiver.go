@@ -2,6 +2,7 @@ package channel
 
 import (
 	"errors"
+	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/clock"
@@ -228,7 +229,7 @@ type Message struct {
 // concurrent use.
 type Receiver struct {
 	cfg    ReceiverConfig
-	pool   *bufPool
+	pool   *bufpool.Pool
 	budget *Budget
 
 	g Seq // ignore number (D8)
@@ -330,16 +331,16 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 	// (Budget), or up to the memory the queue may use.
 	switch root := r.budget.rootOrNil(); {
 	case root == nil:
-		r.pool = &bufPool{limit: cfg.MaxBytes}
+		r.pool = &bufpool.Pool{Limit: cfg.MaxBytes}
 	case root.MaxFree > 0:
 		r.pool = &root.pool
-		r.pool.limit = root.MaxFree
+		r.pool.Limit = root.MaxFree
 	case root.Limit > 0:
 		r.pool = &root.pool
-		r.pool.limit = root.Limit
+		r.pool.Limit = root.Limit
 	default:
 		r.pool = &root.pool
-		r.pool.limit = max(r.pool.limit, cfg.MaxBytes)
+		r.pool.Limit = max(r.pool.Limit, cfg.MaxBytes)
 	}
 	return r
 }
@@ -479,7 +480,7 @@ func (r *Receiver) updateGrant() {
 			// Packets of the rest already queued past a hole are
 			// charged already: the grant is for those still missing.
 			missing := k - r.q.count(bmPresent, m.head+m.n, m.head+m.n+k)
-			bufs = max(missing, 1) * classCap(chunk)
+			bufs = max(missing, 1) * bufpool.ClassCap(chunk)
 			capacity = capFor(max(r.q.off+r.q.span, m.head+m.n+k) - r.q.off)
 			seq, rel, packets = r.g.Add(m.head+1), head.rel, m.n+k
 		}
@@ -903,7 +904,7 @@ func (r *Receiver) takeRoom() int {
 	room := r.cfg.MaxBytes - r.charge - r.grant
 	for x := r.budget; x != nil; x = x.Parent {
 		if x.Limit > 0 {
-			room = min(room, x.Limit-x.Used-x.committed-x.pool.retained)
+			room = min(room, x.Limit-x.Used-x.committed-x.pool.Retained)
 		}
 	}
 	return room
@@ -952,7 +953,7 @@ func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
 	if h.Reliable && !r.roomForOwed(i, h, len(chunk)) {
 		return false
 	}
-	buf := classCap(len(chunk))
+	buf := bufpool.ClassCap(len(chunk))
 	c := r.chargeFor(r.bufs+buf, r.q.capWith(i))
 	if !r.fitsWith(c, r.grant) && r.compact(i) {
 		c = r.chargeFor(r.bufs+buf, r.q.capWith(i))
@@ -988,7 +989,7 @@ func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
 		}
 	}
 	r.q.ensure(i)
-	b := r.pool.get(len(chunk))
+	b := r.pool.Get(len(chunk))
 	copy(b, chunk)
 	var flags uint8
 	if h.Reliable {
@@ -1038,7 +1039,7 @@ func (r *Receiver) headFits(i int, h Header, chunk []byte, c, grant int) bool {
 		capacity = capFor(1 + k)
 	}
 	missing := k - r.q.count(bmPresent, i+1, i+1+k) // those queued are charged
-	return r.fitsGranted(c, grant+r.grantFor(max(missing, 1)*classCap(chunkLen), capacity, places))
+	return r.fitsGranted(c, grant+r.grantFor(max(missing, 1)*bufpool.ClassCap(chunkLen), capacity, places))
 }
 
 // releaseRing returns an empty ring that grew past its base arrays to them
@@ -1108,12 +1109,12 @@ func (r *Receiver) roomForOwed(i int, h Header, n int) bool {
 	if missing <= 0 {
 		return true
 	}
-	rem := missing * classCap(max(r.maxChunk, n, minMessageMTU))
+	rem := missing * bufpool.ClassCap(max(r.maxChunk, n, minMessageMTU))
 	// The owed packets lie somewhere after the ignore number: reckon the
 	// ring from index 0 to the last reliable packet, as compact would
 	// make it once unreliable packets beyond are evicted.
 	places := capFor(max(i, r.q.last(bmRel)) + 1)
-	return r.fitsWith(r.chargeFor(r.bufs-r.unrelBufs+classCap(n)+rem, places), r.grantFor(r.grantBufs, r.grantCap, places))
+	return r.fitsWith(r.chargeFor(r.bufs-r.unrelBufs+bufpool.ClassCap(n)+rem, places), r.grantFor(r.grantBufs, r.grantCap, places))
 }
 
 // remove drops the packet at logical index i (the caller recharges).
@@ -1126,7 +1127,7 @@ func (r *Receiver) remove(i int) {
 		r.unrelBufs -= cap(s.data)
 	}
 	if root := r.budget.rootOrNil(); root == nil || root.roomToKeep() {
-		r.pool.put(s.data)
+		r.pool.Put(s.data)
 	}
 	if m := &r.cmg; m.valid && i <= m.head+m.n {
 		m.valid = false

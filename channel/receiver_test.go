@@ -2,6 +2,7 @@ package channel
 
 import (
 	"errors"
+	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"slices"
 	"testing"
 	"time"
@@ -534,7 +535,7 @@ func TestUnblockableHead(t *testing.T) {
 func TestMemoryEviction(t *testing.T) {
 	// 10 unreliable first packets of 25 bytes, 3 places apart, in 32-byte
 	// buffers and a ring of 32 places (N49).
-	held := 10*classCap(25) + ringBytes(32)
+	held := 10*bufpool.ClassCap(25) + ringBytes(32)
 	p := newPair(t, ReceiverConfig{MaxBytes: held + 16})
 	first := p.send(payload(0, 40), true) // 3 packets, held back
 	var us [][]packet
@@ -570,7 +571,7 @@ func TestRoomForMissingPackets(t *testing.T) {
 	// A and B: 3 packets each, 25+25+8 chunk bytes in 32-byte buffers.
 	// Three packets in a ring of 4 places: 288 bytes; a fifth place makes
 	// the ring 8 places (N49).
-	three, five := 3*classCap(25)+ringBytes(4), 5*classCap(25)+ringBytes(8)
+	three, five := 3*bufpool.ClassCap(25)+ringBytes(4), 5*bufpool.ClassCap(25)+ringBytes(8)
 	p := newPair(t, ReceiverConfig{MaxBytes: five - 1})
 	a := p.send(payload(1, 40), true)
 	b := p.send(payload(2, 40), true)
@@ -608,7 +609,7 @@ func TestMessageLargerThanMemory(t *testing.T) {
 func TestSharedBudget(t *testing.T) {
 	// Each receiver's first two packets: 100-byte chunks in 128-byte
 	// buffers, and a ring of 4 places (N49). A third does not fit.
-	b := &Budget{Limit: 2*(2*classCap(100)+ringBytes(4)) + 100}
+	b := &Budget{Limit: 2*(2*bufpool.ClassCap(100)+ringBytes(4)) + 100}
 	r1 := NewReceiver(ReceiverConfig{Budget: b})
 	r2 := NewReceiver(ReceiverConfig{Budget: b})
 	s1, s2 := NewSender(1), NewSender(2)
@@ -637,13 +638,13 @@ func TestSparseRingCharged(t *testing.T) {
 	if got := r.Handle(t0, Header{Start: true, Seq: 60000}, c); got != Accepted {
 		t.Fatal(got)
 	}
-	if got, want := r.Bytes(), classCap(len(c))+ringBytes(minRing); got != want {
+	if got, want := r.Bytes(), bufpool.ClassCap(len(c))+ringBytes(minRing); got != want {
 		t.Errorf("one packet after 60000 lost ones: Bytes = %d, want %d", got, want)
 	}
 	if got := r.Handle(t0, Header{Start: true, Seq: 0}, c); got != Accepted {
 		t.Fatal(got)
 	}
-	if got, want := r.Bytes(), 2*classCap(len(c))+ringBytes(65536)+ringBytes(minRing); got != want {
+	if got, want := r.Bytes(), 2*bufpool.ClassCap(len(c))+ringBytes(65536)+ringBytes(minRing); got != want {
 		t.Errorf("Bytes = %d, want %d for a 65536-place ring and its base", got, want)
 	}
 	r2 := NewReceiver(ReceiverConfig{MaxBytes: 100000})

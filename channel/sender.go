@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"math"
 	"math/bits"
 	"slices"
@@ -48,7 +49,7 @@ type Sender struct {
 	resends       uint64
 	last          clock.Time // the latest time seen, so schedules never go back
 
-	bufs bufPool
+	bufs bufpool.Pool
 	msgs []*message // free message structs
 
 	ahead int // if positive, replaces MaxAhead (SetMaxAhead)
@@ -123,7 +124,7 @@ const (
 // NewSender returns the sender of message channel id. Its first packet has
 // sequence number 0 and R starts at 0 (D5, D7).
 func NewSender(id int16) *Sender {
-	return &Sender{id: id, bufs: bufPool{limit: senderRetain}}
+	return &Sender{id: id, bufs: bufpool.Pool{Limit: senderRetain}}
 }
 
 // ID returns the channel the sender was created for.
@@ -170,9 +171,9 @@ func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 		m = new(message)
 	}
 	if len(msg) <= maxDeferred && coalesce.Batched() {
-		m.buf, m.deferred = coalesce.AppendMessageDeferred(s.bufs.get(n)[:0], msg, reliable)
+		m.buf, m.deferred = coalesce.AppendMessageDeferred(s.bufs.Get(n)[:0], msg, reliable)
 	} else {
-		m.buf, m.deferred = coalesce.AppendMessage(s.bufs.get(n)[:0], msg, reliable), false
+		m.buf, m.deferred = coalesce.AppendMessage(s.bufs.Get(n)[:0], msg, reliable), false
 	}
 	m.off, m.refs, m.reliable, m.at = 0, 0, reliable, now
 	s.pending.Push(m)
@@ -424,7 +425,7 @@ func (s *Sender) schedule(idx int32) {
 
 // release returns a fully sent, unreferenced message to the free lists.
 func (s *Sender) release(m *message) {
-	s.bufs.put(m.buf)
+	s.bufs.Put(m.buf)
 	m.buf = nil
 	if len(s.msgs) < maxFreeMsgs {
 		s.msgs = append(s.msgs, m)
@@ -679,7 +680,7 @@ func (s *Sender) idle() {
 	s.resetBookkeeping(math.MaxInt, s.used)
 	s.grown = grown
 	if s.pending.Len() == 0 {
-		s.bufs.trim(idleRetain)
+		s.bufs.Trim(idleRetain)
 		s.trimMsgs(idleKeepSlots)
 	}
 }
@@ -850,7 +851,7 @@ func (s *Sender) Trim() {
 	s.grown = false
 	s.resetBookkeeping(spareSlots, allBuckets)
 	s.pending.Reset(spareSlots)
-	s.bufs.trim(spareRetain)
+	s.bufs.Trim(spareRetain)
 	s.trimMsgs(64)
 }
 
@@ -873,6 +874,6 @@ func (s *Sender) Reset() {
 	s.nonEmpty, s.used = 0, 0
 	s.inFlight, s.inFlightBytes = 0, 0
 	s.grown = false
-	s.bufs.drain()
+	s.bufs.Drain()
 	s.msgs = nil
 }

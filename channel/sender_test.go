@@ -293,12 +293,12 @@ func TestBufferRecycling(t *testing.T) {
 	s := NewSender(0)
 	s.Queue(payload(1, 100), true) // 118 bytes: class 128
 	pkts := sendNew(t, s, t0, 50)  // 3 packets
-	if s.bufs.retained != 0 {
+	if s.bufs.Retained != 0 {
 		t.Fatal("buffer recycled while its chunks are in flight")
 	}
 	s.HandleAck(pkts[0].h.Seq)
 	s.HandleAck(pkts[2].h.Seq)
-	if s.bufs.retained != 0 {
+	if s.bufs.Retained != 0 {
 		t.Fatal("buffer recycled with one chunk still in flight")
 	}
 	// The resend of the last in-flight chunk still reads the right bytes.
@@ -307,20 +307,20 @@ func TestBufferRecycling(t *testing.T) {
 		t.Fatal("resend of packet 1 wrong")
 	}
 	s.HandleAck(pkts[1].h.Seq)
-	if s.bufs.retained != 128 {
-		t.Fatalf("retained %d bytes after the last ack, want 128", s.bufs.retained)
+	if s.bufs.Retained != 128 {
+		t.Fatalf("retained %d bytes after the last ack, want 128", s.bufs.Retained)
 	}
 	s.Queue(payload(2, 80), false) // 98 bytes: class 128
-	if s.bufs.retained != 0 {
+	if s.bufs.Retained != 0 {
 		t.Fatal("the next message did not reuse the buffer")
 	}
 	s.AppendNew(nil, t0, 5)
-	if s.bufs.retained != 0 {
+	if s.bufs.Retained != 0 {
 		t.Fatal("unreliable buffer recycled before its last chunk was sent")
 	}
 	sendNew(t, s, t0, 5)
-	if s.bufs.retained != 128 {
-		t.Fatalf("unreliable buffer not recycled once sent: retained %d", s.bufs.retained)
+	if s.bufs.Retained != 128 {
+		t.Fatalf("unreliable buffer not recycled once sent: retained %d", s.bufs.Retained)
 	}
 }
 
@@ -434,7 +434,7 @@ func TestBufferRetention(t *testing.T) {
 		if i == len(seqs)-1 {
 			// Before the last ack: every buffer but one is free, and
 			// kept up to senderRetain.
-			if r, want := s.bufs.retained, min((n-1)*2048, senderRetain); r != want {
+			if r, want := s.bufs.Retained, min((n-1)*2048, senderRetain); r != want {
 				t.Errorf("retained %d bytes during the burst, want %d", r, want)
 			}
 		}
@@ -442,7 +442,7 @@ func TestBufferRetention(t *testing.T) {
 			t.Fatalf("ack of %d not taken", q)
 		}
 	}
-	if r := s.bufs.retained; r > idleRetain {
+	if r := s.bufs.Retained; r > idleRetain {
 		t.Errorf("retained %d bytes once idle, want at most %d", r, idleRetain)
 	}
 }

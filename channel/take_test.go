@@ -38,7 +38,7 @@ func twinDiff(a, b *Receiver) string {
 			GrantLen: r.grantLen, GrantSeq: r.grantSeq, GrantRel: r.grantRel, Evidence: r.evidence, EvidenceN: r.evidenceN,
 			Debt: r.q.debt, Slots: len(r.q.slots), Off: r.q.off, Span: r.q.span, Head: r.q.head, Cmg: r.cmg, Bytes: r.Bytes()}
 		if r.budget != nil {
-			s.Used, s.Committed, s.Holders, s.Retained = r.budget.Used, r.budget.committed, r.budget.holders, r.budget.pool.retained
+			s.Used, s.Committed, s.Holders, s.Retained = r.budget.Used, r.budget.committed, r.budget.holders, r.budget.pool.Retained
 		}
 		return s
 	}
