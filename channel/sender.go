@@ -162,18 +162,25 @@ func (s *Sender) Queue(msg []byte, reliable bool) int {
 // if it is unreliable, while it waits.
 func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 	n := coalesce.EncodedLen(len(msg))
-	var m *message
+	var (
+		m   *message
+		buf []byte
+	)
 	if k := len(s.msgs); k > 0 {
 		m = s.msgs[k-1]
 		s.msgs[k-1] = nil
 		s.msgs = s.msgs[:k-1]
+		buf = s.unkeep(m, n)
 	} else {
 		m = new(message)
 	}
+	if buf == nil {
+		buf = s.bufs.Get(n)
+	}
 	if len(msg) <= maxDeferred && coalesce.Batched() {
-		m.buf, m.deferred = coalesce.AppendMessageDeferred(s.bufs.Get(n)[:0], msg, reliable)
+		m.buf, m.deferred = coalesce.AppendMessageDeferred(buf[:0], msg, reliable)
 	} else {
-		m.buf, m.deferred = coalesce.AppendMessage(s.bufs.Get(n)[:0], msg, reliable), false
+		m.buf, m.deferred = coalesce.AppendMessage(buf[:0], msg, reliable), false
 	}
 	m.off, m.refs, m.reliable, m.at = 0, 0, reliable, now
 	s.pending.Push(m)
@@ -303,10 +310,17 @@ func (s *Sender) AppendNew(b []byte, now clock.Time, messageMTU int) ([]byte, Se
 	}
 	now = s.tick(now)
 	m := *s.pending.At(0)
+	n := min(max(messageMTU, 1), len(m.buf)-m.off)
+	b, h := s.cut(b, m, n, now)
+	return b, Sent{Header: h, Bytes: n}
+}
+
+// cut appends to b the packet of the next n bytes of m, the oldest
+// queued message, sent at now (AppendNew), and returns its header.
+func (s *Sender) cut(b []byte, m *message, n int, now clock.Time) ([]byte, Header) {
 	if m.deferred {
 		s.fillSums()
 	}
-	n := min(max(messageMTU, 1), len(m.buf)-m.off)
 	chunk := m.buf[m.off : m.off+n : m.off+n]
 	h := Header{Reliable: m.reliable, Start: m.off == 0, Seq: s.seq}
 	if m.reliable {
@@ -332,7 +346,99 @@ func (s *Sender) AppendNew(b []byte, now clock.Time, messageMTU int) ([]byte, Se
 			s.trimMsgs(idleKeepSlots)
 		}
 	}
-	return b, Sent{Header: h, Bytes: n}
+	return b, h
+}
+
+// RunLimit bounds the packets AppendRun appends after its first, which
+// its caller has found may go.
+type RunLimit struct {
+	// End bounds the length of the slice appended to: a frame that
+	// would take it past End is not appended.
+	End int
+	// MTU is the message MTU: the most chunk bytes of a packet (D12; below
+	// 1 counts as 1).
+	MTU int
+	// Max is the most packets appended.
+	Max int
+	// Expire, if set, ends the run before an unreliable message not yet
+	// begun that was queued before Before (Expires).
+	Expire bool
+	Before clock.Time
+	// Reliable bounds the reliable packets after the first: one is
+	// appended only while those appended before it, each counted as its
+	// chunk's bytes plus Overhead, add up to Reliable at most.
+	Reliable, Overhead int
+	// Frames ends the run once the frames appended, less their length
+	// fields, add up to Frames bytes or more.
+	Frames int
+}
+
+// Run is what AppendRun appended.
+type Run struct {
+	Packets, Bytes int // packets, and their chunks' bytes
+	// Reliable and ReliableBytes are those of the packets that are
+	// reliable, now in flight.
+	Reliable, ReliableBytes int
+}
+
+// AppendRun appends to b, as AppendNew would one after the other, the
+// packets of the queued messages while the sender may (MayAppend) and
+// lim allows, each in a frame: the length of the rest of the frame in two
+// bytes, big-endian, then tag in two bytes, then the packet, header and
+// chunk. It is how a run of one channel's packets is written into a
+// bundle (D24) in one call (N111). The first packet is appended if it
+// fits lim.End and the sender may append: lim's other bounds are for
+// those after it.
+func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) ([]byte, Run) {
+	var r Run
+	if s.pending.Len() == 0 {
+		return b, r
+	}
+	now = s.tick(now)
+	mtu := max(lim.MTU, 1)
+	ahead := s.maxAhead()
+	// The oldest packet in flight, if any: a run sends none past
+	// MaxAhead after it (seqBlocked), and acks come between runs only.
+	old, oseq := s.oldest() >= 0, Seq(0)
+	if old {
+		oseq = s.bySeq.At(0).seq
+	}
+	frames, cost := 0, 0
+	for s.pending.Len() > 0 && !(old && Distance(oseq, s.seq) >= ahead) {
+		m := *s.pending.At(0)
+		n := min(mtu, len(m.buf)-m.off)
+		size := 2 + HeaderLen + n
+		if len(b)+2+size > lim.End {
+			break
+		}
+		if r.Packets > 0 {
+			if r.Packets >= lim.Max || frames >= lim.Frames {
+				break
+			}
+			if m.reliable {
+				if cost > lim.Reliable {
+					break
+				}
+			} else if lim.Expire && m.off == 0 && m.at != 0 && m.at < lim.Before {
+				break
+			}
+		}
+		b = append(b, byte(size>>8), byte(size), byte(tag>>8), byte(tag))
+		var h Header
+		b, h = s.cut(b, m, n, now)
+		if h.Reliable {
+			if !old {
+				old, oseq = true, h.Seq
+			}
+			r.Reliable++
+			r.ReliableBytes += n
+			cost += n + lim.Overhead
+		}
+		frames += size
+		r.Packets++
+		r.Bytes += n
+	}
+	return b, r
 }
 
 // Deferred checksums. Where digests computed together cost less than one
@@ -424,11 +530,49 @@ func (s *Sender) schedule(idx int32) {
 }
 
 // release returns a fully sent, unreferenced message to the free lists.
+// A free message struct keeps its buffer, if the pool has room for it, and
+// the pool counts it as retained: the next message of the same size class
+// takes the two together, not each from its own list (N111).
 func (s *Sender) release(m *message) {
+	if len(s.msgs) < maxFreeMsgs {
+		if c := cap(m.buf); s.bufs.Retained+c <= s.bufs.Limit {
+			s.bufs.Retained += c
+		} else {
+			m.buf = nil
+		}
+		s.msgs = append(s.msgs, m)
+		return
+	}
 	s.bufs.Put(m.buf)
 	m.buf = nil
-	if len(s.msgs) < maxFreeMsgs {
-		s.msgs = append(s.msgs, m)
+}
+
+// unkeep takes the buffer a free message struct kept (release) off the
+// pool's count, and returns it for a message of n encoded bytes if it is
+// of n's size class, or nil after handing it to the pool.
+func (s *Sender) unkeep(m *message, n int) []byte {
+	b := m.buf
+	if b == nil {
+		return nil
+	}
+	m.buf = nil
+	s.bufs.Retained -= cap(b)
+	if cap(b) != bufpool.ClassCap(n) {
+		s.bufs.Put(b)
+		return nil
+	}
+	return b
+}
+
+// trimBufs lets go of free buffers, the pool's and those free message
+// structs keep, until at most keep bytes are retained.
+func (s *Sender) trimBufs(keep int) {
+	s.bufs.Trim(keep)
+	for i := len(s.msgs) - 1; i >= 0 && s.bufs.Retained > keep; i-- {
+		if m := s.msgs[i]; m.buf != nil {
+			s.bufs.Retained -= cap(m.buf)
+			m.buf = nil
+		}
 	}
 }
 
@@ -680,7 +824,7 @@ func (s *Sender) idle() {
 	s.resetBookkeeping(math.MaxInt, s.used)
 	s.grown = grown
 	if s.pending.Len() == 0 {
-		s.bufs.Trim(idleRetain)
+		s.trimBufs(idleRetain)
 		s.trimMsgs(idleKeepSlots)
 	}
 }
@@ -775,6 +919,9 @@ const allBuckets = 1<<numBuckets - 1
 // larger than they need.
 func (s *Sender) trimMsgs(keep int) {
 	if len(s.msgs) > keep {
+		for _, m := range s.msgs[keep:] {
+			s.bufs.Retained -= cap(m.buf)
+		}
 		clear(s.msgs[keep:])
 		s.msgs = slices.Clone(s.msgs[:keep])
 	}
@@ -851,7 +998,7 @@ func (s *Sender) Trim() {
 	s.grown = false
 	s.resetBookkeeping(spareSlots, allBuckets)
 	s.pending.Reset(spareSlots)
-	s.bufs.Trim(spareRetain)
+	s.trimBufs(spareRetain)
 	s.trimMsgs(64)
 }
 

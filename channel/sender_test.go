@@ -709,3 +709,54 @@ func TestResendIntervalSaturates(t *testing.T) {
 		}
 	})
 }
+
+// N111: the buffers free message structs keep are counted as the pool's
+// own free buffers are: over any sequence of sends, acks, drops and
+// trims, what the pool counts as retained stays within its limit and
+// covers the kept buffers, and letting go of everything free leaves
+// nothing counted.
+func TestKeptBuffersCounted(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := NewSender(1)
+		s.bufs.Limit = rapid.IntRange(0, 4096).Draw(t, "limit")
+		now := t0
+		var inFlight []Seq
+		check := func(after string) {
+			kept := 0
+			for _, m := range s.msgs {
+				kept += cap(m.buf)
+			}
+			if r := s.bufs.Retained; r > s.bufs.Limit || r < kept {
+				t.Fatalf("after %s: %d bytes retained, limit %d, %d kept by free messages", after, r, s.bufs.Limit, kept)
+			}
+		}
+		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+			now = now.Add(ms)
+			switch rapid.IntRange(0, 4).Draw(t, "op") {
+			case 0:
+				s.QueueAt(payload(0, rapid.IntRange(0, 600).Draw(t, "size")), rapid.Bool().Draw(t, "reliable"), now)
+			case 1:
+				for _, p := range sendNew(t, s, now, rapid.IntRange(1, 700).Draw(t, "mtu")) {
+					if p.h.Reliable {
+						inFlight = append(inFlight, p.h.Seq)
+					}
+				}
+			case 2:
+				if len(inFlight) > 0 {
+					i := rapid.IntRange(0, len(inFlight)-1).Draw(t, "ack")
+					s.HandleAck(inFlight[i])
+					inFlight = append(inFlight[:i], inFlight[i+1:]...)
+				}
+			case 3:
+				s.DropExpired(now)
+			case 4:
+				s.Trim()
+			}
+			check("a step")
+		}
+		s.trimBufs(0)
+		if s.bufs.Retained != 0 {
+			t.Fatalf("%d bytes counted as retained with no free buffer left", s.bufs.Retained)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package fastnet
 
 import (
 	"encoding/binary"
+	"math"
 	"net/netip"
 
 	"github.com/fastnet-engine/fastnet/channel"
@@ -538,7 +539,9 @@ func (c *conn) runChannel(now clock.Time) *chanState {
 // change it: the heartbeat a flooding connection brings forward
 // (floodBeat, at most once: called again within the run it would find
 // what it found, or, after a reliable packet, no flood), the ring, the
-// window, and the messages that expire behind a reliable one.
+// window, and the messages that expire behind a reliable one. The
+// packets between two such checks that cannot change their outcome are
+// written by the sender in one call (channel.Sender.AppendRun, N111).
 func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanState) ([]byte, int) {
 	mtu := c.payloadMTU - channel.HeaderLen
 	limit := c.payloadMTU + 2
@@ -569,12 +572,35 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 			c.ringPos = 0 // as pollNew turns the ring
 		}
 		at := len(b)
-		b = c.sendNew(now, append(b, 0, 0), cs, mtu)
-		binary.BigEndian.PutUint16(b[at:], uint16(len(b)-at-bundleLenSize))
-		k++
-		c.ep.runSent++
-		p := b[at+bundleLenSize:]
-		c.cc.spend(len(p), c.payloadMTU+2, true)
+		n := 1
+		if one || cs.tracked {
+			b = c.sendNew(now, append(b, 0, 0), cs, mtu)
+			binary.BigEndian.PutUint16(b[at:], uint16(len(b)-at-bundleLenSize))
+		} else {
+			// The packets the checks below would let go one by one,
+			// in one call (N111): within the bundle, while the
+			// sender may, up to the first that may flood, and the
+			// reliable ones while roomNext holds for sure.
+			lim := channel.RunLimit{End: limit, MTU: mtu, Max: math.MaxInt,
+				Expire: c.cc.on, Before: expired,
+				Reliable: c.reliableRoom(), Overhead: wireOverhead, Frames: math.MaxInt}
+			if !flooded {
+				lim.Frames = c.floodRoom()
+			}
+			var r channel.Run
+			b, r = cs.snd.AppendRun(b, now, uint16(cs.id), lim)
+			c.sentRun(now, cs, r)
+			if n = r.Packets; n == 0 {
+				return b, k
+			}
+		}
+		k += n
+		c.ep.runSent += uint64(n)
+		for p := b[at:]; len(p) >= bundleLenSize; {
+			size := int(binary.BigEndian.Uint16(p))
+			c.cc.spend(size, c.payloadMTU+2, true)
+			p = p[bundleLenSize+size:]
+		}
 		if !flooded && c.flooding() {
 			c.floodBeat() // as spent does
 			flooded = true

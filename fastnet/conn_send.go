@@ -2,6 +2,7 @@ package fastnet
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 	"time"
 
@@ -329,17 +330,31 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 // position ringPos, cut at mtu (pollNew).
 func (c *conn) sendNew(now clock.Time, buf []byte, cs *chanState, mtu int) []byte {
 	b, sent := cs.snd.AppendNew(appendPacketHeader(buf, cs.id), now, mtu)
-	c.queued -= sent.Bytes
+	r := channel.Run{Packets: 1, Bytes: sent.Bytes}
 	if cs.tracked {
+		c.queued -= sent.Bytes
 		c.trackSent(cs, sent)
+		r.Bytes = 0 // taken off already
 	}
 	if sent.Reliable {
+		r.Reliable, r.ReliableBytes = 1, sent.Bytes
+	}
+	c.sentRun(now, cs, r)
+	return b
+}
+
+// sentRun accounts for the packets of channel cs sent for the first time
+// at now (sendNew, appendRun): what they took off the queue, the reliable
+// ones in flight, the channel's place in the ring.
+func (c *conn) sentRun(now clock.Time, cs *chanState, r channel.Run) {
+	c.queued -= r.Bytes
+	if r.Reliable > 0 {
 		if !c.cc.reliable {
 			c.cc.sentReliable()
 		}
-		c.stats.ReliablePacketsSent++
-		c.inFlight += sent.Bytes
-		c.ccInFlight += sent.Bytes + wireOverhead
+		c.stats.ReliablePacketsSent += uint64(r.Reliable)
+		c.inFlight += r.ReliableBytes
+		c.ccInFlight += r.ReliableBytes + r.Reliable*wireOverhead
 		c.maxMTUInFlight = max(c.maxMTUInFlight, c.payloadMTU)
 		if !cs.inSend {
 			cs.inSend = true
@@ -356,7 +371,42 @@ func (c *conn) sendNew(now clock.Time, buf []byte, cs *chanState, mtu int) []byt
 		c.senderIdle(cs) // it sent only unreliable packets
 	}
 	c.maybeWritable()
-	return b
+}
+
+// reliableRoom returns how many bytes of reliable packets, each counted
+// with wireOverhead, the connection can send in a run with roomNext
+// holding before each (N111): at most MaxInFlight and the window, as
+// roomReliable asks, but without its allowances for an empty window and
+// a small packet, which the checks between runs take.
+func (c *conn) reliableRoom() int {
+	return min(c.ep.cfg.MaxInFlight-c.payloadMTU-c.inFlight,
+		c.cc.window()-c.probeBytes-(c.payloadMTU+wireOverhead)-c.ccInFlight)
+}
+
+// floodRoom returns how many bytes of packets (their spend) the
+// connection can send in a run with flooding false after each but the
+// last (N111): 0 if it may already hold. Without congestion control
+// nothing a run sends changes it; with it, the bytes the pacer's tokens
+// cover, less two for the rounding of their sum, and those before
+// floodDatagrams datagrams since the last heartbeat.
+func (c *conn) floodRoom() int {
+	if c.queued <= 0 {
+		return math.MaxInt // sending only takes from the queue
+	}
+	if c.flooding() {
+		return 0
+	}
+	if !c.cc.on {
+		return math.MaxInt
+	}
+	room := floodDatagrams*uint64(c.payloadMTU) - (c.cc.sent - c.hb.lastBytes())
+	if t := c.cc.tokens - 2; t < float64(room) {
+		if t <= 0 {
+			return 0
+		}
+		room = uint64(t)
+	}
+	return int(min(room, math.MaxInt))
 }
 
 // floodDatagrams is how many datagrams of the payload MTU a connection

@@ -26,6 +26,17 @@ func TestPropertyRunsChangeNothing(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := drawCase(t, 0, 12, false)
 		drawBursts(t, &c, 120, 64)
+		// A run's bounds differ with congestion control off, where
+		// the pacer never floods and the window never binds, and with
+		// a fixed rate (N111).
+		for _, cfg := range []*fastnet.Config{&c.setup.Cli, &c.setup.Srv} {
+			switch rapid.IntRange(0, 3).Draw(t, "congestion") {
+			case 1:
+				cfg.Congestion.Disabled = true
+			case 2:
+				cfg.Congestion.FixedRate = rapid.IntRange(20_000, 2_000_000).Draw(t, "fixedRate")
+			}
+		}
 		playTwice(t, c, [2]string{"with runs", "without"}, func(i int, s *simSetup) { s.NoRuns = i == 1 },
 			func(i int, s *sim) {
 				if i == 0 {
