@@ -40,11 +40,14 @@ type outcomeSim struct {
 	relSent  [2]map[int][]bool   // and whether each was reliable
 	untrack  [2]int              // untracked messages sent
 	discSeen [2]bool             // the side's Disconnected event came
-	lostAt   [2]clock.Time       // when the side reported a message lost or dropped
-	final    [2]*fastnet.Stats   // its Stats
-	quality  [2][]qualitySeen
-	mtuAt    [2][]clock.Time // the instants of EventMTUChanged
-	stream   bool
+	// endedAt is when the side polled an EventQuality of a connection
+	// that had ended since, Stats no longer knowing it.
+	endedAt [2]clock.Time
+	lostAt  [2]clock.Time     // when the side reported a message lost or dropped
+	final   [2]*fastnet.Stats // its Stats
+	quality [2][]qualitySeen
+	mtuAt   [2][]clock.Time // the instants of EventMTUChanged
+	stream  bool
 }
 
 type qualitySeen struct {
@@ -110,6 +113,10 @@ func (o *outcomeSim) onEvent(at clock.Time, node netip.AddrPort, ev fastnet.Even
 			if o.lostAt[side] != 0 && o.lostAt[side] != at {
 				o.fail("%s: messages lost at %v, the connection ended at %v", sideName(side), o.lostAt[side], at)
 			}
+			if e := o.endedAt[side]; e != 0 && e != at {
+				o.fail("%s: Quality at %v of a connection Stats did not know, Disconnected at %v", sideName(side), e, at)
+			}
+			o.endedAt[side] = 0
 			o.discSeen[side] = true
 			o.final[side] = ev.Stats
 			if ev.Stats == nil {
@@ -122,7 +129,11 @@ func (o *outcomeSim) onEvent(at clock.Time, node netip.AddrPort, ev fastnet.Even
 	case fastnet.EventQuality:
 		st, ok := o.ep[side].Stats(ev.Conn)
 		if !ok {
-			o.fail("%s: Quality of a connection Stats does not know", sideName(side))
+			// The connection ended in the step that reported its
+			// quality: its Disconnected event, with the final Stats,
+			// must follow at once (N59).
+			o.endedAt[side] = at
+			break
 		}
 		o.quality[side] = append(o.quality[side], qualitySeen{at, *ev.Quality, st})
 	case fastnet.EventMTUChanged:
@@ -308,6 +319,9 @@ func playOutcomes(t simT, c simCase, track []bool, end, endSide int) *outcomeSim
 	for side := range 2 {
 		if !o.discSeen[side] && o.ended[side] == nil {
 			t.Fatalf("%s: the connection did not end", sideName(side))
+		}
+		if e := o.endedAt[side]; e != 0 {
+			t.Fatalf("%s: Quality at %v of a connection Stats did not know, and no Disconnected after it", sideName(side), e)
 		}
 	}
 	return o
