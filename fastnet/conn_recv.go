@@ -221,16 +221,30 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 	c.timesStale = true
 	// Only the channels an entry acknowledged a packet of can change: the
 	// work is proportional to the entries, not to the channels in flight.
+	// Entries come channel by channel: what follows from a channel's
+	// acks (its place in the ring, its going idle) is settled once its
+	// last entry in a row is taken, before the next channel's (N112).
+	var (
+		last  *chanState
+		entry = -1 // last's in c.ackedChans, once found
+	)
 	for it.Next() {
 		a := it.Ack()
-		cs := c.channel(a.Channel, false)
-		if cs == nil || cs.snd == nil {
-			continue // acks for unknown packets are ignored (D13)
+		cs := last
+		if cs == nil || cs.id != a.Channel {
+			if last != nil {
+				c.ackedRow(now, last)
+				last, entry = nil, -1
+			}
+			if cs = c.channel(a.Channel, false); cs == nil || cs.snd == nil {
+				continue // acks for unknown packets are ignored (D13)
+			}
 		}
 		ak, ok := cs.snd.HandleAck(a.Seq)
 		if !ok {
 			continue
 		}
+		last = cs
 		c.cc.onAck(now, ak.First, ak.Last, ak.Resends, ak.Bytes+wireOverhead, c.ccInFlight, c.payloadMTU+wireOverhead)
 		c.inFlight -= ak.Bytes
 		if ak.Resends == 0 {
@@ -239,19 +253,19 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 		if c.cc.on {
 			// The newest reliable packet of cs this ack packet acks,
 			// for the loss check below.
-			if !cs.acked {
+			switch {
+			case !cs.acked:
 				cs.acked = true
+				entry = len(c.ackedChans)
 				c.ackedChans = append(c.ackedChans, ackedChan{cs, ak.Rel})
-			} else {
-				// Entries come channel by channel: the latest is
-				// most often the one.
-				for i := len(c.ackedChans) - 1; i >= 0; i-- {
-					if e := &c.ackedChans[i]; e.cs == cs {
-						if channel.Distance(e.rel, ak.Rel) < channel.SeqSpace/2 {
-							e.rel = ak.Rel
-						}
-						break
-					}
+			case entry < 0:
+				// A channel acked in an earlier row of the packet.
+				for entry = len(c.ackedChans) - 1; c.ackedChans[entry].cs != cs; entry-- {
+				}
+				fallthrough
+			default:
+				if e := &c.ackedChans[entry]; channel.Distance(e.rel, ak.Rel) < channel.SeqSpace/2 {
+					e.rel = ak.Rel
 				}
 			}
 		}
@@ -259,16 +273,9 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 		if cs.tracked {
 			c.trackAcked(cs, a.Seq)
 		}
-		if !cs.inRing && cs.snd.MayAppend() {
-			// Its sequence numbers waited for this ack (N41).
-			cs.inRing = true
-			c.ring = append(c.ring, cs)
-		}
-		if p, _ := cs.snd.InFlight(); p == 0 && cs.inSend {
-			c.removeSendChan(cs)
-			c.senderIdle(cs)
-			c.noteGrown(now, cs)
-		}
+	}
+	if last != nil {
+		c.ackedRow(now, last)
 	}
 	// Once the whole ack packet is taken (a lost ack's repeat follows the
 	// new entries, N29): reliable packets sent after a channel's oldest
@@ -292,6 +299,21 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 		c.maxMTUInFlight = 0
 	}
 	c.closeIfDrained(now)
+}
+
+// ackedRow settles what follows from acks of cs's packets, once the last
+// of a row of entries for it is taken (handleAcks).
+func (c *conn) ackedRow(now clock.Time, cs *chanState) {
+	if !cs.inRing && cs.snd.MayAppend() {
+		// Its sequence numbers waited for this ack (N41).
+		cs.inRing = true
+		c.ring = append(c.ring, cs)
+	}
+	if p, _ := cs.snd.InFlight(); p == 0 && cs.inSend {
+		c.removeSendChan(cs)
+		c.senderIdle(cs)
+		c.noteGrown(now, cs)
+	}
 }
 
 // removeSendChan takes cs out of c.sendChans, moving the last channel
