@@ -501,3 +501,43 @@ func TestBundleRuns(t *testing.T) {
 		})
 	}
 }
+
+// A connection still proving its address holds the messages it completes
+// (D25), charged to its budget: a bundle's whole messages are then taken
+// one at a time, each one's memory test seeing those held before it, and
+// the connection holds, acks and drops exactly what it does on an
+// endpoint taking no runs (N101).
+func TestBundleRunsUnvalidated(t *testing.T) {
+	var payload []byte
+	for i := range 40 {
+		enc := coalesce.AppendMessage(nil, bytes.Repeat([]byte{byte(i)}, 100), true)
+		pkt := dataPacket(true, true, channel.Seq(i), channel.Seq(i+1), enc)
+		payload = appendBundled(payload, append(appendPacketHeader(nil, 1), pkt...))
+	}
+	for _, limit := range []int{4000, 6000, 8000, 1 << 20} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			var got [2]string
+			for i := range got {
+				tc := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}, UnvalidatedReceiveMemory: limit})
+				tc.recvControl(control{kind: ctlConnect})
+				tc.recvControl(control{kind: ctlQueryBundle})
+				tc.ep.noRuns = i == 1
+				tc.recv(chBundle, payload)
+				c := tc.ep.lastConn
+				if c == nil || !c.unvalidated {
+					t.Fatal("setup: no unvalidated connection")
+				}
+				acks := c.pendingAcks()
+				for _, p := range tc.sent {
+					if p.ch == chAck {
+						acks += len(p.payload) / channel.AckLen
+					}
+				}
+				got[i] = fmt.Sprintf("held %d (%d bytes, %d in all), acks %d, dropped %v", len(c.held), c.heldCharge, c.recvBudget.Used, acks, c.stats.Dropped)
+			}
+			if got[0] != got[1] {
+				t.Errorf("with runs: %s\nwithout:   %s", got[0], got[1])
+			}
+		})
+	}
+}

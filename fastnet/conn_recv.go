@@ -111,9 +111,11 @@ func (c *conn) takeWhole(ch int16, b []byte, s *bundleSums, j, n int) int {
 	if cs == nil || !cs.charged || cs.rcv == nil {
 		return 0 // recvChannel has work to do
 	}
-	if c.receivers > c.liveReceivers {
+	if c.receivers > c.liveReceivers || c.unvalidated {
 		// receiverIdle may park the receiver after each packet, and
-		// recvChannel revive it for the next.
+		// recvChannel revive it for the next; or, the connection still
+		// proving its address (D25), each message is held, charged to
+		// the budget the next one's memory test reads.
 		n = 1
 	}
 	ws := s.ws[j : j+n]
