@@ -414,21 +414,21 @@ func (e *Endpoint) emitMessage(c *conn, ch int16, m channel.Message) {
 }
 
 // emitWhole reports the messages of the packets ws, which c's receiver
-// of channel ch took at once (channel.Receiver.TakeWhole), as emitMessage
-// does each: copied, or lent with Config.ReuseMessageBuffers, out of
-// bundle payload b, which holds their chunks, into the arena as the
-// receiver copies a message delivered whole (N88, N103). The message
-// events of a validated connection whose buffers are not lent are built
-// in their places in the queue, one after the other.
-func (e *Endpoint) emitWhole(c *conn, ch int16, b []byte, ws []channel.Whole) {
+// of channel ch took at once (channel.Receiver.TakeWhole), whose payloads
+// are payloads, as emitMessage does each: copied, or lent with
+// Config.ReuseMessageBuffers, into the arena as the receiver copies a
+// message delivered whole (N88, N103). The message events of a validated
+// connection whose buffers are not lent are built in their places in the
+// queue, one after the other.
+func (e *Endpoint) emitWhole(c *conn, ch int16, ws []channel.Whole, payloads [][]byte) {
+	payloads = payloads[:len(ws)]
 	if e.arena.Reuse || c.unvalidated {
 		for i := range ws {
-			w := &ws[i]
-			m := channel.Message{Reliable: w.H.Reliable}
+			m := channel.Message{Reliable: ws[i].H.Reliable}
 			if e.arena.Reuse {
-				m.Data = e.arena.Lend(w.Payload(b))
+				m.Data = e.arena.Lend(payloads[i])
 			} else {
-				m.Data = e.arena.Copy(w.Payload(b))
+				m.Data = e.arena.Copy(payloads[i])
 			}
 			e.emitMessage(c, ch, m)
 		}
@@ -438,8 +438,7 @@ func (e *Endpoint) emitWhole(c *conn, ch int16, b []byte, ws []channel.Whole) {
 	if cap(e.events)-k < len(ws) {
 		// Not room for all: one at a time, as emitMessage makes room.
 		for i := range ws {
-			w := &ws[i]
-			e.emitMessage(c, ch, channel.Message{Reliable: w.H.Reliable, Data: e.arena.Copy(w.Payload(b))})
+			e.emitMessage(c, ch, channel.Message{Reliable: ws[i].H.Reliable, Data: e.arena.Copy(payloads[i])})
 		}
 		return
 	}
@@ -449,9 +448,9 @@ func (e *Endpoint) emitWhole(c *conn, ch int16, b []byte, ws []channel.Whole) {
 	evs := e.events[k:]
 	clear(evs)
 	for i := range evs {
-		w, ev := &ws[i], &evs[i]
+		ev := &evs[i]
 		ev.Kind, ev.Conn, ev.Addr = EventMessage, c.handle, c.addr
-		ev.Channel, ev.Reliable, ev.Data = int(ch), w.H.Reliable, e.arena.Copy(w.Payload(b))
+		ev.Channel, ev.Reliable, ev.Data = int(ch), ws[i].H.Reliable, e.arena.Copy(payloads[i])
 	}
 }
 
