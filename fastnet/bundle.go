@@ -3,6 +3,7 @@ package fastnet
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 
 	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/clock"
@@ -276,15 +277,20 @@ func (s *bundleSums) digest() int {
 // messages that the data packets of bundle payload p carry. Their
 // positions (Whole.Off and End) are within p.
 func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
-	all := len(p)
-	for len(p) > 0 {
-		inner, rest, ok := cutBundle(p)
-		if !ok {
-			break
+	maxLen := e.cfg.MaxMessageSize
+	// The packets are walked by their offsets in p, as cutBundle and
+	// parsePacket would cut them: slices of each kept in variables
+	// left too few registers for the loop.
+	for off := 0; off+bundleLenSize <= len(p); {
+		n := int(binary.BigEndian.Uint16(p[off:]))
+		pkt, end := off+bundleLenSize, off+bundleLenSize+n
+		if end > len(p) {
+			break // a bad length: the rest is not taken apart (D24)
 		}
-		p = rest
-		ch, payload, err := parsePacket(inner)
-		if err != nil || ch < 0 || len(payload) < channel.HeaderLen {
+		off = end
+		// A data packet (channel id not negative) with its header and
+		// at least a message's flags and length byte.
+		if n < 2+channel.HeaderLen+2 || p[pkt]&0x80 != 0 {
 			continue
 		}
 		// The headers are parsed into the next record's place, kept
@@ -295,19 +301,25 @@ func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
 			s.ws = append(s.ws, channel.Whole{})[:len(s.ws)]
 		}
 		w := &s.ws[:len(s.ws)+1][len(s.ws)]
-		w.H, err = channel.ParseHeader(payload)
+		var err error
+		w.H, err = channel.ParseHeader(p[pkt+2 : end])
 		if err != nil || !w.H.Start {
 			continue
 		}
-		chunk := payload[channel.HeaderLen:]
-		w.Msg, err = coalesce.ParseHeader(chunk, e.cfg.MaxMessageSize)
+		chunk := p[pkt+2+channel.HeaderLen : end]
+		w.Msg, err = coalesce.ParseHeader(chunk, maxLen)
 		if mh := &w.Msg; err != nil || mh.Len <= coalesce.ShortChecksumMax || mh.EncodedLen() != len(chunk) {
 			continue
 		}
-		end := all - len(p)
-		w.Off, w.End = end-len(chunk), end
+		w.Off, w.End = pkt+2+channel.HeaderLen, end
 		s.ws = s.ws[:len(s.ws)+1]
-		s.payloads = append(s.payloads, chunk[w.Msg.HeaderLen:w.Msg.HeaderLen+w.Msg.Len])
+	}
+	// The payloads, for the digests, once the packets are found: appended
+	// to one at a time beside the records, they cost twice as much.
+	k := len(s.payloads)
+	s.payloads = slices.Grow(s.payloads, len(s.ws)-k)[:len(s.ws)]
+	for i := k; i < len(s.ws); i++ {
+		s.payloads[i] = s.ws[i].Payload(p)
 	}
 }
 
