@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"encoding/binary"
 	"errors"
 	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"time"
@@ -877,28 +878,31 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 	// reads it in between but the memory test of a message larger than
 	// the room, before which it is brought up to date.
 	g, l, n := r.g, r.l, 0
-	for i := range ws {
+	window, maxMessage := r.cfg.Window, r.cfg.MaxMessage
+	i := 0
+	for ; i < len(ws); i++ {
 		w := &ws[i]
 		h := &w.H
 		if !h.Start || !h.Seq.Valid() || !h.Rel.Valid() || need(h.Reliable, h.Rel) != l {
-			r.took(g, l, n)
-			return i
+			break
 		}
 		// Nothing is queued (Settled), so no place in the window is
 		// held: the packet is no duplicate of one queued.
-		if d := Distance(g, h.Seq); d == 0 || d > SeqSpace/2 || d > r.cfg.Window {
-			r.took(g, l, n)
-			return i
+		if d := Distance(g, h.Seq); d == 0 || d > SeqSpace/2 || d > window {
+			break
 		}
+		// The message fills the chunk (its EncodedLen, with an MD5
+		// checksum past ShortChecksumMax bytes).
 		hdr := &w.Msg
-		if hdr.EncodedLen() != w.End-w.Off || hdr.Len <= coalesce.ShortChecksumMax || hdr.Len > r.cfg.MaxMessage || hdr.Reliable != h.Reliable {
-			r.took(g, l, n)
-			return i
+		if hdr.Len <= coalesce.ShortChecksumMax || hdr.HeaderLen+hdr.Len+coalesce.MD5Len != w.End-w.Off || hdr.Len > maxMessage || hdr.Reliable != h.Reliable {
+			break
 		}
-		// The message's MD5 checksum, the last bytes of its chunk.
-		if [coalesce.MD5Len]byte(b[w.End-coalesce.MD5Len:w.End]) != digests[i] {
-			r.took(g, l, n)
-			return i
+		// The message's MD5 checksum, the last bytes of its chunk,
+		// compared 8 bytes at a time.
+		sum, digest := b[w.End-coalesce.MD5Len:w.End], &digests[i]
+		if binary.LittleEndian.Uint64(sum) != binary.LittleEndian.Uint64(digest[:8]) ||
+			binary.LittleEndian.Uint64(sum[8:]) != binary.LittleEndian.Uint64(digest[8:]) {
+			break
 		}
 		if hdr.Len > room {
 			r.took(g, l, n)
@@ -918,7 +922,7 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 		n++
 	}
 	r.took(g, l, n)
-	return len(ws)
+	return i
 }
 
 // took records that TakeWhole took n more messages at once, as fastFits
