@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"encoding/binary"
 	"errors"
 	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"time"
@@ -792,11 +793,17 @@ func (r *Receiver) fast(h Header, m coalesce.Message, d int, take bool) (Result,
 	// Poll takes the message at once: it may use the Budget's Reserve.
 	// The test is the same taken or not, so that a packet is refused or
 	// taken alike either way.
-	cost := len(m.Payload) + max(r.ready.Len()+1-max(r.ready.Cap(), keptReady), 0)*messageSize
-	if !r.fitsGranted(r.charge+cost, r.grant) && !(r.releaseRing() && r.fitsGranted(r.charge+cost, r.grant)) {
+	if !r.mayTake(len(m.Payload) + max(r.ready.Len()+1-max(r.ready.Cap(), keptReady), 0)*messageSize) {
 		return NoMemory, Message{}, false
 	}
 	return r.fastFits(h, m, d, take)
+}
+
+// mayTake reports whether the receiver may take cost more bytes, as a
+// message taken at once, within the memory limits, releasing a kept ring
+// if that makes room (fast).
+func (r *Receiver) mayTake(cost int) bool {
+	return r.fitsGranted(r.charge+cost, r.grant) || r.releaseRing() && r.fitsGranted(r.charge+cost, r.grant)
 }
 
 // fastFits is fast once the message is known to fit the memory limits.
@@ -832,21 +839,29 @@ type Whole struct {
 	Off, End int
 }
 
-// TakeWhole hands over at once, in order, the messages of the packets ws,
-// whose chunks lie in b, each a message whole in its packet whose MD5
-// digest, computed ahead with others (D3), is in digests, for as long as
-// each is one HandleTake would hand over at once: the receiver holds
-// nothing (Settled), the packet starts its message and waits for no
-// reliable packet, it is
+// Payload returns the message's payload within b, the buffer w's chunk
+// lies in.
+func (w *Whole) Payload(b []byte) []byte {
+	lo := w.Off + w.Msg.HeaderLen
+	return b[lo : lo+w.Msg.Len : lo+w.Msg.Len]
+}
+
+// TakeWhole takes at once, in order, the packets ws, whose chunks lie in
+// b, each a message whole in its packet whose MD5 digest, computed ahead
+// with others (D3), is in digests, for as long as each is one HandleTake
+// would hand over at once: the receiver holds nothing (Settled), the
+// packet starts its message and waits for no reliable packet, it is
 // within the window and not a duplicate, the message fills the chunk and
 // fits MaxMessage, its checksum holds and it fits the memory limits. It
-// appends them to out and returns it with how many packets it took; those
-// are handled exactly as HandleTake would have handled them (Accepted,
-// the message taken), and the first it did not take, and those after it,
-// are left for HandleTake (N101).
-func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]byte, out []Message) ([]Message, int) {
+// returns how many packets it took: those are handled exactly as
+// HandleTake would have handled them (Accepted, the message taken), and
+// their messages are the caller's to deliver, in order, each a copy of
+// its Payload made before b is reused; the receiver keeps nothing of
+// them. The first it did not take, and those after it, are left for
+// HandleTake (N101).
+func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]byte) int {
 	if !r.Settled() {
-		return out, 0
+		return 0
 	}
 	// Settled still holds after each message taken: fast leaves nothing
 	// queued, ready, granted, dropped or timed. So what fast charges a
@@ -857,43 +872,72 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 	// giving up anything to make room, and that test, which walks the
 	// budgets, is left for a message larger than the room (N101).
 	room := r.takeRoom()
-	for i := range ws {
+	// What fastFits changes at each message taken (the ignore number, L,
+	// the ring's debt and with it the ring and the charge) is changed
+	// once for the messages taken since the last change (took): nothing
+	// reads it in between but the memory test of a message larger than
+	// the room, before which it is brought up to date.
+	g, l, n := r.g, r.l, 0
+	window, maxMessage := r.cfg.Window, r.cfg.MaxMessage
+	i := 0
+	for ; i < len(ws); i++ {
 		w := &ws[i]
-		h := w.H
-		if !h.Start || !h.Seq.Valid() || !h.Rel.Valid() || need(h.Reliable, h.Rel) != r.l {
-			return out, i
+		h := &w.H
+		if !h.Start || !h.Seq.Valid() || !h.Rel.Valid() || need(h.Reliable, h.Rel) != l {
+			break
 		}
-		d := Distance(r.g, h.Seq)
-		if d == 0 || d > SeqSpace/2 || d > r.cfg.Window || r.q.has(d-1) {
-			return out, i
+		// Nothing is queued (Settled), so no place in the window is
+		// held: the packet is no duplicate of one queued.
+		if d := Distance(g, h.Seq); d == 0 || d > SeqSpace/2 || d > window {
+			break
 		}
-		hdr, chunk := &w.Msg, b[w.Off:w.End]
-		if hdr.EncodedLen() != len(chunk) || hdr.Len <= coalesce.ShortChecksumMax || hdr.Len > r.cfg.MaxMessage || hdr.Reliable != h.Reliable {
-			return out, i
+		// The message fills the chunk (its EncodedLen, with an MD5
+		// checksum past ShortChecksumMax bytes).
+		hdr := &w.Msg
+		if hdr.Len <= coalesce.ShortChecksumMax || hdr.HeaderLen+hdr.Len+coalesce.MD5Len != w.End-w.Off || hdr.Len > maxMessage || hdr.Reliable != h.Reliable {
+			break
 		}
-		end := hdr.HeaderLen + hdr.Len
-		if [coalesce.MD5Len]byte(chunk[end:]) != digests[i] {
-			return out, i
+		// The message's MD5 checksum, the last bytes of its chunk,
+		// compared 8 bytes at a time.
+		sum, digest := b[w.End-coalesce.MD5Len:w.End], &digests[i]
+		if binary.LittleEndian.Uint64(sum) != binary.LittleEndian.Uint64(digest[:8]) ||
+			binary.LittleEndian.Uint64(sum[8:]) != binary.LittleEndian.Uint64(digest[8:]) {
+			break
 		}
-		m := coalesce.Message{Reliable: hdr.Reliable, Payload: chunk[hdr.HeaderLen:end:end]}
-		var (
-			res  Result
-			msg  Message
-			took bool
-		)
-		if hdr.Len <= room {
-			res, msg, took = r.fastFits(h, m, d, true)
-		} else {
-			res, msg, took = r.fast(h, m, d, true)
+		if hdr.Len > room {
+			r.took(g, l, n)
+			g, l, n = r.g, r.l, 0
+			if !r.mayTake(hdr.Len) {
+				// Refused for memory: HandleTake, given it next,
+				// refuses it alike (the ring released stays released).
+				return i
+			}
 		}
-		if res != Accepted || !took {
-			// Refused for memory: HandleTake, given it next, refuses
-			// it alike (the ring fast released stays released).
-			return out, i
+		// As fastFits takes it: the ignore number moves to the packet
+		// (g.Add(Distance(g, h.Seq)) is h.Seq), L to a reliable one's R.
+		g = h.Seq
+		if h.Reliable {
+			l = h.Rel
 		}
-		out = append(out, msg)
+		n++
 	}
-	return out, len(ws)
+	r.took(g, l, n)
+	return i
+}
+
+// took records that TakeWhole took n more messages at once, as fastFits
+// would have after each: the ignore number is then g and L is l, the ring
+// paid n packets of its debt (N39), and, holding nothing, returns to its
+// base arrays once its debt is paid.
+func (r *Receiver) took(g, l Seq, n int) {
+	if n == 0 {
+		return
+	}
+	r.g, r.l = g, l
+	r.cmg.valid = false
+	r.q.debt = max(r.q.debt-n, 0)
+	r.q.shrink()
+	r.recharge()
 }
 
 // takeRoom returns the most bytes a message taken at once may have and

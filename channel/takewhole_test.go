@@ -473,7 +473,6 @@ func TestPropertyTakeWholeAsHandleTake(t *testing.T) {
 			}
 			return ra, oka
 		}
-		sentinel := Message{Data: []byte("sentinel")}
 		other := 0 // what the connection's other channels hold of the budget
 		batches := rapid.IntRange(1, 30).Draw(t, "batches")
 		for bi := 0; bi < batches; bi++ {
@@ -530,9 +529,9 @@ func TestPropertyTakeWholeAsHandleTake(t *testing.T) {
 					}
 					offers++
 					first := twRefusal(b, run[0]) // before TakeWhole, for its stats
-					out, n := b.TakeWhole(buf, ws, digests, []Message{sentinel})
-					if n < 0 || n > len(run) || len(out) != 1+n || string(out[0].Data) != "sentinel" {
-						fail("TakeWhole of %d packets returned %d taken and %d messages after the one given", len(run), n, len(out)-1)
+					n := b.TakeWhole(buf, ws, digests)
+					if n < 0 || n > len(run) {
+						fail("TakeWhole of %d packets returned %d taken", len(run), n)
 					}
 					for k := range n {
 						p := run[k]
@@ -546,7 +545,7 @@ func TestPropertyTakeWholeAsHandleTake(t *testing.T) {
 						}
 						aMsgs = append(aMsgs, ma)
 					}
-					bMsgs = append(bMsgs, out[1:]...)
+					bMsgs = append(bMsgs, twMessages(buf, ws[:n])...)
 					taken += n
 					i += n
 					where = fmt.Sprintf("batch %d, after TakeWhole took %d of %d", bi, n, len(run))
@@ -755,15 +754,15 @@ func TestTakeWholeRefuses(t *testing.T) {
 				}
 				b = mk()
 			}
-			sentinel := Message{Data: []byte("sentinel")}
-			out, n := a.TakeWhole(buf, ws, digests, []Message{sentinel})
-			if n != c.want || len(out) != 1+n || string(out[0].Data) != "sentinel" {
-				t.Fatalf("TakeWhole took %d, returned %d messages after the one given; want %d", n, len(out)-1, c.want)
+			n := a.TakeWhole(buf, ws, digests)
+			if n != c.want {
+				t.Fatalf("TakeWhole took %d, want %d", n, c.want)
 			}
+			out := twMessages(buf, ws[:n])
 			for i, p := range c.pkts[:n] {
 				res, m, ok := b.HandleTake(t0, p.h, p.chunk)
-				if res != Accepted || !ok || m.Reliable != out[1+i].Reliable || !slices.Equal(m.Data, out[1+i].Data) {
-					t.Fatalf("packet %d: HandleTake gave %v %v %x, TakeWhole %x", i, res, ok, m.Data, out[1+i].Data)
+				if res != Accepted || !ok || m.Reliable != out[i].Reliable || !slices.Equal(m.Data, out[i].Data) {
+					t.Fatalf("packet %d: HandleTake gave %v %v %x, TakeWhole %x", i, res, ok, m.Data, out[i].Data)
 				}
 			}
 			if va, vb := twViewOf(a), twViewOf(b); va != vb {
@@ -784,28 +783,7 @@ func TestTakeWholeRefuses(t *testing.T) {
 // HandleTake's, not the state TakeWhole found).
 func TestTakeWholeKeptRing(t *testing.T) {
 	const now = 100 * ms
-	setup := func(maxBytes int) (*Receiver, int) {
-		r := NewReceiver(ReceiverConfig{Window: 1000, MaxMessage: 1 << 16, MaxBytes: maxBytes, MCI: 25 * ms})
-		peak := 0
-		// Packets continuing a message, far apart: the ring grows past
-		// its base arrays, then they expire with their groups.
-		for _, sq := range []Seq{10, 299} {
-			if res := r.Handle(t0, Header{Seq: sq}, []byte("xxxx")); res != Accepted {
-				t.Fatalf("setup: %v", res)
-			}
-			peak = max(peak, r.Bytes())
-		}
-		for {
-			if _, ok := r.Poll(t0.Add(now)); !ok {
-				break
-			}
-		}
-		r.NewDrops()
-		if !r.Settled() || r.q.debt == 0 || len(r.q.slots) <= baseRing {
-			t.Fatalf("setup: settled %v, %d places, debt %d", r.Settled(), len(r.q.slots), r.q.debt)
-		}
-		return r, peak
-	}
+	setup := func(maxBytes int) (*Receiver, int) { return twKeptRing(t, maxBytes, now) }
 	probe, peak := setup(0)
 	kept := probe.Bytes()
 	probe.releaseRing()
@@ -826,9 +804,10 @@ func TestTakeWholeKeptRing(t *testing.T) {
 			hdr, _ := twWhole(p.chunk)
 			var buf []byte
 			w := twPut(&buf, p.h, hdr, p.chunk)
-			out, n := a.TakeWhole(buf, []Whole{w}, [][coalesce.MD5Len]byte{twDigest(p)}, nil)
+			n := a.TakeWhole(buf, []Whole{w}, [][coalesce.MD5Len]byte{twDigest(p)})
+			out := twMessages(buf, []Whole{w}[:n])
 			res, m, ok := b.HandleTake(t0.Add(now), p.h, p.chunk)
-			if n != c.want || len(out) != n {
+			if n != c.want {
 				t.Fatalf("TakeWhole took %d, want %d (HandleTake: %v)", n, c.want, res)
 			}
 			if ok != (n == 1) || n == 1 && !slices.Equal(m.Data, out[0].Data) || n == 0 && res != NoMemory {
@@ -842,6 +821,123 @@ func TestTakeWholeKeptRing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// twKeptRing returns a settled receiver with MaxBytes maxBytes (0: the
+// default) that keeps a ring grown past its base arrays, with a debt
+// (N39), at now, and the most it held on the way.
+func twKeptRing(t *testing.T, maxBytes int, now time.Duration) (*Receiver, int) {
+	t.Helper()
+	r := NewReceiver(ReceiverConfig{Window: 1000, MaxMessage: 1 << 16, MaxBytes: maxBytes, MCI: 25 * ms})
+	peak := 0
+	// Packets continuing a message, far apart: the ring grows past
+	// its base arrays, then they expire with their groups.
+	for _, sq := range []Seq{10, 299} {
+		if res := r.Handle(t0, Header{Seq: sq}, []byte("xxxx")); res != Accepted {
+			t.Fatalf("setup: %v", res)
+		}
+		peak = max(peak, r.Bytes())
+	}
+	for {
+		if _, ok := r.Poll(t0.Add(now)); !ok {
+			break
+		}
+	}
+	r.NewDrops()
+	if !r.Settled() || r.q.debt == 0 || len(r.q.slots) <= baseRing {
+		t.Fatalf("setup: settled %v, %d places, debt %d", r.Settled(), len(r.q.slots), r.q.debt)
+	}
+	return r, peak
+}
+
+// TestTakeWholeRunPaysDebt checks what TakeWhole changes once for the
+// messages of a run rather than after each (N101): given a run of small
+// messages on a receiver that keeps a ring with a debt (N39), about as
+// many as the debt, then one larger than the room the run began with,
+// which fits only once the ring is back to its base arrays or does not
+// fit at all, it takes what HandleTake, given the same packets one by
+// one, takes, and leaves the receiver and its memory exactly as
+// HandleTake does: the debt paid by each message, the ring returned to
+// its base arrays the moment it is paid, the charge as the ring left it.
+func TestTakeWholeRunPaysDebt(t *testing.T) {
+	const now = 100 * ms
+	probe, peak := twKeptRing(t, 0, now)
+	debt, kept := probe.q.debt, probe.Bytes()
+	probe.releaseRing()
+	base := probe.Bytes()
+	if peak-kept < 64 {
+		t.Fatalf("setup: room %d", peak-kept)
+	}
+	for _, c := range []struct {
+		name  string
+		small int // small messages before the large one
+		large int // the large one's payload bytes, or 0 for none
+	}{
+		{"no large one, debt not paid", debt - 1, 0},
+		{"no large one, debt paid by the last", debt, 0},
+		{"no large one, debt paid before the last", debt + 3, 0},
+		{"large one first", 0, peak - kept + 1},
+		{"large one with the debt unpaid", debt - 1, peak - kept + 1},
+		{"large one just after the debt is paid", debt, peak - kept + 1},
+		{"large one long after the debt is paid", debt + 3, peak - kept + 1},
+		{"large one that does not fit, debt unpaid", debt - 1, peak - base + 1},
+		{"large one that does not fit, debt paid", debt + 1, peak - base + 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, _ := twKeptRing(t, peak, now) // through TakeWhole
+			b, _ := twKeptRing(t, peak, now) // through HandleTake
+			var (
+				pkts    []twPkt
+				ws      []Whole
+				digests [][coalesce.MD5Len]byte
+				buf     []byte
+			)
+			seq := a.g
+			add := func(n int) {
+				seq = seq.Next()
+				p := twPkt{h: Header{Start: true, Seq: seq, Rel: a.l}, chunk: coalesce.AppendMessage(nil, payload(int(seq), n), false)}
+				hdr, _ := twWhole(p.chunk)
+				pkts = append(pkts, p)
+				ws = append(ws, twPut(&buf, p.h, hdr, p.chunk))
+				digests = append(digests, twDigest(p))
+			}
+			for range c.small {
+				add(20)
+			}
+			if c.large > 0 {
+				add(c.large)
+			}
+			n := a.TakeWhole(buf, ws, digests)
+			out := twMessages(buf, ws[:n])
+			want := 0
+			for i, p := range pkts {
+				res, m, ok := b.HandleTake(t0.Add(now), p.h, p.chunk)
+				if res != Accepted || !ok {
+					break
+				}
+				if i < n && (m.Reliable != out[i].Reliable || !slices.Equal(m.Data, out[i].Data)) {
+					t.Fatalf("message %d: HandleTake gave %x, TakeWhole %x", i, m.Data, out[i].Data)
+				}
+				want++
+			}
+			if n != want {
+				t.Fatalf("TakeWhole took %d of %d, HandleTake %d", n, len(pkts), want)
+			}
+			if d := twinDiff(a, b); d != "" {
+				t.Fatalf("TakeWhole and HandleTake differ:%s", d)
+			}
+		})
+	}
+}
+
+// twMessages returns the messages of the packets ws, whose chunks lie in
+// b, that TakeWhole took: what its caller delivers.
+func twMessages(b []byte, ws []Whole) []Message {
+	var out []Message
+	for i := range ws {
+		out = append(out, Message{Reliable: ws[i].H.Reliable, Data: slices.Clone(ws[i].Payload(b))})
+	}
+	return out
 }
 
 // twPut appends chunk to *buf and returns the Whole of the packet with

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"net/netip"
+	"slices"
 
 	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/clock"
@@ -123,7 +124,7 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 	// The connection the last packets went to, touched once they are
 	// handled, or before a packet for another.
 	var touched *conn
-	for k := 0; len(p) > 0; k++ {
+	for len(p) > 0 {
 		inner, rest, ok := cutBundle(p)
 		if !ok {
 			// The lengths do not add up: what came before stands,
@@ -142,22 +143,26 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 			e.drop(cur, DropBundleNested) // and the rest with it (D24)
 			break
 		}
-		if j < sums && s.at[j].k == k && cur != nil && cur.established() {
+		// s.ws[j] is this packet's if it ends where this one does.
+		end := len(all) - len(p)
+		if j < sums && s.ws[j].End == end && cur != nil && cur.established() {
 			// A run of whole messages of one channel, taken in one
-			// step while the receiver hands each over at once (N101).
-			n := 1
-			for j+n < sums && s.at[j+n].k == k+n && s.at[j+n].ch == ch {
+			// step while the receiver hands each over at once (N101):
+			// each packet begins where the one before ends.
+			ws := s.ws[j:sums]
+			n, next := 1, ws[0].End+runGap
+			for n < len(ws) && ws[n].Off == next && packetChannel(all, next) == ch {
+				next = ws[n].End + runGap
 				n++
 			}
 			if taken := cur.takeWhole(ch, all, s, j, n); taken > 0 {
 				j += taken
-				k += taken - 1
-				p = all[s.at[j-1].end:]
+				p = all[s.ws[j-1].End:]
 				touchBefore(&touched, cur, now)
 				continue
 			}
 		}
-		if j < sums && s.at[j].k == k {
+		if j < sums && s.ws[j].End == end {
 			e.presums.Set(s.payloads[j], s.digests[j])
 			h := s.ws[j].H
 			j++
@@ -182,6 +187,16 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 	}
 }
 
+// runGap is how far the chunk of a data packet in a bundle begins after
+// the end of the packet before it: its length, channel id and header.
+const runGap = bundleLenSize + 2 + channel.HeaderLen
+
+// packetChannel returns the channel id of the data packet in bundle
+// payload b whose chunk begins at off.
+func packetChannel(b []byte, off int) int16 {
+	return int16(binary.BigEndian.Uint16(b[off-channel.HeaderLen-2 : off-channel.HeaderLen]))
+}
+
 // touchBefore makes cur, which a bundle's packet just changed, the
 // connection *touched that handleBundle touches once its packets are
 // handled, touching the one before first if it is another.
@@ -204,22 +219,14 @@ func (e *Endpoint) endPresums() {
 
 // bundleSums is what presum computed for the bundle being handled: for
 // each inner packet that carries a message whole, in the order of the
-// packets, where it is (at), its headers and where its chunk lies (ws,
-// for channel.Receiver.TakeWhole), the message's payload and its digest.
-// The arrays are kept for the next bundle.
+// packets, its headers and where its chunk lies (ws, for
+// channel.Receiver.TakeWhole, and for handleBundle to find the packet
+// by), the message's payload and its digest. The arrays are kept for
+// the next bundle.
 type bundleSums struct {
-	at       []sumAt
 	ws       []channel.Whole
 	payloads [][]byte
 	digests  [][coalesce.MD5Len]byte
-}
-
-// sumAt is where the packet of a whole message presum found is: its
-// number in the bundle, where it ends in the bundle's payload, and its
-// channel.
-type sumAt struct {
-	k, end int
-	ch     int16
 }
 
 // presum computes together, where that is faster (coalesce.Batched), the
@@ -242,19 +249,19 @@ func (e *Endpoint) presum(p []byte) int {
 
 // reset empties s, keeping its arrays.
 func (s *bundleSums) reset() {
-	s.at, s.ws, s.payloads = s.at[:0], s.ws[:0], s.payloads[:0]
+	s.ws, s.payloads = s.ws[:0], s.payloads[:0]
 }
 
 // sub returns the part of s from lo to hi, sharing its arrays.
 func (s *bundleSums) sub(lo, hi int) bundleSums {
-	return bundleSums{at: s.at[lo:hi], ws: s.ws[lo:hi], payloads: s.payloads[lo:hi], digests: s.digests[lo:hi]}
+	return bundleSums{ws: s.ws[lo:hi], payloads: s.payloads[lo:hi], digests: s.digests[lo:hi]}
 }
 
 // digest computes the digests of the payloads s holds together and
 // returns how many there are, or 0, computing nothing, if there are
 // fewer than two: one digest alone is computed where it always was.
 func (s *bundleSums) digest() int {
-	n := len(s.at)
+	n := len(s.ws)
 	if n < 2 {
 		clear(s.payloads)
 		return 0
@@ -269,17 +276,22 @@ func (s *bundleSums) digest() int {
 
 // parseSums appends to s what presum computes the digests of: the whole
 // messages that the data packets of bundle payload p carry. Their
-// positions (sumAt.end, Whole.Off and End) are within p.
+// positions (Whole.Off and End) are within p.
 func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
-	all := len(p)
-	for k := 0; len(p) > 0; k++ {
-		inner, rest, ok := cutBundle(p)
-		if !ok {
-			break
+	maxLen := e.cfg.MaxMessageSize
+	// The packets are walked by their offsets in p, as cutBundle and
+	// parsePacket would cut them: slices of each kept in variables
+	// left too few registers for the loop.
+	for off := 0; off+bundleLenSize <= len(p); {
+		n := int(binary.BigEndian.Uint16(p[off:]))
+		pkt, end := off+bundleLenSize, off+bundleLenSize+n
+		if end > len(p) {
+			break // a bad length: the rest is not taken apart (D24)
 		}
-		p = rest
-		ch, payload, err := parsePacket(inner)
-		if err != nil || ch < 0 || len(payload) < channel.HeaderLen {
+		off = end
+		// A data packet (channel id not negative) with its header and
+		// at least a message's flags and length byte.
+		if n < 2+channel.HeaderLen+2 || p[pkt]&0x80 != 0 {
 			continue
 		}
 		// The headers are parsed into the next record's place, kept
@@ -290,20 +302,25 @@ func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
 			s.ws = append(s.ws, channel.Whole{})[:len(s.ws)]
 		}
 		w := &s.ws[:len(s.ws)+1][len(s.ws)]
-		w.H, err = channel.ParseHeader(payload)
+		var err error
+		w.H, err = channel.ParseHeader(p[pkt+2 : end])
 		if err != nil || !w.H.Start {
 			continue
 		}
-		chunk := payload[channel.HeaderLen:]
-		w.Msg, err = coalesce.ParseHeader(chunk, e.cfg.MaxMessageSize)
+		chunk := p[pkt+2+channel.HeaderLen : end]
+		w.Msg, err = coalesce.ParseHeader(chunk, maxLen)
 		if mh := &w.Msg; err != nil || mh.Len <= coalesce.ShortChecksumMax || mh.EncodedLen() != len(chunk) {
 			continue
 		}
-		end := all - len(p)
-		w.Off, w.End = end-len(chunk), end
+		w.Off, w.End = pkt+2+channel.HeaderLen, end
 		s.ws = s.ws[:len(s.ws)+1]
-		s.at = append(s.at, sumAt{k: k, end: end, ch: ch})
-		s.payloads = append(s.payloads, chunk[w.Msg.HeaderLen:w.Msg.HeaderLen+w.Msg.Len])
+	}
+	// The payloads, for the digests, once the packets are found: appended
+	// to one at a time beside the records, they cost twice as much.
+	k := len(s.payloads)
+	s.payloads = slices.Grow(s.payloads, len(s.ws)-k)[:len(s.ws)]
+	for i := k; i < len(s.ws); i++ {
+		s.payloads[i] = s.ws[i].Payload(p)
 	}
 }
 
@@ -344,13 +361,13 @@ func (e *Endpoint) presumBatch(ds []Incoming) int {
 		return len(ds)
 	}
 	k := 0
-	for ; k < len(ds) && len(b.sums.at) < maxBatchSums; k++ {
-		v := batchView{lo: len(b.sums.at)}
+	for ; k < len(ds) && len(b.sums.ws) < maxBatchSums; k++ {
+		v := batchView{lo: len(b.sums.ws)}
 		if p, ok := e.batchBundle(ds[k]); ok {
 			e.parseSums(&b.sums, p)
 			v.p = p
 		}
-		v.hi = len(b.sums.at)
+		v.hi = len(b.sums.ws)
 		b.views = append(b.views, v)
 	}
 	if b.sums.digest() == 0 {

@@ -3,12 +3,14 @@ package fastnet
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/coalesce"
 )
 
@@ -413,5 +415,129 @@ func TestBundleChecksums(t *testing.T) {
 	st, _ := tc.ep.Stats(h)
 	if n := st.Dropped[DropMalformedMessage] - before.Dropped[DropMalformedMessage]; n != 1 {
 		t.Errorf("Dropped[malformed-message] grew by %d, want 1", n)
+	}
+}
+
+// A bundle's runs of whole messages are taken by the receiver of their
+// channel at once (N101): consecutive packets of one channel only, a run
+// ending at a packet of another channel, at one that does not carry a
+// message whole with an MD5 checksum, and at one the receiver would not
+// hand over at once. Each bundle is handled by an endpoint taking runs
+// and by one that does not, and both must deliver the same messages,
+// send the same packets and count the same; taken is how many packets
+// the first took in runs.
+func TestBundleRuns(t *testing.T) {
+	type pkt struct {
+		ch        int16
+		seq, rel  channel.Seq
+		reliable  bool
+		n         int  // payload bytes; 15 or fewer: no MD5 (D3)
+		cut, flip bool // the message's first packet only; its checksum broken
+	}
+	unrel := func(ch int16, seq channel.Seq) pkt { return pkt{ch: ch, seq: seq, n: 20 + int(seq)} }
+	rel := func(ch int16, seq, r channel.Seq) pkt {
+		return pkt{ch: ch, seq: seq, rel: r, reliable: true, n: 20 + int(seq)}
+	}
+	with := func(p pkt, f func(*pkt)) pkt { f(&p); return p }
+	hb := appendHeartbeat(appendPacketHeader(nil, chHeartbeat), -7)
+	tests := []struct {
+		name  string
+		pkts  []pkt  // an entry on channel -1 is a heartbeat
+		taken uint64 // the first packet of a channel makes its receiver, never in a run
+	}{
+		{"one channel", []pkt{unrel(1, 0), unrel(1, 1), unrel(1, 2), unrel(1, 3)}, 3},
+		{"two channels, numbers running on", []pkt{unrel(1, 0), unrel(1, 1), unrel(2, 2), unrel(2, 3)}, 2},
+		{"two channels from their starts", []pkt{unrel(1, 0), unrel(1, 1), unrel(2, 0), unrel(2, 1)}, 2},
+		{"channels alternating", []pkt{unrel(1, 0), unrel(2, 1), unrel(1, 1), unrel(2, 2)}, 2},
+		{"a short message between", []pkt{unrel(1, 0), unrel(1, 1), with(unrel(1, 2), func(p *pkt) { p.n = 10 }), unrel(1, 3), unrel(1, 4)}, 3},
+		{"a message begun between", []pkt{unrel(1, 0), unrel(1, 1), with(unrel(1, 2), func(p *pkt) { p.cut = true }), unrel(1, 3), unrel(1, 4)}, 2},
+		{"a heartbeat between", []pkt{unrel(1, 0), unrel(1, 1), {ch: -1}, unrel(1, 2), unrel(1, 3)}, 3},
+		{"a duplicate between", []pkt{unrel(1, 0), unrel(1, 1), unrel(1, 1), unrel(1, 2)}, 2},
+		{"reliable, one broken", []pkt{rel(1, 0, 1), rel(1, 1, 2), with(rel(1, 2, 3), func(p *pkt) { p.flip = true }), rel(1, 3, 4)}, 1},
+		{"reliable, one ahead", []pkt{rel(1, 0, 1), rel(1, 2, 3), rel(1, 1, 2), rel(1, 3, 4)}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var payload []byte
+			for _, p := range tt.pkts {
+				if p.ch < 0 {
+					payload = appendBundled(payload, hb)
+					continue
+				}
+				enc := coalesce.AppendMessage(nil, bytes.Repeat([]byte{byte(p.seq)}, p.n), p.reliable)
+				if p.flip {
+					enc[len(enc)-1] ^= 1
+				}
+				if p.cut {
+					enc = enc[:len(enc)/2]
+				}
+				payload = appendBundled(payload, append(appendPacketHeader(nil, p.ch), dataPacket(p.reliable, true, p.seq, p.rel, enc)...))
+			}
+			type result struct {
+				Evs, Sent []string
+				Stats     Stats
+			}
+			var got [2]result
+			for i := range got {
+				tc, h := bundleServer(t)
+				tc.ep.noRuns = i == 1
+				tc.evs = nil
+				tc.recv(chBundle, payload)
+				tc.advance(time.Second) // the acks go
+				for _, ev := range tc.evs {
+					got[i].Evs = append(got[i].Evs, fmt.Sprintf("%v channel %d reliable %v %x", ev.Kind, ev.Channel, ev.Reliable, ev.Data))
+				}
+				for _, p := range tc.sent {
+					got[i].Sent = append(got[i].Sent, fmt.Sprintf("channel %d %x", p.ch, p.payload))
+				}
+				got[i].Stats, _ = tc.ep.Stats(h)
+				if i == 0 && tc.ep.runTaken != tt.taken {
+					t.Errorf("taken in runs: %d packets, want %d", tc.ep.runTaken, tt.taken)
+				}
+			}
+			if diff := cmp.Diff(got[1], got[0]); diff != "" {
+				t.Errorf("with runs and without (-without +with):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A connection still proving its address holds the messages it completes
+// (D25), charged to its budget: a bundle's whole messages are then taken
+// one at a time, each one's memory test seeing those held before it, and
+// the connection holds, acks and drops exactly what it does on an
+// endpoint taking no runs (N101).
+func TestBundleRunsUnvalidated(t *testing.T) {
+	var payload []byte
+	for i := range 40 {
+		enc := coalesce.AppendMessage(nil, bytes.Repeat([]byte{byte(i)}, 100), true)
+		pkt := dataPacket(true, true, channel.Seq(i), channel.Seq(i+1), enc)
+		payload = appendBundled(payload, append(appendPacketHeader(nil, 1), pkt...))
+	}
+	for _, limit := range []int{4000, 6000, 8000, 1 << 20} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			var got [2]string
+			for i := range got {
+				tc := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}, UnvalidatedReceiveMemory: limit})
+				tc.recvControl(control{kind: ctlConnect})
+				tc.recvControl(control{kind: ctlQueryBundle})
+				tc.ep.noRuns = i == 1
+				tc.recv(chBundle, payload)
+				c := tc.ep.lastConn
+				if c == nil || !c.unvalidated {
+					t.Fatal("setup: no unvalidated connection")
+				}
+				acks := c.pendingAcks()
+				for _, p := range tc.sent {
+					if p.ch == chAck {
+						acks += len(p.payload) / channel.AckLen
+					}
+				}
+				got[i] = fmt.Sprintf("held %d (%d bytes, %d in all), acks %d, dropped %v", len(c.held), c.heldCharge, c.recvBudget.Used, acks, c.stats.Dropped)
+			}
+			if got[0] != got[1] {
+				t.Errorf("with runs: %s\nwithout:   %s", got[0], got[1])
+			}
+		})
 	}
 }

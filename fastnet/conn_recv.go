@@ -111,28 +111,33 @@ func (c *conn) takeWhole(ch int16, b []byte, s *bundleSums, j, n int) int {
 	if cs == nil || !cs.charged || cs.rcv == nil {
 		return 0 // recvChannel has work to do
 	}
-	if c.receivers > c.liveReceivers {
+	if c.receivers > c.liveReceivers || c.unvalidated {
 		// receiverIdle may park the receiver after each packet, and
-		// recvChannel revive it for the next.
+		// recvChannel revive it for the next; or, the connection still
+		// proving its address (D25), each message is held, charged to
+		// the budget the next one's memory test reads.
 		n = 1
 	}
-	msgs, taken := cs.rcv.TakeWhole(b, s.ws[j:j+n], s.digests[j:j+n], c.ep.taken[:0])
-	for i, m := range msgs {
-		w := &s.ws[j+i]
-		if p := channel.HeaderLen + w.End - w.Off; p > c.stats.PeerPayloadMTU {
-			c.stats.PeerPayloadMTU = p
-		}
-		if h := &w.H; h.Reliable {
-			c.ack(ch, h.Seq)
-		}
-		c.emit(cs, m)
+	ws := s.ws[j : j+n]
+	taken := cs.rcv.TakeWhole(b, ws, s.digests[j:j+n])
+	if taken == 0 {
+		return 0
 	}
-	clear(msgs)
-	c.ep.taken = msgs[:0]
-	if taken > 0 {
-		c.ep.runTaken += uint64(taken)
-		c.receiverIdle(cs)
+	ws = ws[:taken]
+	mtu := c.stats.PeerPayloadMTU
+	for i := range ws {
+		w := &ws[i]
+		mtu = max(mtu, channel.HeaderLen+w.End-w.Off)
+		if w.H.Reliable {
+			c.ack(ch, w.H.Seq)
+		}
 	}
+	c.stats.PeerPayloadMTU = mtu
+	c.stats.MessagesDelivered += uint64(taken)
+	c.ep.estats.MessagesDelivered += uint64(taken)
+	c.ep.emitWhole(c, ch, ws, s.payloads[j:j+taken])
+	c.ep.runTaken += uint64(taken)
+	c.receiverIdle(cs)
 	return taken
 }
 

@@ -507,9 +507,13 @@ func (c *conn) appendAcks(now clock.Time, buf []byte) []byte {
 			}
 		}
 		kept := c.sentAcks[:0]
-		for _, e := range c.sentAcks {
-			if e.left > 0 && e.at >= oldest {
-				kept = append(kept, e)
+		if n < maxSentAcks {
+			// Those that may still be repeated; beside maxSentAcks new
+			// entries, none would stay.
+			for _, e := range c.sentAcks {
+				if e.left > 0 && e.at >= oldest {
+					kept = append(kept, e)
+				}
 			}
 		}
 		for _, a := range pending[max(0, n-maxSentAcks):n] {

@@ -2,8 +2,12 @@ package fastnet
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/fastnet-engine/fastnet/channel"
 )
 
 // isAck reports whether a datagram is an ack packet (channel -5).
@@ -246,5 +250,56 @@ func TestReceivePaused(t *testing.T) {
 	s := newPair(t, Config{Transport: Stream}, Config{Transport: Stream})
 	if err := s.srv.SetReceivePaused(s.sh, true); !errors.Is(err, ErrStreamPause) {
 		t.Fatalf("Stream: %v", err)
+	}
+}
+
+// appendAcks keeps for repeating (N29) the entries still to be repeated
+// and the newest it sends, at most maxSentAcks of them, the newest last;
+// with maxSentAcks or more new entries, it leaves the old ones aside
+// without looking at them. Each row starts from maxSentAcks entries sent
+// before, some used up or too old to repeat, and is checked against the
+// entries filtered and appended one by one.
+func TestAppendAcksKept(t *testing.T) {
+	for _, n := range []int{1, maxSentAcks - 2, maxSentAcks - 1, maxSentAcks, maxSentAcks + 1, 3 * maxSentAcks} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			tc := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}})
+			h, _ := tc.connectServer()
+			c := tc.ep.conns[h]
+			c.payloadMTU = 1200 // room for all the new entries and some repeats
+			now := tc.now.Add(10 * time.Second)
+			c.sentAcks = c.sentAcks[:0]
+			for i := range maxSentAcks {
+				e := sentAck{a: channel.Ack{Channel: 1, Seq: channel.Seq(i)}, at: now.Add(-time.Duration(i%3) * maxAckRepeatAge), left: i % 4}
+				c.sentAcks = append(c.sentAcks, e)
+			}
+			c.acks, c.acksHead = c.acks[:0], 0
+			for i := range n {
+				c.acks = append(c.acks, channel.Ack{Channel: 2, Seq: channel.Seq(i)})
+			}
+			// What is left of the old entries once the repeats are
+			// written, then the new ones.
+			old := slices.Clone(c.sentAcks)
+			room := max(1, c.payloadMTU/channel.AckLen) - n
+			for i := len(old) - 1; i >= 0 && room > 0; i-- {
+				if e := &old[i]; e.left > 0 && e.at >= now.Add(-maxAckRepeatAge) {
+					e.left--
+					room--
+				}
+			}
+			var want []sentAck
+			for _, e := range old {
+				if e.left > 0 && e.at >= now.Add(-maxAckRepeatAge) {
+					want = append(want, e)
+				}
+			}
+			for _, a := range c.acks[:n] {
+				want = append(want, sentAck{a: a, at: now, left: tc.ep.cfg.AckRepeats})
+			}
+			want = want[max(0, len(want)-maxSentAcks):]
+			c.appendAcks(now, nil)
+			if !slices.Equal(c.sentAcks, want) {
+				t.Errorf("kept %d entries %v\nwant %d %v", len(c.sentAcks), c.sentAcks, len(want), want)
+			}
+		})
 	}
 }

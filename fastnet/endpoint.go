@@ -22,16 +22,15 @@ type Endpoint struct {
 
 	conns      map[Handle]*conn
 	byAddr     map[netip.AddrPort]*conn
-	lastConn   *conn             // the connection of the latest datagram, saving a lookup
-	lastSent   *conn             // the connection of the latest Send, likewise
-	presums    coalesce.Presums  // the digest of the message being handled, computed ahead (handleBundle)
-	taken      []channel.Message // the messages a receiver took from a bundle at once (takeWhole)
-	sums       bundleSums        // handleBundle's digests
-	batch      batchSums         // HandleDatagrams' digests, across its bundles
-	pre        *batchView        // the bundle HandleDatagrams is handling, if any
-	arena      channel.Arena     // the buffers of small delivered messages (N88, N103)
-	ids        map[uint32]*conn  // IDs in use by server-role connections (N1, X19)
-	served     int               // server-role connections (X19)
+	lastConn   *conn            // the connection of the latest datagram, saving a lookup
+	lastSent   *conn            // the connection of the latest Send, likewise
+	presums    coalesce.Presums // the digest of the message being handled, computed ahead (handleBundle)
+	sums       bundleSums       // handleBundle's digests
+	batch      batchSums        // HandleDatagrams' digests, across its bundles
+	pre        *batchView       // the bundle HandleDatagrams is handling, if any
+	arena      channel.Arena    // the buffers of small delivered messages (N88, N103)
+	ids        map[uint32]*conn // IDs in use by server-role connections (N1, X19)
+	served     int              // server-role connections (X19)
 	nextHandle Handle
 	pending    int // client: connections still in their handshake
 
@@ -412,6 +411,47 @@ func (e *Endpoint) emitMessage(c *conn, ch int16, m channel.Message) {
 	ev := &e.events[len(e.events)-1]
 	ev.Kind, ev.Conn, ev.Addr = EventMessage, c.handle, c.addr
 	ev.Channel, ev.Reliable, ev.Data = int(ch), m.Reliable, m.Data
+}
+
+// emitWhole reports the messages of the packets ws, which c's receiver
+// of channel ch took at once (channel.Receiver.TakeWhole), whose payloads
+// are payloads, as emitMessage does each: copied, or lent with
+// Config.ReuseMessageBuffers, into the arena as the receiver copies a
+// message delivered whole (N88, N103). The message events of a validated
+// connection whose buffers are not lent are built in their places in the
+// queue, one after the other.
+func (e *Endpoint) emitWhole(c *conn, ch int16, ws []channel.Whole, payloads [][]byte) {
+	payloads = payloads[:len(ws)]
+	if e.arena.Reuse || c.unvalidated {
+		for i := range ws {
+			m := channel.Message{Reliable: ws[i].H.Reliable}
+			if e.arena.Reuse {
+				m.Data = e.arena.Lend(payloads[i])
+			} else {
+				m.Data = e.arena.Copy(payloads[i])
+			}
+			e.emitMessage(c, ch, m)
+		}
+		return
+	}
+	k := len(e.events)
+	if cap(e.events)-k < len(ws) {
+		// Not room for all: one at a time, as emitMessage makes room.
+		for i := range ws {
+			e.emitMessage(c, ch, channel.Message{Reliable: ws[i].H.Reliable, Data: e.arena.Copy(payloads[i])})
+		}
+		return
+	}
+	// Room for all, so emitMessage would not reclaim any (reclaimEvents):
+	// the places are cleared together, then each event's fields set.
+	e.events = e.events[:k+len(ws)]
+	evs := e.events[k:]
+	clear(evs)
+	for i := range evs {
+		ev := &evs[i]
+		ev.Kind, ev.Conn, ev.Addr = EventMessage, c.handle, c.addr
+		ev.Channel, ev.Reliable, ev.Data = int(ch), ws[i].H.Reliable, e.arena.Copy(payloads[i])
+	}
 }
 
 // lendOrHold is emitMessage's part for a message whose buffer is lent
