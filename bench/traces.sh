@@ -86,6 +86,10 @@ if cmp -s "$work/a.txt" "$work/b.txt"; then
 	echo "$n cases (seed $seed): $rev and $new give the same traces, deliveries and statistics"
 	exit 0
 fi
-echo "$n cases (seed $seed): $rev and $new differ; the first cases that differ:"
-diff <(nl -ba "$work/a.txt") <(nl -ba "$work/b.txt") | head -12
+differ=$(paste -d '\n' "$work/a.txt" "$work/b.txt" | paste - - | awk -F '\t' '$1 != $2 {print NR}')
+echo "$n cases (seed $seed): $rev and $new differ in $(echo "$differ" | wc -l): cases $(echo "$differ" | head -10 | tr '\n' ' ')"
+kept=$(mktemp -d)
+cp "$work/a.txt" "$kept/$rev.txt"
+cp "$work/b.txt" "$kept/$new.txt"
+echo "(a line per case, at each commit: $kept)"
 exit 1
