@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/clock"
@@ -65,3 +66,30 @@ var t0 = clock.Epoch
 // keptBytes returns what an idle receiver is charged for the arrays it
 // keeps for reuse: its ring and its queue of delivered messages (N49).
 func (r *Receiver) keptBytes() int { return r.chargeFor(0, len(r.q.slots)) }
+
+// checkSeqEntries checks what HandleAck's in-order path relies on to take
+// the front entry of bySeq as live without reading its record: deadSeq
+// counts the dead entries exactly, and headLive holds only of a live
+// front entry. It returns what is wrong, or "".
+func checkSeqEntries(s *Sender) string {
+	dead := 0
+	for i := range s.bySeq.Len() {
+		e := s.bySeq.At(i)
+		if r := &s.recs[e.idx]; !r.live || r.no != e.no {
+			dead++
+		}
+	}
+	if dead != s.deadSeq {
+		return fmt.Sprintf("deadSeq = %d, %d dead entries in bySeq", s.deadSeq, dead)
+	}
+	if s.headLive {
+		if s.bySeq.Len() == 0 {
+			return "headLive with nothing in bySeq"
+		}
+		e := s.bySeq.At(0)
+		if r := &s.recs[e.idx]; !r.live || r.no != e.no {
+			return "headLive with a dead entry at the front"
+		}
+	}
+	return ""
+}

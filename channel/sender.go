@@ -32,7 +32,7 @@ type Sender struct {
 	sendNo   int64                // packets sent for the first time so far
 	sentSum  int64                // chunk bytes sent for the first time so far
 	bySeq    fifo.Queue[seqEntry] // in-flight records in the order they were sent
-	deadSeq  int                  // dead entries in bySeq
+	deadSeq  int                  // dead entries in bySeq, exactly: 0 means every entry is live
 	// headLive says bySeq's first entry is live: oldest found it so, and
 	// no record was freed since.
 	headLive bool
@@ -514,7 +514,11 @@ func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 	r.seq, r.rel, r.resends, r.ticket, r.start, r.live = h.Seq, h.Rel, 0, r.ticket+1, h.Start, true
 	m.refs++
 	s.bySeq.Push(seqEntry{no: s.sendNo, idx: idx, seq: h.Seq})
-	s.schedule(idx)
+	// schedule, for a packet not yet resent: bucket 0.
+	s.buckets[0].Push(bucketEntry{idx: idx, ticket: r.ticket})
+	s.live[0]++
+	s.nonEmpty |= 1
+	s.used |= 1
 	s.inFlight++
 	s.inFlightBytes += len(chunk)
 }
@@ -706,9 +710,13 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 			s.bySeq.Pop()
 			if s.inFlight == 0 {
 				s.idle()
-			} else {
+			} else if s.deadSeq == 0 {
 				// The next ack, in order, finds the next record at
-				// the front, live, and takes this path again.
+				// the front, live, and takes this path again. With
+				// no dead entry in bySeq, the front one is live
+				// without reading its record, as oldest would.
+				s.headLive = true
+			} else {
 				s.oldest()
 			}
 			return a, true

@@ -137,6 +137,9 @@ func TestSenderMatchesModel(t *testing.T) {
 				if s.Idle() != (len(model) == 0 && !s.HasNew()) {
 					t.Fatalf("Idle = %v", s.Idle())
 				}
+				if err := checkSeqEntries(s); err != "" {
+					t.Fatal(err)
+				}
 			},
 		})
 	})

@@ -260,6 +260,9 @@ func TestHandleAck(t *testing.T) {
 		if n != st.bytes || ok != st.ok {
 			t.Errorf("step %d: HandleAck(%d) = %d, %v; want %d, %v", i, st.seq, n, ok, st.bytes, st.ok)
 		}
+		if err := checkSeqEntries(s); err != "" {
+			t.Errorf("step %d: HandleAck(%d): %s", i, st.seq, err)
+		}
 	}
 	if p, b := s.InFlight(); p != 0 || b != 0 || !s.Idle() || s.OldestUnacked() != 0 {
 		t.Errorf("after all acks: InFlight %d, %d, Idle %v, OldestUnacked %v", p, b, s.Idle(), s.OldestUnacked())
