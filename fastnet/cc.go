@@ -305,7 +305,27 @@ func (cc *congestion) onAck(now, first, last clock.Time, resends uint32, n, inFl
 		return
 	}
 	if resends == 0 && now >= last {
-		cc.sample(now, now.Sub(last))
+		// An RTT sample (Karn): smoothed as RFC 6298, and HyStart++'s
+		// delay test in slow start. Written here, not in a function of
+		// its own, so that an ack makes one call to the controller.
+		r := now.Sub(last)
+		if !cc.sampled {
+			cc.sampled = true
+			cc.srtt = r
+			cc.roundStart = now
+		} else {
+			cc.srtt = (7*cc.srtt + r) / 8
+		}
+		if cc.roundSamples == 0 || r < cc.roundMin {
+			cc.roundMin = r
+		}
+		cc.roundSamples++
+		if cc.cwnd < cc.ssthresh && cc.lastRound > 0 && cc.roundSamples >= hsMinSamples {
+			eta := min(max(cc.lastRound/8, hsMinEta), hsMaxEta)
+			if cc.roundMin >= cc.lastRound+eta {
+				cc.ssthresh = cc.cwnd // the queue has begun to grow
+			}
+		}
 	}
 	if first >= cc.roundStart && cc.roundSamples > 0 {
 		// The first ack of a packet sent in the round: a round trip
@@ -329,28 +349,6 @@ func (cc *congestion) onAck(now, first, last clock.Time, resends uint32, n, inFl
 	if cc.acked >= cc.cwnd {
 		cc.acked -= cc.cwnd
 		cc.cwnd += max(mtu, ccSegment)
-	}
-}
-
-// sample folds in an RTT measured from an ack, and runs HyStart++'s delay
-// test in slow start.
-func (cc *congestion) sample(now clock.Time, r time.Duration) {
-	if !cc.sampled {
-		cc.sampled = true
-		cc.srtt = r
-		cc.roundStart = now
-	} else {
-		cc.srtt = (7*cc.srtt + r) / 8
-	}
-	if cc.roundSamples == 0 || r < cc.roundMin {
-		cc.roundMin = r
-	}
-	cc.roundSamples++
-	if cc.cwnd < cc.ssthresh && cc.lastRound > 0 && cc.roundSamples >= hsMinSamples {
-		eta := min(max(cc.lastRound/8, hsMinEta), hsMaxEta)
-		if cc.roundMin >= cc.lastRound+eta {
-			cc.ssthresh = cc.cwnd // the queue has begun to grow
-		}
 	}
 }
 
