@@ -706,17 +706,17 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 			// front at once rather than as a dead one.
 			r := &s.recs[e.idx]
 			a = Acked{Bytes: len(r.chunk), First: r.first, Last: r.last, AckedCount: AckedCount{Resends: r.resends, Rel: r.rel}}
-			s.free(e.idx)
-			s.bySeq.Pop()
-			if s.inFlight == 0 {
+			s.freeFront(r, e.idx)
+			switch {
+			case s.inFlight == 0:
 				s.idle()
-			} else if s.deadSeq == 0 {
+			case s.deadSeq == 0:
 				// The next ack, in order, finds the next record at
-				// the front, live, and takes this path again. With
+				// the front, live, and takes this path again: with
 				// no dead entry in bySeq, the front one is live
 				// without reading its record, as oldest would.
-				s.headLive = true
-			} else {
+			default:
+				s.headLive = false
 				s.oldest()
 			}
 			return a, true
@@ -792,6 +792,40 @@ func (s *Sender) free(idx int32) {
 	}
 	// Dead (live, ticket), and nothing kept alive by it; track sets every
 	// other field when the place is used again (N105).
+	r.chunk, r.msg, r.live, r.ticket = nil, nil, false, r.ticket+1
+	s.freeRecs = append(s.freeRecs, idx)
+}
+
+// freeFront ends the life of in-flight record idx, r, at the front of
+// bySeq, and takes its entry off bySeq: free and a Pop, written out as
+// one for the acks in order that free records there, one call for each.
+func (s *Sender) freeFront(r *record, idx int32) {
+	s.bySeq.Pop()
+	b := min(int(r.resends), numBuckets-1)
+	s.live[b]--
+	if q := &s.buckets[b]; q.Len() > 0 && *q.At(0) == (bucketEntry{idx, r.ticket}) {
+		q.Pop()
+	} else if q.Len() > 2*s.live[b]+32 {
+		r.live = false
+		q.Filter(func(e *bucketEntry) bool { r := &s.recs[e.idx]; return r.live && r.ticket == e.ticket })
+	}
+	s.inFlight--
+	s.inFlightBytes -= len(r.chunk)
+	m := r.msg
+	m.refs--
+	if m.refs == 0 && m.off == len(m.buf) {
+		// release, for a message whose struct is kept.
+		if len(s.msgs) < maxFreeMsgs {
+			if c := cap(m.buf); s.bufs.Retained+c <= s.bufs.Limit {
+				s.bufs.Retained += c
+			} else {
+				m.buf = nil
+			}
+			s.msgs = append(s.msgs, m)
+		} else {
+			s.release(m)
+		}
+	}
 	r.chunk, r.msg, r.live, r.ticket = nil, nil, false, r.ticket+1
 	s.freeRecs = append(s.freeRecs, idx)
 }
