@@ -70,7 +70,9 @@ func (r *Receiver) keptBytes() int { return r.chargeFor(0, len(r.q.slots)) }
 // checkSeqEntries checks what HandleAck's in-order path relies on to take
 // the front entry of bySeq as live without reading its record: deadSeq
 // counts the dead entries exactly, and headLive holds only of a live
-// front entry. It returns what is wrong, or "".
+// front entry; and that a sender with nothing in flight holds no entry,
+// so that HandleAck there changes nothing. It returns what is wrong, or
+// "".
 func checkSeqEntries(s *Sender) string {
 	dead := 0
 	for i := range s.bySeq.Len() {
@@ -78,6 +80,11 @@ func checkSeqEntries(s *Sender) string {
 		if r := &s.recs[e.idx]; !r.live || r.no != e.no {
 			dead++
 		}
+	}
+	if s.inFlight == 0 && (s.bySeq.Len() > 0 || s.headLive) {
+		// A connection skips HandleAck for a sender with nothing in
+		// flight: it must find nothing to free and nothing to drop.
+		return fmt.Sprintf("nothing in flight, but %d entries in bySeq, headLive %v", s.bySeq.Len(), s.headLive)
 	}
 	if dead != s.deadSeq {
 		return fmt.Sprintf("deadSeq = %d, %d dead entries in bySeq", s.deadSeq, dead)

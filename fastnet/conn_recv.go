@@ -245,6 +245,12 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 				continue // acks for unknown packets are ignored (D13)
 			}
 		}
+		if p, _ := cs.snd.InFlight(); p == 0 {
+			// Nothing to free, as for the repeats (N29) that follow
+			// the entries that freed a channel's last packets:
+			// HandleAck would find nothing and change nothing.
+			continue
+		}
 		ak, ok := cs.snd.HandleAck(a.Seq)
 		if !ok {
 			continue
