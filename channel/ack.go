@@ -3,6 +3,7 @@ package channel
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 )
 
 // The ack packet (D13), the payload of a Fastnet packet on channel -5:
@@ -37,6 +38,21 @@ type Ack struct {
 func AppendAck(b []byte, a Ack) []byte {
 	return append(b, byte(a.Channel>>8), byte(a.Channel),
 		byte(a.Seq>>16), byte(a.Seq>>8), byte(a.Seq))
+}
+
+// AppendAcks appends the encodings of as to b, as AppendAck would one
+// after the other, growing b once, and returns the extended slice.
+func AppendAcks(b []byte, as []Ack) []byte {
+	n := len(b)
+	b = slices.Grow(b, len(as)*AckLen)[:n+len(as)*AckLen]
+	e := b[n:]
+	for _, a := range as {
+		_ = e[AckLen-1]
+		e[0], e[1] = byte(a.Channel>>8), byte(a.Channel)
+		e[2], e[3], e[4] = byte(a.Seq>>16), byte(a.Seq>>8), byte(a.Seq)
+		e = e[AckLen:]
+	}
+	return b
 }
 
 // AckIter iterates over the acks of an ack payload without allocating:

@@ -118,6 +118,14 @@ func TestGoldenAcks(t *testing.T) {
 			if diff := cmp.Diff(wire, b); diff != "" {
 				t.Errorf("AppendAck (-want +got):\n%s", diff)
 			}
+			// AppendAcks writes them in one call, after what b holds,
+			// whether b has room for them or must grow.
+			for _, pre := range [][]byte{nil, []byte("ab"), make([]byte, 3, 64)} {
+				want := append(append([]byte(nil), pre...), wire...)
+				if diff := cmp.Diff(want, AppendAcks(pre, tc.acks)); diff != "" {
+					t.Errorf("AppendAcks after %x (-want +got):\n%s", pre, diff)
+				}
+			}
 			it, err := ParseAcks(wire)
 			if err != nil {
 				t.Fatal(err)

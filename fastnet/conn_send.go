@@ -491,9 +491,7 @@ func (c *conn) appendAcks(now clock.Time, buf []byte) []byte {
 	room := max(1, c.payloadMTU/channel.AckLen)
 	pending := c.acks[c.acksHead:]
 	n := min(len(pending), room)
-	for _, a := range pending[:n] {
-		b = channel.AppendAck(b, a)
-	}
+	b = channel.AppendAcks(b, pending[:n])
 	c.stats.AcksSent += uint64(n)
 	if repeats := c.ep.cfg.AckRepeats; repeats > 0 {
 		room -= n
