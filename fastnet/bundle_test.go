@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -539,5 +540,45 @@ func TestBundleRunsUnvalidated(t *testing.T) {
 				t.Errorf("with runs: %s\nwithout:   %s", got[0], got[1])
 			}
 		})
+	}
+}
+
+// A run of reliable whole messages queues an ack of each as handleParsed
+// does one at a time (N101): with the acks waiting near maxPendingAcks,
+// and their array full or with room for some or all of the run, the same
+// acks wait with runs and without.
+func TestBundleRunAcksQueued(t *testing.T) {
+	var payload []byte
+	for s := range channel.Seq(6) {
+		enc := coalesce.AppendMessage(nil, bytes.Repeat([]byte{byte(s)}, 20), true)
+		payload = appendBundled(payload, append(appendPacketHeader(nil, 1), dataPacket(true, true, s, s+1, enc)...))
+	}
+	for _, pending := range []int{0, 7, maxPendingAcks - 10, maxPendingAcks - 4, maxPendingAcks - 1} {
+		for _, room := range []int{0, 4, 5, 6, 100} {
+			var got [2][]channel.Ack
+			for i := range got {
+				tc, h := bundleServer(t)
+				tc.ep.noRuns = i == 1
+				c := tc.ep.conns[h]
+				acks := make([]channel.Ack, pending+1, pending+1+room)
+				for j := range acks {
+					acks[j] = channel.Ack{Channel: 2, Seq: channel.Seq(j % 1000)}
+				}
+				c.acks, c.acksHead = acks, 1 // one already sent
+				// Not drained: the acks would go.
+				tc.ep.HandleDatagram(tc.now, tc.peer, append(appendPacketHeader(nil, chBundle), payload...))
+				got[i] = slices.Clone(c.acks[c.acksHead:])
+				if i == 0 && tc.ep.runTaken != 5 {
+					t.Fatalf("pending %d, room %d: taken in runs: %d packets, want 5", pending, room, tc.ep.runTaken)
+				}
+			}
+			if want := min(pending+6, maxPendingAcks); len(got[1]) != want {
+				t.Errorf("pending %d, room %d: %d acks wait without runs, want %d", pending, room, len(got[1]), want)
+			}
+			if !slices.Equal(got[0], got[1]) {
+				t.Errorf("pending %d, room %d: with runs %d acks wait, ending %v; without %d, ending %v",
+					pending, room, len(got[0]), got[0][max(0, len(got[0])-7):], len(got[1]), got[1][max(0, len(got[1])-7):])
+			}
+		}
 	}
 }

@@ -125,11 +125,27 @@ func (c *conn) takeWhole(ch int16, b []byte, s *bundleSums, j, n int) int {
 	}
 	ws = ws[:taken]
 	mtu := c.stats.PeerPayloadMTU
-	for i := range ws {
-		w := &ws[i]
-		mtu = max(mtu, channel.HeaderLen+w.End-w.Off)
-		if w.H.Reliable {
-			c.ack(ch, w.H.Seq)
+	if k := len(c.acks); c.pendingAcks()+taken <= maxPendingAcks && cap(c.acks)-k >= taken {
+		// Room for an ack of each, within the bound and the array: ack
+		// would neither drop one nor move the queue, and appends them
+		// as this does.
+		acks := c.acks[:k+taken]
+		for i := range ws {
+			w := &ws[i]
+			mtu = max(mtu, channel.HeaderLen+w.End-w.Off)
+			if w.H.Reliable {
+				acks[k] = channel.Ack{Channel: ch, Seq: w.H.Seq}
+				k++
+			}
+		}
+		c.acks = acks[:k]
+	} else {
+		for i := range ws {
+			w := &ws[i]
+			mtu = max(mtu, channel.HeaderLen+w.End-w.Off)
+			if w.H.Reliable {
+				c.ack(ch, w.H.Seq)
+			}
 		}
 	}
 	c.stats.PeerPayloadMTU = mtu
