@@ -771,7 +771,20 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 // free ends the life of in-flight record idx.
 func (s *Sender) free(idx int32) {
 	s.headLive = false
-	r := &s.recs[idx]
+	s.drop(&s.recs[idx], idx)
+}
+
+// freeFront ends the life of in-flight record idx, r, at the front of
+// bySeq, and takes its entry off bySeq: for the acks in order that free
+// records there, headLive left as it is (HandleAck).
+func (s *Sender) freeFront(r *record, idx int32) {
+	s.bySeq.Pop()
+	s.drop(r, idx)
+}
+
+// drop is what free and freeFront do to record idx, r: its resend entry,
+// the bytes in flight, its message, and the record's place.
+func (s *Sender) drop(r *record, idx int32) {
 	b := min(int(r.resends), numBuckets-1)
 	s.live[b]--
 	if q := &s.buckets[b]; q.Len() > 0 && *q.At(0) == (bucketEntry{idx, r.ticket}) {
@@ -792,40 +805,6 @@ func (s *Sender) free(idx int32) {
 	}
 	// Dead (live, ticket), and nothing kept alive by it; track sets every
 	// other field when the place is used again (N105).
-	r.chunk, r.msg, r.live, r.ticket = nil, nil, false, r.ticket+1
-	s.freeRecs = append(s.freeRecs, idx)
-}
-
-// freeFront ends the life of in-flight record idx, r, at the front of
-// bySeq, and takes its entry off bySeq: free and a Pop, written out as
-// one for the acks in order that free records there, one call for each.
-func (s *Sender) freeFront(r *record, idx int32) {
-	s.bySeq.Pop()
-	b := min(int(r.resends), numBuckets-1)
-	s.live[b]--
-	if q := &s.buckets[b]; q.Len() > 0 && *q.At(0) == (bucketEntry{idx, r.ticket}) {
-		q.Pop()
-	} else if q.Len() > 2*s.live[b]+32 {
-		r.live = false
-		q.Filter(func(e *bucketEntry) bool { r := &s.recs[e.idx]; return r.live && r.ticket == e.ticket })
-	}
-	s.inFlight--
-	s.inFlightBytes -= len(r.chunk)
-	m := r.msg
-	m.refs--
-	if m.refs == 0 && m.off == len(m.buf) {
-		// release, for a message whose struct is kept.
-		if len(s.msgs) < maxFreeMsgs {
-			if c := cap(m.buf); s.bufs.Retained+c <= s.bufs.Limit {
-				s.bufs.Retained += c
-			} else {
-				m.buf = nil
-			}
-			s.msgs = append(s.msgs, m)
-		} else {
-			s.release(m)
-		}
-	}
 	r.chunk, r.msg, r.live, r.ticket = nil, nil, false, r.ticket+1
 	s.freeRecs = append(s.freeRecs, idx)
 }
