@@ -199,8 +199,14 @@ func (c *Conn) wait(ctx context.Context, cond func() (bool, error)) error {
 }
 
 // request waits for room in the write queue, then calls do with the lock
-// held, which queues a packet, and wakes the writer.
+// held, which queues a packet, and wakes the writer. With ctx already
+// done it queues nothing and returns ctx's error: a request whose answer
+// came before the caller noticed the cancellation would otherwise return
+// either, at random.
 func (c *Conn) request(ctx context.Context, do func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	var derr error
 	err := c.wait(ctx, func() (bool, error) {
 		if c.err != nil {

@@ -120,6 +120,26 @@ func TestContext(t *testing.T) {
 	}
 }
 
+// A request made with a context already done queues nothing and returns
+// the context's error: a Set that only notifies, which waits for no
+// answer, changes nothing on the relay.
+func TestCancelledRequestSendsNothing(t *testing.T) {
+	addr := relay(t, urpserver.Config{})
+	c := dial(t, addr, urpclient.Config{})
+	ctx := ctxFor(t, 10*time.Second)
+	if _, err := c.Make(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Set(cancelled, urp.Notify, urp.KeyGroupMax, 3); !errors.Is(err, context.Canceled) {
+		t.Errorf("Set with a cancelled context: %v", err)
+	}
+	if v, err := c.Get(ctx, urp.KeyGroupMax); err != nil || v != urp.DefaultMaxGroupSize {
+		t.Errorf("after a cancelled Set, the group's limit is %d (%v), want %d", v, err, urp.DefaultMaxGroupSize)
+	}
+}
+
 // TestClose: Close writes what was queued; afterwards every call says the
 // connection is closed.
 func TestClose(t *testing.T) {
