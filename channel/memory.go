@@ -1,8 +1,9 @@
 package channel
 
 import (
-	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"reflect"
+
+	"github.com/fastnet-engine/fastnet/internal/bufpool"
 )
 
 // What a Receiver charges (D22, D23; N20, N25, N49 of docs/protocol.md).

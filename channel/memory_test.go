@@ -1,10 +1,11 @@
 package channel
 
 import (
-	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"runtime"
 	"testing"
 	"unsafe"
+
+	"github.com/fastnet-engine/fastnet/internal/bufpool"
 )
 
 // TestRingPlaceCharge checks N49: a place of the receive ring is charged

@@ -3,11 +3,11 @@ package channel
 import (
 	"encoding/binary"
 	"errors"
-	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
+	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"github.com/fastnet-engine/fastnet/internal/fifo"
 )
 

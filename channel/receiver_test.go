@@ -2,13 +2,13 @@ package channel
 
 import (
 	"errors"
-	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
+	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"github.com/google/go-cmp/cmp"
 )
 

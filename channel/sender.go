@@ -1,7 +1,6 @@
 package channel
 
 import (
-	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"math"
 	"math/bits"
 	"slices"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
+	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"github.com/fastnet-engine/fastnet/internal/fifo"
 )
 
