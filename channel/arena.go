@@ -70,6 +70,16 @@ func (a *Arena) Copy(p []byte) []byte {
 	return a.block[i : i+n : i+n]
 }
 
+// Take returns p's copy as a delivered message carries it: lent if the
+// Arena reuses its blocks (Lend), else the caller's (Copy). A nil Arena
+// copies p into a buffer of its own.
+func (a *Arena) Take(p []byte) []byte {
+	if a != nil && a.Reuse {
+		return a.Lend(p)
+	}
+	return a.Copy(p)
+}
+
 // Lend returns a copy of p. If the Arena reuses its blocks and p is
 // small, the copy is carved out of the current block and lent: its
 // capacity runs on to the end of the block, so that Owner can find the

@@ -808,12 +808,7 @@ func (r *Receiver) mayTake(cost int) bool {
 
 // fastFits is fast once the message is known to fit the memory limits.
 func (r *Receiver) fastFits(h Header, m coalesce.Message, d int, take bool) (Result, Message, bool) {
-	msg := Message{Reliable: h.Reliable}
-	if a := r.cfg.Arena; a != nil && a.Reuse {
-		msg.Data = a.Lend(m.Payload)
-	} else {
-		msg.Data = a.Copy(m.Payload)
-	}
+	msg := Message{Reliable: h.Reliable, Data: r.cfg.Arena.Take(m.Payload)}
 	take = take && r.ready.Len() == 0
 	if !take {
 		r.deliver(msg)

@@ -699,6 +699,11 @@ func (s *Sender) Oldest() (rel Seq, last clock.Time, resends uint32, ok bool) {
 // freed an in-flight packet, and which. Acks of unknown, unreliable or
 // already acked packets are ignored.
 func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
+	if s.inFlight == 0 {
+		// Nothing to free, as for the repeats (N29) that follow the
+		// entries that freed the last packets in flight.
+		return Acked{}, false
+	}
 	if s.headLive {
 		if e := *s.bySeq.At(0); e.seq == seq {
 			// The oldest packet in flight, as acks in order find it:

@@ -125,30 +125,11 @@ func (c *conn) takeWhole(ch int16, b []byte, s *bundleSums, j, n int) int {
 	}
 	ws = ws[:taken]
 	mtu := c.stats.PeerPayloadMTU
-	if k := len(c.acks); c.pendingAcks()+taken <= maxPendingAcks && cap(c.acks)-k >= taken {
-		// Room for an ack of each, within the bound and the array: ack
-		// would neither drop one nor move the queue, and appends them
-		// as this does.
-		acks := c.acks[:k+taken]
-		for i := range ws {
-			w := &ws[i]
-			mtu = max(mtu, channel.HeaderLen+w.End-w.Off)
-			if w.H.Reliable {
-				acks[k] = channel.Ack{Channel: ch, Seq: w.H.Seq}
-				k++
-			}
-		}
-		c.acks = acks[:k]
-	} else {
-		for i := range ws {
-			w := &ws[i]
-			mtu = max(mtu, channel.HeaderLen+w.End-w.Off)
-			if w.H.Reliable {
-				c.ack(ch, w.H.Seq)
-			}
-		}
+	for i := range ws {
+		mtu = max(mtu, channel.HeaderLen+ws[i].End-ws[i].Off)
 	}
 	c.stats.PeerPayloadMTU = mtu
+	c.ackWhole(ch, ws)
 	c.stats.MessagesDelivered += uint64(taken)
 	c.ep.estats.MessagesDelivered += uint64(taken)
 	c.ep.emitWhole(c, ch, ws, s.payloads[j:j+taken])
@@ -158,6 +139,31 @@ func (c *conn) takeWhole(ch int16, b []byte, s *bundleSums, j, n int) int {
 }
 
 // ack queues an acknowledgement of a reliable packet (D13).
+// ackWhole queues the acks of the reliable packets of ws, which a run
+// took on channel ch, as ack would one after the other: in place when
+// the acks waiting and one for each stay within maxPendingAcks and the
+// queue's array has room, where ack would neither drop an entry nor move
+// the queue (N116).
+func (c *conn) ackWhole(ch int16, ws []channel.Whole) {
+	k := len(c.acks)
+	if c.pendingAcks()+len(ws) > maxPendingAcks || cap(c.acks)-k < len(ws) {
+		for i := range ws {
+			if h := &ws[i].H; h.Reliable {
+				c.ack(ch, h.Seq)
+			}
+		}
+		return
+	}
+	acks := c.acks[:k+len(ws)]
+	for i := range ws {
+		if h := &ws[i].H; h.Reliable {
+			acks[k] = channel.Ack{Channel: ch, Seq: h.Seq}
+			k++
+		}
+	}
+	c.acks = acks[:k]
+}
+
 func (c *conn) ack(ch int16, s channel.Seq) {
 	if c.pendingAcks() >= maxPendingAcks {
 		return
@@ -260,12 +266,6 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 			if cs = c.channel(a.Channel, false); cs == nil || cs.snd == nil {
 				continue // acks for unknown packets are ignored (D13)
 			}
-		}
-		if p, _ := cs.snd.InFlight(); p == 0 {
-			// Nothing to free, as for the repeats (N29) that follow
-			// the entries that freed a channel's last packets:
-			// HandleAck would find nothing and change nothing.
-			continue
 		}
 		ak, ok := cs.snd.HandleAck(a.Seq)
 		if !ok {

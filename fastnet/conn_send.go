@@ -330,12 +330,10 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 // position ringPos, cut at mtu (pollNew).
 func (c *conn) sendNew(now clock.Time, buf []byte, cs *chanState, mtu int) []byte {
 	b, sent := cs.snd.AppendNew(appendPacketHeader(buf, cs.id), now, mtu)
-	r := channel.Run{Packets: 1, Bytes: sent.Bytes}
 	if cs.tracked {
-		c.queued -= sent.Bytes
 		c.trackSent(cs, sent)
-		r.Bytes = 0 // taken off already
 	}
+	r := channel.Run{Packets: 1, Bytes: sent.Bytes}
 	if sent.Reliable {
 		r.Reliable, r.ReliableBytes = 1, sent.Bytes
 	}

@@ -422,23 +422,12 @@ func (e *Endpoint) emitMessage(c *conn, ch int16, m channel.Message) {
 // queue, one after the other.
 func (e *Endpoint) emitWhole(c *conn, ch int16, ws []channel.Whole, payloads [][]byte) {
 	payloads = payloads[:len(ws)]
-	if e.arena.Reuse || c.unvalidated {
-		for i := range ws {
-			m := channel.Message{Reliable: ws[i].H.Reliable}
-			if e.arena.Reuse {
-				m.Data = e.arena.Lend(payloads[i])
-			} else {
-				m.Data = e.arena.Copy(payloads[i])
-			}
-			e.emitMessage(c, ch, m)
-		}
-		return
-	}
 	k := len(e.events)
-	if cap(e.events)-k < len(ws) {
-		// Not room for all: one at a time, as emitMessage makes room.
+	if e.arena.Reuse || c.unvalidated || cap(e.events)-k < len(ws) {
+		// Lent, held, or not room for all (emitMessage makes room):
+		// one at a time.
 		for i := range ws {
-			e.emitMessage(c, ch, channel.Message{Reliable: ws[i].H.Reliable, Data: e.arena.Copy(payloads[i])})
+			e.emitMessage(c, ch, channel.Message{Reliable: ws[i].H.Reliable, Data: e.arena.Take(payloads[i])})
 		}
 		return
 	}
