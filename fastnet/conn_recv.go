@@ -267,6 +267,9 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 				continue // acks for unknown packets are ignored (D13)
 			}
 		}
+		if p, _ := cs.snd.InFlight(); p == 0 {
+			continue // what HandleAck would find: nothing to free
+		}
 		ak, ok := cs.snd.HandleAck(a.Seq)
 		if !ok {
 			continue
