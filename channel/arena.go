@@ -65,8 +65,12 @@ func (a *Arena) Copy(p []byte) []byte {
 	if cap(a.block)-len(a.block) < n {
 		a.block = make([]byte, 0, ArenaBlock)
 	}
+	// Re-sliced and copied into, not appended to: an append writes the
+	// block's reference back, which costs a write barrier while the
+	// garbage collector marks (N117).
 	i := len(a.block)
-	a.block = append(a.block, p...)
+	a.block = a.block[:i+n]
+	copy(a.block[i:], p)
 	return a.block[i : i+n : i+n]
 }
 

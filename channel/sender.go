@@ -162,26 +162,30 @@ func (s *Sender) Queue(msg []byte, reliable bool) int {
 // if it is unreliable, while it waits.
 func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 	n := coalesce.EncodedLen(len(msg))
-	var (
-		m   *message
-		buf []byte
-	)
+	var m *message
 	if k := len(s.msgs); k > 0 {
+		// The place is left as it is: m lives on while queued, and the
+		// place is written again before the list could drop it.
+		// Clearing it would cost a write barrier while the garbage
+		// collector marks (N117).
 		m = s.msgs[k-1]
-		s.msgs[k-1] = nil
 		s.msgs = s.msgs[:k-1]
-		buf = s.unkeep(m, n)
+		s.unkeep(m, n)
 	} else {
 		m = new(message)
 	}
-	if buf == nil {
-		buf = s.bufs.Get(n)
+	if m.buf == nil {
+		m.buf = s.bufs.Get(n)
 	}
+	// m.buf holds n bytes (Get, unkeep): the encoding is written into it
+	// and m.buf re-sliced, not set anew, for the same reason.
+	var enc []byte
 	if len(msg) <= maxDeferred && coalesce.Batched() {
-		m.buf, m.deferred = coalesce.AppendMessageDeferred(buf[:0], msg, reliable)
+		enc, m.deferred = coalesce.AppendMessageDeferred(m.buf[:0], msg, reliable)
 	} else {
-		m.buf, m.deferred = coalesce.AppendMessage(buf[:0], msg, reliable), false
+		enc, m.deferred = coalesce.AppendMessage(m.buf[:0], msg, reliable), false
 	}
+	m.buf = m.buf[:len(enc)]
 	m.off, m.refs, m.reliable, m.at = 0, 0, reliable, now
 	s.pending.Push(m)
 	s.queued += n
@@ -337,7 +341,7 @@ func (s *Sender) cut(b []byte, m *message, n int, now clock.Time) ([]byte, Heade
 	m.off += n
 	s.queued -= n
 	if m.off == len(m.buf) {
-		s.pending.Pop()
+		s.pending.Skip() // m lives on (N117)
 		if m.refs == 0 {
 			s.release(m)
 		}
@@ -552,20 +556,19 @@ func (s *Sender) release(m *message) {
 }
 
 // unkeep takes the buffer a free message struct kept (release) off the
-// pool's count, and returns it for a message of n encoded bytes if it is
-// of n's size class, or nil after handing it to the pool.
-func (s *Sender) unkeep(m *message, n int) []byte {
+// pool's count, and leaves it to m for a message of n encoded bytes if it
+// is of n's size class; otherwise it hands it to the pool and sets m.buf
+// to nil.
+func (s *Sender) unkeep(m *message, n int) {
 	b := m.buf
 	if b == nil {
-		return nil
+		return
 	}
-	m.buf = nil
 	s.bufs.Retained -= cap(b)
 	if cap(b) != bufpool.ClassCap(n) {
 		s.bufs.Put(b)
-		return nil
+		m.buf = nil
 	}
-	return b
 }
 
 // trimBufs lets go of free buffers, the pool's and those free message

@@ -2,7 +2,10 @@ package fastnet
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net/netip"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -82,4 +85,61 @@ func testEventQueueBehind(t *testing.T, behind int, reuse bool) {
 	if next != sent {
 		t.Errorf("%d messages, want %d", next, sent)
 	}
+}
+
+// A place of the event queue is reused field by field (N117): a message
+// event set in a place that held any other event is that message's event
+// and nothing more, whatever the place held; and a polled place refers to
+// nothing, so that the queue keeps no message, error or statistics alive.
+func TestEventPlacesReused(t *testing.T) {
+	c := &conn{handle: 7, addr: netip.MustParseAddrPort("192.0.2.1:4000")}
+	data := []byte("payload")
+	want := Event{Kind: EventMessage, Conn: 7, Addr: c.addr, Channel: 12, Reliable: true, Data: data}
+	for _, old := range []Event{{}, fullEvent(), {Kind: EventMessage, Addr: netip.MustParseAddrPort("[2001:db8::1]:9"), Data: []byte("old")}} {
+		ev := old
+		ev.setMessage(c, 12, true, data)
+		if !reflect.DeepEqual(ev, want) {
+			t.Errorf("set over %+v:\n got %+v\nwant %+v", old, ev, want)
+		}
+	}
+	e := &Endpoint{}
+	for _, ev := range []Event{fullEvent(), want} {
+		e.events = append(e.events[:0], ev, ev)
+		e.evHead = 0
+		if got, ok := e.PollEvent(); !ok || !reflect.DeepEqual(got, ev) {
+			t.Fatalf("polled %+v, %v; want %+v", got, ok, ev)
+		}
+		if p := e.events[0]; p.Data != nil || p.Err != nil || p.Quality != nil || p.Stats != nil || p.Intro != nil {
+			t.Errorf("polled place of a %v event still refers to %+v", ev.Kind, p)
+		}
+	}
+}
+
+// fullEvent returns an event each field of which is set, whichever the
+// kind: every field Event has, so that a field added later is covered.
+func fullEvent() Event {
+	var ev Event
+	v := reflect.ValueOf(&ev).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(3)
+		case reflect.Uint8, reflect.Uint32, reflect.Uint64:
+			f.SetUint(3)
+		case reflect.Slice:
+			f.SetBytes([]byte("x"))
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		case reflect.Interface:
+			f.Set(reflect.ValueOf(errors.New("e")))
+		case reflect.Struct:
+			f.Set(reflect.ValueOf(netip.MustParseAddrPort("198.51.100.2:5")))
+		default:
+			panic(fmt.Sprintf("field %s of kind %v: set it here", v.Type().Field(i).Name, f.Kind()))
+		}
+	}
+	return ev
 }

@@ -49,6 +49,18 @@ func (q *Queue[T]) grow() {
 	q.buf = buf
 }
 
+// Skip is Pop without clearing the front value's place: for a value that
+// stays alive elsewhere, or may stay alive until the place is written
+// again or the queue Reset. Clearing it costs a write barrier while the
+// garbage collector marks, if T holds a reference.
+func (q *Queue[T]) Skip() {
+	q.head++
+	if q.head == len(q.buf) {
+		q.buf = q.buf[:0]
+		q.head = 0
+	}
+}
+
 // Pop removes the front value; the queue must not be empty.
 func (q *Queue[T]) Pop() {
 	var zero T

@@ -68,3 +68,35 @@ func TestGrowthDoubles(t *testing.T) {
 		t.Errorf("growing to %d values: arrays of %d places in all, the last %d; want at most twice the last, and it at most %d", n, total, last, 2*n)
 	}
 }
+
+// Skip removes the front value as Pop does, leaving its place as it was
+// (N117), and Pop clears the place, so that the queue does not keep what
+// it refers to alive.
+func TestSkipLeavesPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		remove    func(*Queue[*int])
+		wantStale bool
+	}{
+		{"Pop", (*Queue[*int]).Pop, false},
+		{"Skip", (*Queue[*int]).Skip, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var q Queue[*int]
+			a, b := new(int), new(int)
+			q.Push(a)
+			q.Push(b)
+			tc.remove(&q)
+			if q.Len() != 1 || *q.At(0) != b {
+				t.Fatalf("Len %d, front %p, want 1, %p", q.Len(), *q.At(0), b)
+			}
+			if stale := q.buf[0] == a; stale != tc.wantStale {
+				t.Errorf("place of the removed value still refers to it: %v, want %v", stale, tc.wantStale)
+			}
+			tc.remove(&q)
+			if q.Len() != 0 || len(q.buf) != 0 || q.head != 0 {
+				t.Errorf("emptied: Len %d, len(buf) %d, head %d", q.Len(), len(q.buf), q.head)
+			}
+		})
+	}
+}
