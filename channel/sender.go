@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"slices"
@@ -401,14 +402,17 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 	now = s.tick(now)
 	mtu := max(lim.MTU, 1)
 	ahead := s.maxAhead()
-	// The oldest packet in flight, if any: a run sends none past
-	// MaxAhead after it (seqBlocked), and acks come between runs only.
-	old, oseq := s.oldest() >= 0, Seq(0)
-	if old {
-		oseq = s.bySeq.At(0).seq
+	// The packets the run may send before MaxAhead stops it: none past
+	// MaxAhead after the oldest packet in flight, if any (seqBlocked),
+	// and acks come between runs only. Each packet sent is one place
+	// further from it, and the run stops short of MaxAhead (at most M/4,
+	// N41), so the distance never wraps.
+	room := math.MaxInt
+	if s.oldest() >= 0 {
+		room = ahead - Distance(s.bySeq.At(0).seq, s.seq)
 	}
 	frames, cost := 0, 0
-	for s.pending.Len() > 0 && !(old && Distance(oseq, s.seq) >= ahead) {
+	for room > 0 && s.pending.Len() > 0 {
 		m := *s.pending.At(0)
 		n := min(mtu, len(m.buf)-m.off)
 		size := 2 + HeaderLen + n
@@ -427,20 +431,57 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 				break
 			}
 		}
+		room--
+		frames += size
+		r.Packets++
+		r.Bytes += n
+		if at := len(b); n == len(m.buf) && !m.reliable && cap(b)-at >= 2+size {
+			// A shortcut, with no change of behaviour, for what cut
+			// does with an unreliable message sent whole: the frame
+			// written into b's spare capacity, and the message
+			// released at once (N111).
+			if m.deferred {
+				s.fillSums()
+			}
+			b = b[:at+2+size]
+			f := b[at : at+4+HeaderLen+1]
+			// Frame length, tag, flags and sequence number in eight
+			// bytes; R in four, the last of which the chunk's first
+			// byte then overwrites.
+			seq := s.seq
+			binary.BigEndian.PutUint64(f, uint64(size)<<48|uint64(tag)<<32|FlagStart<<24|uint64(seq)&0xffffff)
+			binary.BigEndian.PutUint32(f[8:], uint32(s.rel)<<8)
+			copy(b[at+4+HeaderLen:], m.buf)
+			s.seq = seq.Next()
+			s.sendNo++
+			s.sentSum += int64(n)
+			m.off = n
+			s.queued -= n
+			s.pending.Skip() // m lives on (N117)
+			// Unreliable: no packet in flight refers to m. What
+			// release does for a struct it keeps with its buffer.
+			if c := cap(m.buf); len(s.msgs) < maxFreeMsgs && s.bufs.Retained+c <= s.bufs.Limit {
+				s.bufs.Retained += c
+				s.msgs = append(s.msgs, m)
+			} else {
+				s.release(m)
+			}
+			if s.pending.Len() == 0 && s.inFlight == 0 {
+				s.trimMsgs(idleKeepSlots) // as cut does
+			}
+			continue
+		}
 		b = append(b, byte(size>>8), byte(size), byte(tag>>8), byte(tag))
 		var h Header
 		b, h = s.cut(b, m, n, now)
 		if h.Reliable {
-			if !old {
-				old, oseq = true, h.Seq
+			if room > ahead {
+				room = ahead - 1 // the first in flight: this one
 			}
 			r.Reliable++
 			r.ReliableBytes += n
 			cost += n + lim.Overhead
 		}
-		frames += size
-		r.Packets++
-		r.Bytes += n
 	}
 	return b, r
 }
