@@ -171,14 +171,21 @@ func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 		// collector marks (N117).
 		m = s.msgs[k-1]
 		s.msgs = s.msgs[:k-1]
-		s.unkeep(m, n)
+		// The buffer m kept (release) leaves the pool's count, and
+		// stays with m for a message of n's size class.
+		if b := m.buf; b != nil {
+			s.bufs.Retained -= cap(b)
+			if cap(b) != bufpool.ClassCap(n) {
+				s.putBuf(m)
+			}
+		}
 	} else {
 		m = new(message)
 	}
 	if m.buf == nil {
 		m.buf = s.bufs.Get(n)
 	}
-	// m.buf holds n bytes (Get, unkeep): the encoding is written into it
+	// m.buf holds n bytes (Get, or kept): the encoding is written into it
 	// and m.buf re-sliced, not set anew, for the same reason.
 	var enc []byte
 	if len(msg) <= maxDeferred && coalesce.Batched() {
@@ -596,20 +603,12 @@ func (s *Sender) release(m *message) {
 	m.buf = nil
 }
 
-// unkeep takes the buffer a free message struct kept (release) off the
-// pool's count, and leaves it to m for a message of n encoded bytes if it
-// is of n's size class; otherwise it hands it to the pool and sets m.buf
-// to nil.
-func (s *Sender) unkeep(m *message, n int) {
-	b := m.buf
-	if b == nil {
-		return
-	}
-	s.bufs.Retained -= cap(b)
-	if cap(b) != bufpool.ClassCap(n) {
-		s.bufs.Put(b)
-		m.buf = nil
-	}
+// putBuf hands the buffer a free message struct kept (release) to the
+// pool, for a message of another size class (QueueAt), and sets m.buf to
+// nil.
+func (s *Sender) putBuf(m *message) {
+	s.bufs.Put(m.buf)
+	m.buf = nil
 }
 
 // trimBufs lets go of free buffers, the pool's and those free message

@@ -29,7 +29,10 @@ func (c *conn) send(now clock.Time, ch int16, msg []byte, reliable bool, id Mess
 		}
 		return nil
 	}
-	cs := c.sendChannel(ch)
+	cs := c.last
+	if cs == nil || cs.id != ch || cs.snd == nil {
+		cs = c.sendChannel(ch) // else what it would return
+	}
 	if id != 0 {
 		c.track(cs, id, n, reliable) // before Queue: it reads what was queued before
 	}

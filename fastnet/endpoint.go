@@ -913,7 +913,11 @@ func (e *Endpoint) send(now clock.Time, h Handle, channel int, msg []byte, relia
 		return err
 	}
 	e.at(now)
-	e.touch(c, now)
+	if !c.dirty || !c.sendable {
+		// Else touch has nothing to do: the connection's deadline is
+		// already to be recomputed, and it is ready to transmit.
+		e.touch(c, now)
+	}
 	return nil
 }
 
