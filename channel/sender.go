@@ -442,40 +442,55 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 		frames += size
 		r.Packets++
 		r.Bytes += n
-		if at := len(b); n == len(m.buf) && !m.reliable && cap(b)-at >= 2+size {
-			// A shortcut, with no change of behaviour, for what cut
-			// does with an unreliable message sent whole: the frame
-			// written into b's spare capacity, and the message
-			// released at once (N111).
+		// Shortcuts, with no change of behaviour, for what cut does
+		// with a message sent whole: the frame written into b's spare
+		// capacity (putFrame), an unreliable message released at once
+		// (N111).
+		if at := len(b); n == len(m.buf) && cap(b)-at >= 2+size {
 			if m.deferred {
 				s.fillSums()
 			}
 			b = b[:at+2+size]
-			f := b[at : at+4+HeaderLen+1]
-			// Frame length, tag, flags and sequence number in eight
-			// bytes; R in four, the last of which the chunk's first
-			// byte then overwrites.
-			seq := s.seq
-			binary.BigEndian.PutUint64(f, uint64(size)<<48|uint64(tag)<<32|FlagStart<<24|uint64(seq)&0xffffff)
-			binary.BigEndian.PutUint32(f[8:], uint32(s.rel)<<8)
+			if !m.reliable {
+				seq := s.seq
+				putFrame(b[at:], size, tag, FlagStart, seq, s.rel)
+				copy(b[at+4+HeaderLen:], m.buf)
+				s.seq = seq.Next()
+				s.sendNo++
+				s.sentSum += int64(n)
+				m.off = n
+				s.queued -= n
+				s.pending.Skip() // m lives on (N117)
+				// No packet in flight refers to m: what release
+				// does for a struct it keeps with its buffer.
+				if c := cap(m.buf); len(s.msgs) < maxFreeMsgs && s.bufs.Retained+c <= s.bufs.Limit {
+					s.bufs.Retained += c
+					s.msgs = append(s.msgs, m)
+				} else {
+					s.release(m)
+				}
+				if s.pending.Len() == 0 && s.inFlight == 0 {
+					s.trimMsgs(idleKeepSlots) // as cut does
+				}
+				continue
+			}
+			s.rel = s.rel.Next()
+			h := Header{Reliable: true, Start: true, Seq: s.seq, Rel: s.rel}
+			putFrame(b[at:], size, tag, FlagReliable|FlagStart, h.Seq, h.Rel)
 			copy(b[at+4+HeaderLen:], m.buf)
-			s.seq = seq.Next()
+			s.track(m, m.buf[:n:n], h, now)
+			s.seq = h.Seq.Next()
 			s.sendNo++
 			s.sentSum += int64(n)
 			m.off = n
 			s.queued -= n
-			s.pending.Skip() // m lives on (N117)
-			// Unreliable: no packet in flight refers to m. What
-			// release does for a struct it keeps with its buffer.
-			if c := cap(m.buf); len(s.msgs) < maxFreeMsgs && s.bufs.Retained+c <= s.bufs.Limit {
-				s.bufs.Retained += c
-				s.msgs = append(s.msgs, m)
-			} else {
-				s.release(m)
+			s.pending.Skip() // m lives on (N117), in flight
+			if room > ahead {
+				room = ahead - 1 // the first in flight: this one
 			}
-			if s.pending.Len() == 0 && s.inFlight == 0 {
-				s.trimMsgs(idleKeepSlots) // as cut does
-			}
+			r.Reliable++
+			r.ReliableBytes += n
+			cost += n + lim.Overhead
 			continue
 		}
 		b = append(b, byte(size>>8), byte(size), byte(tag>>8), byte(tag))
@@ -491,6 +506,17 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 		}
 	}
 	return b, r
+}
+
+// putFrame writes at the start of f, which holds a frame of size bytes
+// after its length field and at least one byte more, the frame's length
+// field, tag and packet header (AppendRun): the first eight bytes in one
+// store, R in four, the last of which the chunk's first byte then
+// overwrites.
+func putFrame(f []byte, size int, tag uint16, flags byte, seq, rel Seq) {
+	_ = f[4+HeaderLen]
+	binary.BigEndian.PutUint64(f, uint64(size)<<48|uint64(tag)<<32|uint64(flags)<<24|uint64(seq)&0xffffff)
+	binary.BigEndian.PutUint32(f[8:], uint32(rel)<<8)
 }
 
 // Deferred checksums. Where digests computed together cost less than one
