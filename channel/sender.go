@@ -418,6 +418,11 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 	if s.oldest() >= 0 {
 		room = ahead - Distance(s.bySeq.At(0).seq, s.seq)
 	}
+	// Messages queued before before expire: none unless lim.Expire.
+	before := clock.Time(math.MinInt64)
+	if lim.Expire {
+		before = lim.Before
+	}
 	frames, cost := 0, 0
 	for room > 0 && s.pending.Len() > 0 {
 		m := *s.pending.At(0)
@@ -434,7 +439,7 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 				if cost > lim.Reliable {
 					break
 				}
-			} else if lim.Expire && m.off == 0 && m.at != 0 && m.at < lim.Before {
+			} else if m.off == 0 && m.at != 0 && m.at < before {
 				break
 			}
 		}
