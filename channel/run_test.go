@@ -122,10 +122,19 @@ func TestAppendRunIsAppendNewInARow(t *testing.T) {
 			lim.Reliable = rapid.IntRange(-100, 600).Draw(t, "reliableRoom")
 		}
 		prefix := []byte{9, 9, 9}
-		got, gr := ss[0].AppendRun(bytes.Clone(prefix), now, 0x1234, lim)
+		// Spare capacity or none: AppendRun writes the frames of
+		// whole messages in place where they fit.
+		spare := rapid.SampledFrom([]int{0, 100, 2000}).Draw(t, "spare")
+		buf := append(make([]byte, 0, len(prefix)+spare), prefix...)
+		got, gr := ss[0].AppendRun(buf, now, 0x1234, lim)
 		want, wr := appendRunModel(ss[1], bytes.Clone(prefix), now, 0x1234, lim, nil)
 		if !bytes.Equal(got, want) || gr != wr {
 			t.Fatalf("AppendRun appended %x, %+v; one by one, %x, %+v", got, gr, want, wr)
+		}
+		// The messages sent are released alike.
+		if len(ss[0].msgs) != len(ss[1].msgs) || ss[0].bufs.Retained != ss[1].bufs.Retained {
+			t.Fatalf("free messages %d, retained %d; one by one %d, %d",
+				len(ss[0].msgs), ss[0].bufs.Retained, len(ss[1].msgs), ss[1].bufs.Retained)
 		}
 		// What is left goes out alike, and the acks of everything sent
 		// free the same.
