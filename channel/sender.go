@@ -418,7 +418,8 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 	if s.oldest() >= 0 {
 		room = ahead - Distance(s.bySeq.At(0).seq, s.seq)
 	}
-	// Messages queued before before expire: none unless lim.Expire.
+	// An unreliable message not yet begun that was queued before before
+	// ends the run: none does unless lim.Expire.
 	before := clock.Time(math.MinInt64)
 	if lim.Expire {
 		before = lim.Before
