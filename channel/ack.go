@@ -99,3 +99,13 @@ func (it *AckIter) Next() bool {
 
 // Ack returns the ack Next moved to.
 func (it *AckIter) Ack() Ack { return it.a }
+
+// isAck reports whether the pair at b[k:] acknowledges packet seq, a
+// valid sequence number, of channel ch, a message channel: whether Next,
+// over b[k:], would move to that ack.
+func isAck(b []byte, k int, ch int16, seq Seq) bool {
+	// The pair's bytes are compared with those of the ack (AppendAck):
+	// the encoding of a valid pair is one to one.
+	return k+AckLen <= len(b) && b[k+4] == byte(seq) &&
+		binary.BigEndian.Uint32(b[k:k+4]) == uint32(uint16(ch))<<16|uint32(uint16(seq>>8))
+}

@@ -736,7 +736,7 @@ func (s *Sender) AppendResend(b []byte, now clock.Time, rtt, maxInterval time.Du
 	return b, rs, true
 }
 
-// Acked describes a packet freed by HandleAck.
+// Acked describes a packet freed by HandleAck or HandleAcksInOrder.
 type Acked struct {
 	// Bytes is the packet's chunk length, to take off the caller's
 	// in-flight bytes.
@@ -848,6 +848,40 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 	return a, true
 }
 
+// HandleAcksInOrder takes the pairs of it that come next while each
+// acknowledges the oldest packet of channel ch in flight, as acks in order
+// do, moving it past them, as long as row has room: it handles each such
+// ack as HandleAck would, appends what it freed to row without growing it,
+// and returns row. After the first entry of
+// a row of in-order entries for one channel, the others take one call
+// rather than one each (a shortcut of N116, with no change of behaviour).
+func (s *Sender) HandleAcksInOrder(it *AckIter, ch int16, row []Acked) []Acked {
+	// HandleAck's in-order path, for as long as it applies: with headLive
+	// set, packets are in flight and the front entry is live.
+	b, k := it.b, 0
+	for s.headLive && len(row) < cap(row) {
+		e := *s.bySeq.At(0)
+		if !isAck(b, k, ch, e.seq) {
+			break
+		}
+		k += AckLen
+		r := &s.recs[e.idx]
+		row = append(row, Acked{Bytes: len(r.chunk), First: r.first, Last: r.last, AckedCount: AckedCount{Resends: r.resends, Rel: r.rel}})
+		s.bySeq.Skip() // no reference to clear
+		s.drop(r, e.idx)
+		switch {
+		case s.inFlight == 0:
+			s.idle()
+		case s.deadSeq == 0:
+		default:
+			s.headLive = false
+			s.oldest()
+		}
+	}
+	it.b = b[k:]
+	return row
+}
+
 // free ends the life of in-flight record idx.
 func (s *Sender) free(idx int32) {
 	s.headLive = false
@@ -858,7 +892,7 @@ func (s *Sender) free(idx int32) {
 // bySeq, and takes its entry off bySeq: for the acks in order that free
 // records there, headLive left as it is (HandleAck).
 func (s *Sender) freeFront(r *record, idx int32) {
-	s.bySeq.Pop()
+	s.bySeq.Skip() // no reference to clear
 	s.drop(r, idx)
 }
 
@@ -871,7 +905,7 @@ func (s *Sender) drop(r *record, idx int32) {
 		// The packet sent, or resent, longest ago of its bucket, as
 		// acks in order free them: its entry leaves at once rather
 		// than waiting, dead, for front or the filter.
-		q.Pop()
+		q.Skip() // no reference to clear
 	} else if q.Len() > 2*s.live[b]+32 {
 		r.live = false // so that the filter drops it
 		q.Filter(func(e *bucketEntry) bool { r := &s.recs[e.idx]; return r.live && r.ticket == e.ticket })

@@ -302,6 +302,8 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 		c.stats.AcksReceived++
 		if cs.tracked {
 			c.trackAcked(cs, a.Seq)
+		} else if p, _ := cs.snd.InFlight(); p > 0 {
+			c.acksInOrder(now, cs, &it, entry)
 		}
 	}
 	if last != nil {
@@ -329,6 +331,45 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 		c.maxMTUInFlight = 0
 	}
 	c.closeIfDrained(now)
+}
+
+// acksInOrder takes the entries that follow in it while they ack the
+// oldest of cs's packets in flight, one after the other, as acks in order
+// do, and does for each what handleAcks does; entry is cs's place in
+// c.ackedChans, which the entry before them found if congestion control is
+// on. The entries of a row for one channel, after the first, are handed
+// to its sender in one call (a shortcut of N116, with no change of
+// behaviour): what is done for each packet freed depends on nothing the
+// sender changes, and the sequence numbers of the entries are needed only
+// to follow tracked messages, which handleAcks does one entry at a time.
+func (c *conn) acksInOrder(now clock.Time, cs *chanState, it *channel.AckIter, entry int) {
+	buf := &c.ep.ackRow
+	if *buf == nil {
+		*buf = make([]channel.Acked, 0, ackRowLen)
+	}
+	for {
+		row := cs.snd.HandleAcksInOrder(it, cs.id, *buf)
+		for i := range row {
+			ak := &row[i]
+			c.cc.onAck(now, ak.First, ak.Last, ak.Resends, ak.Bytes+wireOverhead, c.ccInFlight, c.payloadMTU+wireOverhead)
+			c.inFlight -= ak.Bytes
+			if ak.Resends == 0 {
+				c.ccInFlight -= ak.Bytes + wireOverhead
+			}
+		}
+		if c.cc.on {
+			e := &c.ackedChans[entry]
+			for i := range row {
+				if channel.Distance(e.rel, row[i].Rel) < channel.SeqSpace/2 {
+					e.rel = row[i].Rel
+				}
+			}
+		}
+		c.stats.AcksReceived += uint64(len(row))
+		if len(row) < cap(row) {
+			return // the row ended
+		}
+	}
 }
 
 // ackedRow settles what follows from acks of cs's packets, once the last

@@ -28,6 +28,7 @@ type Endpoint struct {
 	sums       bundleSums       // handleBundle's digests
 	batch      batchSums        // HandleDatagrams' digests, across its bundles
 	pre        *batchView       // the bundle HandleDatagrams is handling, if any
+	ackRow     []channel.Acked  // what a row of in-order acks freed, while handleAcks takes them (conn.acksInOrder); empty in between
 	arena      channel.Arena    // the buffers of small delivered messages (N88, N103)
 	ids        map[uint32]*conn // IDs in use by server-role connections (N1, X19)
 	served     int              // server-role connections (X19)

@@ -1,0 +1,105 @@
+package channel
+
+import (
+	"math/rand"
+	"reflect"
+	"testing"
+)
+
+// TestHandleAcksInOrder plays random ack payloads, mostly in order, with
+// duplicates, gaps, pairs of other channels and malformed pairs, to two
+// senders that sent the same packets: one takes each ack with HandleAck,
+// the other each ack with HandleAck and then the row after it with
+// HandleAcksInOrder, a few acks at a time. What they free, in order, and their states must be
+// the same after every payload.
+func TestHandleAcksInOrder(t *testing.T) {
+	const ch = 3
+	for seed := int64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		a, b := NewSender(ch), NewSender(ch)
+		now := t0
+		for round := 0; round < 20; round++ {
+			var sent []Seq
+			for i := rng.Intn(40); i >= 0; i-- {
+				data := payload(int(seed)*1000+round*50+i, 1+rng.Intn(60))
+				reliable := rng.Intn(8) != 0
+				a.Queue(data, reliable)
+				b.Queue(data, reliable)
+			}
+			for _, p := range sendNew(t, a, now, 25) {
+				if p.h.Reliable {
+					sent = append(sent, p.h.Seq)
+				}
+			}
+			sendNew(t, b, now, 25)
+			now = now.Add(ms)
+
+			// Acks for most packets sent, in order but for a few
+			// moved, repeated or left out, and some other pairs.
+			var acks []Ack
+			for _, seq := range sent {
+				switch r := rng.Intn(20); {
+				case r == 0:
+					continue
+				case r == 1 && len(acks) > 0:
+					j := rng.Intn(len(acks))
+					acks = append(acks[:j], append([]Ack{{ch, seq}}, acks[j:]...)...)
+				case r == 2:
+					acks = append(acks, Ack{ch + 1, seq})
+				case r == 3:
+					acks = append(acks, Ack{ch, seq}, Ack{ch, seq})
+				default:
+					acks = append(acks, Ack{ch, seq})
+				}
+			}
+			if len(acks) == 0 {
+				continue
+			}
+			enc := AppendAcks(nil, acks)
+			if rng.Intn(4) == 0 {
+				// A pair Next skips: a negative channel.
+				j := AckLen * rng.Intn(len(acks))
+				enc = append(enc[:j:j], append([]byte{0x80, 0, 0, 0, 1}, enc[j:]...)...)
+			}
+
+			var want, got []Acked
+			it, err := ParseAcks(enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for it.Next() {
+				if ak := it.Ack(); ak.Channel == ch {
+					if x, ok := a.HandleAck(ak.Seq); ok {
+						want = append(want, x)
+					}
+				}
+			}
+			it, _ = ParseAcks(enc)
+			for it.Next() {
+				if ak := it.Ack(); ak.Channel == ch {
+					if x, ok := b.HandleAck(ak.Seq); ok {
+						got = append(got, x)
+						// Rows taken a few at a time, as
+						// the room given allows.
+						for {
+							row := b.HandleAcksInOrder(&it, ch, make([]Acked, 0, 1+rng.Intn(5)))
+							got = append(got, row...)
+							if len(row) < cap(row) {
+								break
+							}
+						}
+					}
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d round %d: freed\n%+v\nwant\n%+v", seed, round, got, want)
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("seed %d round %d: senders differ", seed, round)
+			}
+			if err := checkSeqEntries(b); err != "" {
+				t.Fatalf("seed %d round %d: %s", seed, round, err)
+			}
+		}
+	}
+}
