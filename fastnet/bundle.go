@@ -279,42 +279,57 @@ func (s *bundleSums) digest() int {
 // positions (Whole.Off and End) are within p.
 func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
 	maxLen := e.cfg.MaxMessageSize
+	// The records are appended to in a variable, stored back once: s.ws
+	// read and written for each cost more than the tests.
+	ws := s.ws
 	// The packets are walked by their offsets in p, as cutBundle and
 	// parsePacket would cut them: slices of each kept in variables
 	// left too few registers for the loop.
 	for off := 0; off+bundleLenSize <= len(p); {
-		n := int(binary.BigEndian.Uint16(p[off:]))
+		n := int(p[off])<<8 | int(p[off+1])
 		pkt, end := off+bundleLenSize, off+bundleLenSize+n
 		if end > len(p) {
 			break // a bad length: the rest is not taken apart (D24)
 		}
 		off = end
-		// A data packet (channel id not negative) with its header and
-		// at least a message's flags and length byte.
-		if n < 2+channel.HeaderLen+2 || p[pkt]&0x80 != 0 {
+		// A data packet (channel id not negative) with its header and a
+		// chunk long enough for a message with an MD5 checksum, the
+		// least a whole one that qualifies fills: its parts are then
+		// cut from it without a test of their bounds.
+		pk := p[pkt:end]
+		if len(pk) < 2+channel.HeaderLen+minWholeChunk || pk[0]&0x80 != 0 {
 			continue
 		}
 		// The headers are parsed into the next record's place, kept
 		// only if the packet qualifies: parsed into variables, their
 		// fields went to the stack one by one and came back together,
 		// which stalls on the store forwarding (N101).
-		if len(s.ws) == cap(s.ws) {
-			s.ws = append(s.ws, channel.Whole{})[:len(s.ws)]
+		if len(ws) == cap(ws) {
+			ws = append(ws, channel.Whole{})[:len(ws)]
 		}
-		w := &s.ws[:len(s.ws)+1][len(s.ws)]
+		w := &ws[:len(ws)+1][len(ws)]
 		var err error
-		w.H, err = channel.ParseHeader(p[pkt+2 : end])
+		w.H, err = channel.ParseHeader(pk[2:])
 		if err != nil || !w.H.Start {
 			continue
 		}
-		chunk := p[pkt+2+channel.HeaderLen : end]
-		w.Msg, err = coalesce.ParseHeader(chunk, maxLen)
-		if mh := &w.Msg; err != nil || mh.Len <= coalesce.ShortChecksumMax || mh.EncodedLen() != len(chunk) {
+		// The message's header, as coalesce.ParseHeader parses it (D2),
+		// and the same tests, with no change of behaviour: the chunk
+		// holds its longest header, so the length field is read as the
+		// 4 bytes after the flags byte, what follows it shifted out,
+		// without a loop over its bytes (N101).
+		chunk := pk[2+channel.HeaderLen:]
+		flags := chunk[0]
+		hl := 2 + int(flags>>6) // the length-of-length (D2)
+		ln := uint64(binary.BigEndian.Uint32(chunk[1:coalesce.MaxHeaderLen]) >> (8 * (coalesce.MaxHeaderLen - hl)))
+		if ln > uint64(max(maxLen, 0)) || ln <= coalesce.ShortChecksumMax || hl+int(ln)+coalesce.MD5Len != len(chunk) {
 			continue
 		}
+		w.Msg = coalesce.Header{Reliable: flags&coalesce.FlagReliable != 0, Len: int(ln), HeaderLen: hl}
 		w.Off, w.End = pkt+2+channel.HeaderLen, end
-		s.ws = s.ws[:len(s.ws)+1]
+		ws = ws[:len(ws)+1]
 	}
+	s.ws = ws
 	// The payloads, for the digests, once the packets are found: appended
 	// to one at a time beside the records, they cost twice as much.
 	k := len(s.payloads)
@@ -323,6 +338,11 @@ func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
 		s.payloads[i] = s.ws[i].Payload(p)
 	}
 }
+
+// minWholeChunk is the shortest chunk that carries a message whole with
+// an MD5 checksum (D3): the flags byte, a 1-byte length, a payload longer
+// than coalesce.ShortChecksumMax bytes and the digest.
+const minWholeChunk = 2 + coalesce.ShortChecksumMax + 1 + coalesce.MD5Len
 
 // Batches (HandleDatagrams, N102). The bundles of a batch of datagrams
 // have their whole messages' digests computed together, up to
