@@ -67,11 +67,13 @@ func (a *Arena) Copy(p []byte) []byte {
 	}
 	// Re-sliced and copied into, not appended to: an append writes the
 	// block's reference back, which costs a write barrier while the
-	// garbage collector marks (N117).
+	// garbage collector marks (N117). The copy's slice is cut before
+	// the bytes are copied, so that a.block is not read again after.
 	i := len(a.block)
 	a.block = a.block[:i+n]
-	copy(a.block[i:], p)
-	return a.block[i : i+n : i+n]
+	c := a.block[i : i+n : i+n]
+	copy(c, p)
+	return c
 }
 
 // Take returns p's copy as a delivered message carries it: lent if the

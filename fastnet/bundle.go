@@ -333,10 +333,11 @@ func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
 	// The payloads, for the digests, once the packets are found: appended
 	// to one at a time beside the records, they cost twice as much.
 	k := len(s.payloads)
-	s.payloads = slices.Grow(s.payloads, len(s.ws)-k)[:len(s.ws)]
-	for i := k; i < len(s.ws); i++ {
-		s.payloads[i] = s.ws[i].Payload(p)
+	ps := slices.Grow(s.payloads, len(ws)-k)[:len(ws)]
+	for i := k; i < len(ps); i++ {
+		ps[i] = ws[i].Payload(p)
 	}
+	s.payloads = ps
 }
 
 // minWholeChunk is the shortest chunk that carries a message whole with

@@ -473,8 +473,10 @@ func (e *Endpoint) emitWhole(c *conn, ch int16, ws []channel.Whole, payloads [][
 	// Room for all, so emitMessage would not reclaim any (reclaimEvents).
 	e.events = e.events[:k+len(ws)]
 	evs := e.events[k:]
+	ws, payloads = ws[:len(evs)], payloads[:len(evs)] // no bounds tests in the loop
+	a := &e.arena
 	for i := range evs {
-		evs[i].setMessage(c, ch, ws[i].H.Reliable, e.arena.Copy(payloads[i]))
+		evs[i].setMessage(c, ch, ws[i].H.Reliable, a.Copy(payloads[i]))
 	}
 }
 
