@@ -283,8 +283,8 @@ func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
 	// read and written for each cost more than the tests.
 	ws := s.ws
 	// The packets are walked by their offsets in p, as cutBundle and
-	// parsePacket would cut them: slices of each kept in variables
-	// left too few registers for the loop.
+	// parsePacket would cut them; only a packet that may qualify is cut
+	// out as a slice (pk).
 	for off := 0; off+bundleLenSize <= len(p); {
 		n := int(p[off])<<8 | int(p[off+1])
 		pkt, end := off+bundleLenSize, off+bundleLenSize+n
