@@ -71,15 +71,32 @@ func (r *Receiver) keptBytes() int { return r.chargeFor(0, len(r.q.slots)) }
 // the front entry of bySeq as live without reading its record: deadSeq
 // counts the dead entries exactly, and headLive holds only of a live
 // front entry; and that a sender with nothing in flight holds no entry,
-// so that HandleAck there changes nothing. It returns what is wrong, or
-// "".
+// so that HandleAck there changes nothing. It also checks what bucket 0,
+// read from bySeq, relies on: no queue of its own, every live record below
+// zeroNo resent, its bit in nonEmpty set while it has packets, and every
+// live record in bySeq once. It returns what is wrong, or "".
 func checkSeqEntries(s *Sender) string {
-	dead := 0
+	dead, live := 0, 0
 	for i := range s.bySeq.Len() {
 		e := s.bySeq.At(i)
-		if r := &s.recs[e.idx]; !r.live || r.no != e.no {
+		r := &s.recs[e.idx]
+		if !r.live || r.no != e.no {
 			dead++
+			continue
 		}
+		live++
+		if r.resends == 0 && e.no < s.zeroNo {
+			return fmt.Sprintf("record %d never resent, below zeroNo %d", e.no, s.zeroNo)
+		}
+		if r.resends == 0 && s.nonEmpty&1 == 0 {
+			return fmt.Sprintf("record %d never resent, with bucket 0's bit clear", e.no)
+		}
+	}
+	if live != s.inFlight {
+		return fmt.Sprintf("%d live entries in bySeq, %d packets in flight", live, s.inFlight)
+	}
+	if s.buckets[0].Len() > 0 {
+		return fmt.Sprintf("%d entries in bucket 0's queue", s.buckets[0].Len())
 	}
 	if s.inFlight == 0 && (s.bySeq.Len() > 0 || s.headLive) {
 		// A connection skips HandleAck for a sender with nothing in
