@@ -42,7 +42,7 @@ type Sender struct {
 	// packets, never resent, are bySeq's live entries whose record has
 	// no resends, in the same order, from zeroNo on.
 	buckets [numBuckets]fifo.Queue[bucketEntry]
-	live    [numBuckets]int // live entries per bucket
+	live    [numBuckets]int // live entries per bucket; live[0] unused, bucket 0 being bySeq's
 	// zeroNo bounds bucket 0 from below: every live record with a no
 	// below it has been resent.
 	zeroNo   int64
@@ -176,10 +176,12 @@ func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 	n := coalesce.EncodedLen(len(msg))
 	var m *message
 	if k := len(s.msgs); k > 0 {
-		// The place is left as it is: m lives on while queued, and the
-		// place is written again before the list could drop it.
-		// Clearing it would cost a write barrier while the garbage
-		// collector marks (N117).
+		// The place is left as it is, which saves a write barrier while
+		// the garbage collector marks (N117): m lives on while queued
+		// or in flight, and the list drops a struct only when full
+		// (release), by which time pushes have written every place
+		// below the full length again, or by trimMsgs and Reset, which
+		// let go of its array.
 		m = s.msgs[k-1]
 		s.msgs = s.msgs[:k-1]
 		// The buffer m kept (release) leaves the pool's count, and
@@ -204,7 +206,11 @@ func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 	} else {
 		enc, m.deferred = coalesce.AppendMessage(m.buf[:0], msg, reliable), false
 	}
-	m.buf = m.buf[:len(enc)]
+	if len(enc) <= cap(m.buf) {
+		m.buf = m.buf[:len(enc)] // within its capacity: the same array
+	} else {
+		m.buf = enc // not so today: n bytes fit (EncodedLen)
+	}
 	m.off, m.refs, m.reliable, m.at = 0, 0, reliable, now
 	s.pending.Push(m)
 	s.queued += n
@@ -360,7 +366,7 @@ func (s *Sender) cut(b []byte, m *message, n int, now clock.Time) ([]byte, Heade
 	m.off += n
 	s.queued -= n
 	if m.off == len(m.buf) {
-		s.pending.Skip() // m lives on (N117)
+		s.pending.Pop()
 		if m.refs == 0 {
 			s.release(m)
 		}
@@ -477,7 +483,7 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 				s.sentSum += int64(n)
 				m.off = n
 				s.queued -= n
-				s.pending.Skip() // m lives on (N117)
+				s.pending.Pop()
 				// No packet in flight refers to m: what release
 				// does for a struct it keeps with its buffer.
 				if c := cap(m.buf); len(s.msgs) < maxFreeMsgs && s.bufs.Retained+c <= s.bufs.Limit {
@@ -501,7 +507,7 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 			s.sentSum += int64(n)
 			m.off = n
 			s.queued -= n
-			s.pending.Skip() // m lives on (N117), in flight
+			s.pending.Pop()
 			if room > ahead {
 				room = ahead - 1 // the first in flight: this one
 			}
@@ -1125,6 +1131,7 @@ func (s *Sender) trimMsgs(keep int) {
 	if len(s.msgs) > keep {
 		for _, m := range s.msgs[keep:] {
 			s.bufs.Retained -= cap(m.buf)
+			m.buf = nil // not to be kept, uncounted, by a reference left to m
 		}
 		clear(s.msgs[keep:])
 		s.msgs = slices.Clone(s.msgs[:keep])

@@ -415,12 +415,12 @@ func (e *Endpoint) emitMessage(c *conn, ch int16, m channel.Message) {
 }
 
 // setMessage makes ev, a place of the event queue, the event of a message
-// c delivered on channel ch. The place is written field by field, and a
-// reference it holds only if it is not already the one it is set to:
-// while the garbage collector marks, each reference written to the heap
-// costs a write barrier, and clearing the 152-byte place whole costs one
-// for each of its seven. A program with one processor, where marking
-// lasts longest, spent a fifth of its time in them (N117).
+// c delivered on channel ch. The place is written field by field: the
+// data, the address only if it differs, and the other references only
+// if they are not nil already (a place polled holds none). While the
+// garbage collector marks, each reference written to the heap costs a
+// write barrier, nil over nil included, and clearing the place whole
+// cost one for each of its seven (N117).
 func (ev *Event) setMessage(c *conn, ch int16, reliable bool, data []byte) {
 	ev.dropRefs()
 	if ev.Addr != c.addr {

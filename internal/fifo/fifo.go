@@ -104,7 +104,7 @@ func (q *Queue[T]) Reset(keep int) {
 	if cap(q.buf) > keep {
 		q.buf = nil
 	} else {
-		clear(q.buf)
+		clear(q.buf[:cap(q.buf)]) // the places Skip left too
 		q.buf = q.buf[:0]
 	}
 	q.head = 0

@@ -97,6 +97,13 @@ func TestSkipLeavesPlace(t *testing.T) {
 			if q.Len() != 0 || len(q.buf) != 0 || q.head != 0 {
 				t.Errorf("emptied: Len %d, len(buf) %d, head %d", q.Len(), len(q.buf), q.head)
 			}
+			// Reset, keeping the array, clears what Skip left.
+			q.Reset(64)
+			for i, v := range q.buf[:cap(q.buf)] {
+				if v != nil {
+					t.Errorf("after Reset, place %d still refers to a value", i)
+				}
+			}
 		})
 	}
 }
