@@ -923,7 +923,10 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 // rather than one each (a shortcut of N116, with no change of behaviour).
 func (s *Sender) HandleAcksInOrder(it *AckIter, ch int16, row []Acked) []Acked {
 	// HandleAck's in-order path, for as long as it applies: with headLive
-	// set, packets are in flight and the front entry is live.
+	// set, packets are in flight and the front entry is live. It is
+	// written out rather than shared with HandleAck through a call,
+	// which cost 30 instructions a reliable message in full bundles;
+	// TestHandleAcksInOrder holds the two to the same results.
 	b, k := it.b, 0
 	for s.headLive && len(row) < cap(row) {
 		e := *s.bySeq.At(0)
