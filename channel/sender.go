@@ -206,11 +206,7 @@ func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 	} else {
 		enc, m.deferred = coalesce.AppendMessage(m.buf[:0], msg, reliable), false
 	}
-	if len(enc) <= cap(m.buf) {
-		m.buf = m.buf[:len(enc)] // within its capacity: the same array
-	} else {
-		m.buf = enc // not so today: n bytes fit (EncodedLen)
-	}
+	m.buf = m.buf[:len(enc)] // enc is n bytes, in m.buf's array; past its capacity, this would panic
 	m.off, m.refs, m.reliable, m.at = 0, 0, reliable, now
 	s.pending.Push(m)
 	s.queued += n
@@ -468,7 +464,9 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 		// Shortcuts, with no change of behaviour, for what cut does
 		// with a message sent whole: the frame written into b's spare
 		// capacity (putFrame), an unreliable message released at once
-		// (N111).
+		// (N111). The unreliable and the reliable case are written out
+		// apart: one body for both cost 16 and 26 instructions a
+		// message more in full bundles.
 		if at := len(b); n == len(m.buf) && cap(b)-at >= 2+size {
 			if m.deferred {
 				s.fillSums()
