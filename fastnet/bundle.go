@@ -634,11 +634,7 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 		}
 		k += n
 		c.ep.runSent += uint64(n)
-		for p := b[at:]; len(p) >= bundleLenSize; {
-			size := int(binary.BigEndian.Uint16(p))
-			c.cc.spend(size, c.payloadMTU+2, true)
-			p = p[bundleLenSize+size:]
-		}
+		c.cc.spendRun(b[at:], c.payloadMTU+2)
 		if !flooded && c.flooding() {
 			c.floodBeat() // as spent does
 			flooded = true

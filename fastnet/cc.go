@@ -1,6 +1,7 @@
 package fastnet
 
 import (
+	"encoding/binary"
 	"math"
 	"time"
 
@@ -283,6 +284,28 @@ func (cc *congestion) spend(n int, datagram int, owe bool) {
 		t = min(cc.tokens, 0)
 	}
 	cc.tokens = t
+}
+
+// spendRun is spend(n, datagram, true) for each packet of the run of
+// bundled packets p, the length of each before it (appendRun), in their
+// order: the same sums, with the bucket's level kept in a variable
+// between the packets rather than written back after each.
+func (cc *congestion) spendRun(p []byte, datagram int) {
+	if !cc.on {
+		return
+	}
+	t, sent := cc.tokens, uint64(0)
+	floor := -float64(ccBurstDatagrams * datagram)
+	for len(p) >= bundleLenSize {
+		n := int(binary.BigEndian.Uint16(p))
+		p = p[bundleLenSize+n:]
+		sent += uint64(n)
+		if t -= float64(n); t < floor {
+			t = max(t, -capacity(cc.rateVal, datagram))
+		}
+	}
+	cc.tokens = t
+	cc.sent += sent
 }
 
 // next returns when the pacer next lets a packet go, as of the bucket's

@@ -1,6 +1,7 @@
 package fastnet
 
 import (
+	"encoding/binary"
 	"math"
 	"testing"
 
@@ -28,6 +29,32 @@ func TestSpendLevel(t *testing.T) {
 		}
 		if cc.sent != uint64(n) {
 			t.Fatalf("sent %d, want %d", cc.sent, n)
+		}
+	})
+}
+
+// spendRun leaves the bucket and the bytes sent where spend, with owe
+// set, leaves them for each packet of the run in turn, to the bit.
+func TestSpendRunLikeSpend(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		tokens := rapid.Float64Range(-1e6, 1e6).Draw(t, "tokens")
+		rate := rapid.Float64Range(0, 1e10).Draw(t, "rate")
+		datagram := rapid.IntRange(34, 65537).Draw(t, "datagram")
+		sizes := rapid.SliceOfN(rapid.IntRange(0, 9000), 0, 200).Draw(t, "sizes")
+		on := rapid.Float64Range(0, 1).Draw(t, "on") < 0.9
+		var run []byte
+		for _, n := range sizes {
+			run = binary.BigEndian.AppendUint16(run, uint16(n))
+			run = append(run, make([]byte, n)...)
+		}
+		want := congestion{on: on, tokens: tokens, rateVal: rate, sent: 7}
+		got := want
+		for _, n := range sizes {
+			want.spend(n, datagram, true)
+		}
+		got.spendRun(run, datagram)
+		if math.Float64bits(got.tokens) != math.Float64bits(want.tokens) || got.sent != want.sent {
+			t.Fatalf("spendRun: %v tokens, %d sent; spend one by one: %v, %d", got.tokens, got.sent, want.tokens, want.sent)
 		}
 	})
 }
