@@ -1,7 +1,6 @@
 package fastnet
 
 import (
-	"encoding/binary"
 	"math"
 	"time"
 
@@ -296,9 +295,11 @@ func (cc *congestion) spendRun(p []byte, datagram int) {
 	}
 	t, sent := cc.tokens, uint64(0)
 	floor := -float64(ccBurstDatagrams * datagram)
-	for len(p) >= bundleLenSize {
-		n := int(binary.BigEndian.Uint16(p))
-		p = p[bundleLenSize+n:]
+	// Walked by offset: re-slicing p after each packet cost twice what
+	// the rest of the step does.
+	for off := 0; off+bundleLenSize <= len(p); {
+		n := int(p[off])<<8 | int(p[off+1])
+		off += bundleLenSize + n
 		sent += uint64(n)
 		if t -= float64(n); t < floor {
 			t = max(t, -capacity(cc.rateVal, datagram))
