@@ -975,7 +975,15 @@ func (s *Sender) drop(r *record, idx int32) {
 	m := r.msg
 	m.refs--
 	if m.refs == 0 && m.off == len(m.buf) {
-		s.release(m)
+		// What release does for a struct it keeps with its buffer,
+		// written out, as in AppendRun: the call cost 15 instructions
+		// a reliable message in full bundles.
+		if c := cap(m.buf); len(s.msgs) < maxFreeMsgs && s.bufs.Retained+c <= s.bufs.Limit {
+			s.bufs.Retained += c
+			s.msgs = append(s.msgs, m)
+		} else {
+			s.release(m)
+		}
 	}
 	// Dead (live, ticket), and nothing kept alive by it; track sets every
 	// other field when the place is used again (N105).
