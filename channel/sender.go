@@ -499,7 +499,26 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 			h := Header{Reliable: true, Start: true, Seq: s.seq, Rel: s.rel}
 			putFrame(b[at:], size, tag, FlagReliable|FlagStart, h.Seq, h.Rel)
 			copy(b[at+4+HeaderLen:], m.buf)
-			s.track(m, m.buf[:n:n], h, now)
+			// What track does, written out: the call, its nine
+			// arguments and the loop's values saved around it, cost
+			// 37 instructions a reliable message in full bundles.
+			// TestAppendRunIsAppendNewInARow compares the records
+			// and entries with track's.
+			var idx int32
+			if k := len(s.freeRecs); k > 0 {
+				idx = s.freeRecs[k-1]
+				s.freeRecs = s.freeRecs[:k-1]
+			} else {
+				idx = s.addRecord()
+			}
+			rec := &s.recs[idx]
+			rec.chunk, rec.msg, rec.no, rec.sum, rec.first, rec.last = m.buf[:n:n], m, s.sendNo, s.sentSum, now, now
+			rec.seq, rec.rel, rec.resends, rec.start, rec.live = h.Seq, h.Rel, 0, true, true
+			m.refs++
+			s.bySeq.Push(seqEntry{no: s.sendNo, idx: idx, seq: h.Seq})
+			s.nonEmpty |= 1
+			s.inFlight++
+			s.inFlightBytes += n
 			s.seq = h.Seq.Next()
 			s.sendNo++
 			s.sentSum += int64(n)
@@ -587,23 +606,15 @@ func (s *Sender) tick(now clock.Time) clock.Time {
 	return now
 }
 
-// track puts a reliable packet in flight.
+// track puts a reliable packet in flight. AppendRun writes it out for the
+// messages it sends whole.
 func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 	var idx int32
 	if k := len(s.freeRecs); k > 0 {
 		idx = s.freeRecs[k-1]
 		s.freeRecs = s.freeRecs[:k-1]
 	} else {
-		if len(s.recs) == cap(s.recs) {
-			// Doubled: append grows a large array by a quarter, and
-			// the arrays a burst grows through would add up to five
-			// times the last.
-			recs := make([]record, len(s.recs), max(2*len(s.recs), 16))
-			copy(recs, s.recs)
-			s.recs = recs
-		}
-		s.recs = append(s.recs, record{})
-		idx = int32(len(s.recs) - 1)
+		idx = s.addRecord()
 	}
 	// Every field set in place: a composite literal was built on the
 	// stack field by field and copied over whole, which stalls on the
@@ -619,6 +630,21 @@ func (s *Sender) track(m *message, chunk []byte, h Header, now clock.Time) {
 	s.nonEmpty |= 1
 	s.inFlight++
 	s.inFlightBytes += len(chunk)
+}
+
+// addRecord adds a place at the end of recs, for track when no place is
+// free, and returns its index.
+func (s *Sender) addRecord() int32 {
+	if len(s.recs) == cap(s.recs) {
+		// Doubled: append grows a large array by a quarter, and the
+		// arrays a burst grows through would add up to five times the
+		// last.
+		recs := make([]record, len(s.recs), max(2*len(s.recs), 16))
+		copy(recs, s.recs)
+		s.recs = recs
+	}
+	s.recs = append(s.recs, record{})
+	return int32(len(s.recs) - 1)
 }
 
 // schedule puts record idx, resent at least once, in the bucket of its
