@@ -1,12 +1,14 @@
 package channel
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
 )
 
 func unhex(t testing.TB, s string) []byte {
@@ -139,6 +141,27 @@ func TestGoldenAcks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// AppendAcks, which writes two pairs at a time, appends what AppendAck
+// does one pair after the other: for any number of pairs, odd or even,
+// any channels and sequence numbers (of which the encoding keeps 24 bits),
+// after any bytes, with room in b or none.
+func TestAppendAcksIsAppendAck(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		as := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) Ack {
+			return Ack{Channel: rapid.Int16().Draw(t, "channel"), Seq: Seq(rapid.Int32().Draw(t, "seq"))}
+		}), 0, 40).Draw(t, "acks")
+		pre := rapid.SliceOfN(rapid.Byte(), 0, 7).Draw(t, "pre")
+		b := append(make([]byte, 0, len(pre)+rapid.IntRange(0, 5*len(as)+3).Draw(t, "room")), pre...)
+		want := append([]byte(nil), pre...)
+		for _, a := range as {
+			want = AppendAck(want, a)
+		}
+		if got := AppendAcks(b, as); !bytes.Equal(got, want) {
+			t.Fatalf("AppendAcks(%x, %v) = %x, want %x", pre, as, got, want)
+		}
+	})
 }
 
 func TestParseAcks(t *testing.T) {
