@@ -106,6 +106,18 @@ func (it *AckIter) Next() bool {
 	return false
 }
 
+// SkipChannel moves past the pairs that come next while they are of
+// channel ch, as Next would, for a caller that has nothing to do with the
+// acks of ch: those Next would skip, of a sequence number below MinSeq,
+// and those it would move to alike.
+func (it *AckIter) SkipChannel(ch int16) {
+	b := it.b
+	for len(b) >= AckLen && binary.BigEndian.Uint16(b) == uint16(ch) {
+		b = b[AckLen:]
+	}
+	it.b = b
+}
+
 // Ack returns the ack Next moved to.
 func (it *AckIter) Ack() Ack { return it.a }
 

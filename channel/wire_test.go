@@ -2,8 +2,10 @@ package channel
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -160,6 +162,47 @@ func TestAppendAcksIsAppendAck(t *testing.T) {
 		}
 		if got := AppendAcks(b, as); !bytes.Equal(got, want) {
 			t.Fatalf("AppendAcks(%x, %v) = %x, want %x", pre, as, got, want)
+		}
+	})
+}
+
+// SkipChannel moves past the pairs of one channel that come next, and no
+// further: what Next then gives is what it would have given after the
+// acks of that channel it gives first, and the pair it stops at, if any,
+// is of another channel, or of none (negative).
+func TestSkipChannel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		pair := rapid.Custom(func(t *rapid.T) Ack {
+			// A few channels, a negative one among them, and
+			// sequence numbers valid or not.
+			return Ack{
+				Channel: rapid.SampledFrom([]int16{0, 1, 2, -5, 256}).Draw(t, "channel"),
+				Seq:     Seq(rapid.Int32Range(int32(MinSeq)-3, int32(MinSeq)+3).Draw(t, "seq")),
+			}
+		})
+		enc := AppendAcks(nil, rapid.SliceOfN(pair, 1, 12).Draw(t, "pairs"))
+		ch := rapid.SampledFrom([]int16{0, 1, 2, 256}).Draw(t, "skip")
+		it, _ := ParseAcks(enc)
+		var all []Ack
+		for it.Next() {
+			all = append(all, it.Ack())
+		}
+		it, _ = ParseAcks(enc)
+		it.SkipChannel(ch)
+		if len(it.b) > 0 && int16(binary.BigEndian.Uint16(it.b)) == ch {
+			t.Fatalf("SkipChannel(%d) stopped at a pair of its channel: %x left of %x", ch, it.b, enc)
+		}
+		var rest []Ack
+		for it.Next() {
+			rest = append(rest, it.Ack())
+		}
+		if len(rest) > len(all) || !slices.Equal(rest, all[len(all)-len(rest):]) {
+			t.Fatalf("after SkipChannel(%d), Next gives %v; without, %v", ch, rest, all)
+		}
+		for _, a := range all[:len(all)-len(rest)] {
+			if a.Channel != ch {
+				t.Fatalf("SkipChannel(%d) skipped %v, of another channel (all: %v, after: %v)", ch, a, all, rest)
+			}
 		}
 	})
 }

@@ -268,7 +268,14 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 			}
 		}
 		if p, _ := cs.snd.InFlight(); p == 0 {
-			continue // what HandleAck would find: nothing to free
+			// What HandleAck would find: nothing to free, for this
+			// entry and those of cs that follow it, passed over at
+			// once. They are mostly the repeats (N29) after the
+			// entries that freed cs's last packets; one turn of
+			// this loop each cost 10 instructions a reliable
+			// message in full bundles.
+			it.SkipChannel(cs.id)
+			continue
 		}
 		ak, ok := cs.snd.HandleAck(a.Seq)
 		if !ok {
