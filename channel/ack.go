@@ -46,11 +46,20 @@ func AppendAcks(b []byte, as []Ack) []byte {
 	n := len(b)
 	b = slices.Grow(b, len(as)*AckLen)[:n+len(as)*AckLen]
 	e := b[n:]
-	for _, a := range as {
-		_ = e[AckLen-1]
-		e[0], e[1] = byte(a.Channel>>8), byte(a.Channel)
-		e[2], e[3], e[4] = byte(a.Seq>>16), byte(a.Seq>>8), byte(a.Seq)
-		e = e[AckLen:]
+	// Two pairs at a time, in a store of eight bytes and one of two:
+	// five stores of a byte a pair, and the loop around each, cost 10
+	// instructions more a reliable message in full bundles.
+	for len(as) >= 2 && len(e) >= 2*AckLen {
+		a, z := as[0], as[1]
+		binary.BigEndian.PutUint64(e, uint64(uint16(a.Channel))<<48|uint64(uint32(a.Seq)&0xffffff)<<24|
+			uint64(uint16(z.Channel))<<8|uint64(byte(z.Seq>>16)))
+		binary.BigEndian.PutUint16(e[8:], uint16(z.Seq))
+		e, as = e[2*AckLen:], as[2:]
+	}
+	if len(as) > 0 && len(e) >= AckLen {
+		a := as[0]
+		binary.BigEndian.PutUint32(e, uint32(uint16(a.Channel))<<16|uint32(uint16(a.Seq>>8)))
+		e[4] = byte(a.Seq)
 	}
 	return b
 }
@@ -95,6 +104,18 @@ func (it *AckIter) Next() bool {
 		}
 	}
 	return false
+}
+
+// SkipChannel moves past the pairs that come next while they are of
+// channel ch, as Next would, for a caller that has nothing to do with the
+// acks of ch: those Next would skip, of a sequence number below MinSeq,
+// and those it would move to alike.
+func (it *AckIter) SkipChannel(ch int16) {
+	b := it.b
+	for len(b) >= AckLen && binary.BigEndian.Uint16(b) == uint16(ch) {
+		b = b[AckLen:]
+	}
+	it.b = b
 }
 
 // Ack returns the ack Next moved to.

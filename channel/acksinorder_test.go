@@ -10,10 +10,12 @@ import (
 // duplicates, gaps, pairs of other channels and malformed pairs, to two
 // senders that sent the same packets: one takes each ack with HandleAck,
 // the other each ack with HandleAck and then the row after it with
-// HandleAcksInOrder, a few acks at a time. What they free, in order, and their states must be
-// the same after every payload.
+// HandleAcksInOrder, a few acks at a time. Some packets were resent
+// before. What they free, in order, and their states must be the same
+// after every payload.
 func TestHandleAcksInOrder(t *testing.T) {
 	const ch = 3
+	resent := false
 	for seed := int64(1); seed <= 200; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		a, b := NewSender(ch), NewSender(ch)
@@ -33,6 +35,17 @@ func TestHandleAcksInOrder(t *testing.T) {
 			}
 			sendNew(t, b, now, 25)
 			now = now.Add(ms)
+			// Some packets resent, once or more: their records have
+			// resend entries for the acks to drop.
+			for i := rng.Intn(12) - 8; i > 0; i-- {
+				now = now.Add(2 * ms)
+				_, _, ra := a.AppendResend(nil, now, ms, 0)
+				_, _, rb := b.AppendResend(nil, now, ms, 0)
+				if ra != rb {
+					t.Fatalf("seed %d round %d: resent %v and %v", seed, round, ra, rb)
+				}
+				resent = resent || ra
+			}
 
 			// Acks for most packets sent, in order but for a few
 			// moved, repeated or left out, and some other pairs.
@@ -101,5 +114,8 @@ func TestHandleAcksInOrder(t *testing.T) {
 				t.Fatalf("seed %d round %d: %s", seed, round, err)
 			}
 		}
+	}
+	if !resent {
+		t.Fatal("no packet was resent")
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
 	"github.com/fastnet-engine/fastnet/clock"
+	"github.com/fastnet-engine/fastnet/internal/fifo"
 )
 
 // appendRunModel is what AppendRun is defined as (N111): AppendNew one
@@ -136,6 +138,11 @@ func TestAppendRunIsAppendNewInARow(t *testing.T) {
 			t.Fatalf("free messages %d, retained %d; one by one %d, %d",
 				len(ss[0].msgs), ss[0].bufs.Retained, len(ss[1].msgs), ss[1].bufs.Retained)
 		}
+		// The packets in flight are kept alike, record for record and
+		// entry for entry: AppendRun writes out what track does.
+		if a, b := inFlightBook(ss[0]), inFlightBook(ss[1]); !reflect.DeepEqual(a, b) {
+			t.Fatalf("in flight after the run:\n%+v\none by one:\n%+v", a, b)
+		}
 		// What is left goes out alike, and the acks of everything sent
 		// free the same.
 		later := now.Add(time.Millisecond)
@@ -163,4 +170,20 @@ func TestAppendRunIsAppendNewInARow(t *testing.T) {
 				ap, ab, ss[0].QueuedBytes(), bp, bb, ss[1].QueuedBytes())
 		}
 	})
+}
+
+// inFlightBook returns the bookkeeping of a sender's packets in flight.
+type inFlightBookkeeping struct {
+	Recs                    []record
+	FreeRecs                []int32
+	BySeq                   fifo.Queue[seqEntry]
+	DeadSeq                 int
+	ZeroNo                  int64
+	NonEmpty                uint64
+	InFlight, InFlightBytes int
+	SendNo, SentSum         int64
+}
+
+func inFlightBook(s *Sender) inFlightBookkeeping {
+	return inFlightBookkeeping{s.recs, s.freeRecs, s.bySeq, s.deadSeq, s.zeroNo, s.nonEmpty, s.inFlight, s.inFlightBytes, s.sendNo, s.sentSum}
 }

@@ -1,12 +1,16 @@
 package channel
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
 )
 
 func unhex(t testing.TB, s string) []byte {
@@ -139,6 +143,68 @@ func TestGoldenAcks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// AppendAcks, which writes two pairs at a time, appends what AppendAck
+// does one pair after the other: for any number of pairs, odd or even,
+// any channels and sequence numbers (of which the encoding keeps 24 bits),
+// after any bytes, with room in b or none.
+func TestAppendAcksIsAppendAck(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		as := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) Ack {
+			return Ack{Channel: rapid.Int16().Draw(t, "channel"), Seq: Seq(rapid.Int32().Draw(t, "seq"))}
+		}), 0, 40).Draw(t, "acks")
+		pre := rapid.SliceOfN(rapid.Byte(), 0, 7).Draw(t, "pre")
+		b := append(make([]byte, 0, len(pre)+rapid.IntRange(0, 5*len(as)+3).Draw(t, "room")), pre...)
+		want := append([]byte(nil), pre...)
+		for _, a := range as {
+			want = AppendAck(want, a)
+		}
+		if got := AppendAcks(b, as); !bytes.Equal(got, want) {
+			t.Fatalf("AppendAcks(%x, %v) = %x, want %x", pre, as, got, want)
+		}
+	})
+}
+
+// SkipChannel moves past the pairs of one channel that come next, and no
+// further: what Next then gives is what it would have given after the
+// acks of that channel it gives first, and the pair it stops at, if any,
+// is of another channel, or of none (negative).
+func TestSkipChannel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		pair := rapid.Custom(func(t *rapid.T) Ack {
+			// A few channels, a negative one among them, and
+			// sequence numbers valid or not.
+			return Ack{
+				Channel: rapid.SampledFrom([]int16{0, 1, 2, -5, 256}).Draw(t, "channel"),
+				Seq:     Seq(rapid.Int32Range(int32(MinSeq)-3, int32(MinSeq)+3).Draw(t, "seq")),
+			}
+		})
+		enc := AppendAcks(nil, rapid.SliceOfN(pair, 1, 12).Draw(t, "pairs"))
+		ch := rapid.SampledFrom([]int16{0, 1, 2, 256}).Draw(t, "skip")
+		it, _ := ParseAcks(enc)
+		var all []Ack
+		for it.Next() {
+			all = append(all, it.Ack())
+		}
+		it, _ = ParseAcks(enc)
+		it.SkipChannel(ch)
+		if len(it.b) > 0 && int16(binary.BigEndian.Uint16(it.b)) == ch {
+			t.Fatalf("SkipChannel(%d) stopped at a pair of its channel: %x left of %x", ch, it.b, enc)
+		}
+		var rest []Ack
+		for it.Next() {
+			rest = append(rest, it.Ack())
+		}
+		if len(rest) > len(all) || !slices.Equal(rest, all[len(all)-len(rest):]) {
+			t.Fatalf("after SkipChannel(%d), Next gives %v; without, %v", ch, rest, all)
+		}
+		for _, a := range all[:len(all)-len(rest)] {
+			if a.Channel != ch {
+				t.Fatalf("SkipChannel(%d) skipped %v, of another channel (all: %v, after: %v)", ch, a, all, rest)
+			}
+		}
+	})
 }
 
 func TestParseAcks(t *testing.T) {

@@ -88,3 +88,24 @@ func BenchmarkAckQueue(b *testing.B) {
 		})
 	}
 }
+
+// TestHandleAcksAfterIdleChannel checks that the entries of a channel with
+// nothing in flight, which handleAcks passes over together (SkipChannel),
+// take none of the entries of other channels that follow them with them:
+// repeats of an ack (N29) after the ack that freed a channel's last packet,
+// between the acks of other channels and around a pair of no channel.
+func TestHandleAcksAfterIdleChannel(t *testing.T) {
+	p, c := inFlightPair(t, 3)
+	var pkt []byte
+	for _, a := range [][2]int{{0, 0}, {0, 0}, {0, 5}, {1, 0}, {0, 0}, {-3, 0}, {0, 0}, {2, 0}} {
+		pkt = channel.AppendAck(pkt, channel.Ack{Channel: int16(a[0]), Seq: channel.Seq(a[1])})
+	}
+	before := c.stats.AcksReceived
+	c.handleAcks(p.now, pkt)
+	if len(c.sendChans) != 0 || c.inFlight != 0 {
+		t.Fatalf("%d channels, %d bytes in flight after the acks of all", len(c.sendChans), c.inFlight)
+	}
+	if n := c.stats.AcksReceived - before; n != 3 {
+		t.Fatalf("%d acks received, want 3", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/clock"
 )
 
@@ -374,6 +375,88 @@ func (cc *congestion) onAck(now, first, last clock.Time, resends uint32, n, inFl
 		cc.acked -= cc.cwnd
 		cc.cwnd += max(mtu, ccSegment)
 	}
+}
+
+// onAcks folds in the acks of row, packets of one channel freed in order
+// (conn.acksInOrder), as onAck would one after the other, each with n its
+// chunk bytes plus wireOverhead: inFlight is the bytes of the packets
+// never resent in flight before the first, which each such packet acked
+// takes its n off before the next. It returns inFlight after the row, the
+// chunk bytes of the row, and rel moved to each R of the row less than
+// half the sequence space after it, in turn: the newest packet acked, as
+// handleAcks keeps it for the loss check (N81).
+//
+// One call for the row, with the tests of on and fixed made once and the
+// counts of the row kept in the same pass, in place of a call to onAck
+// and two loops of the caller over it (a shortcut of N116, with no change
+// of behaviour): TestOnAcks holds it to onAck on random states and rows.
+func (cc *congestion) onAcks(now clock.Time, row []channel.Acked, inFlight, mtu int, rel channel.Seq) (int, int, channel.Seq) {
+	bytes := 0
+	if !cc.on || cc.fixed > 0 {
+		for i := range row {
+			ak := &row[i]
+			bytes += ak.Bytes
+			if ak.Resends == 0 {
+				inFlight -= ak.Bytes + wireOverhead
+			}
+			if channel.Distance(rel, ak.Rel) < channel.SeqSpace/2 {
+				rel = ak.Rel
+			}
+		}
+		return inFlight, bytes, rel
+	}
+	for i := range row {
+		ak := &row[i]
+		// The statements of onAck, in its order, with f the bytes in
+		// flight as it would be given them.
+		n, f := ak.Bytes+wireOverhead, inFlight
+		bytes += ak.Bytes
+		if ak.Resends == 0 {
+			inFlight -= n
+		}
+		if channel.Distance(rel, ak.Rel) < channel.SeqSpace/2 {
+			rel = ak.Rel
+		}
+		if ak.Resends == 0 && now >= ak.Last {
+			r := now.Sub(ak.Last)
+			if !cc.sampled {
+				cc.sampled = true
+				cc.srtt = r
+				cc.roundStart = now
+			} else {
+				cc.srtt = (7*cc.srtt + r) / 8
+			}
+			if cc.roundSamples == 0 || r < cc.roundMin {
+				cc.roundMin = r
+			}
+			cc.roundSamples++
+			if cc.cwnd < cc.ssthresh && cc.lastRound > 0 && cc.roundSamples >= hsMinSamples {
+				eta := min(max(cc.lastRound/8, hsMinEta), hsMaxEta)
+				if cc.roundMin >= cc.lastRound+eta {
+					cc.ssthresh = cc.cwnd
+				}
+			}
+		}
+		if ak.First >= cc.roundStart && cc.roundSamples > 0 {
+			cc.lastRound, cc.roundMin, cc.roundSamples = cc.roundMin, 0, 0
+			cc.roundStart = now
+		}
+		if cc.cwnd < cc.ssthresh {
+			if 2*f >= cc.cwnd {
+				cc.cwnd += n
+			}
+			continue
+		}
+		if f+3*mtu < cc.cwnd {
+			continue
+		}
+		cc.acked += n
+		if cc.acked >= cc.cwnd {
+			cc.acked -= cc.cwnd
+			cc.cwnd += max(mtu, ccSegment)
+		}
+	}
+	return inFlight, bytes, rel
 }
 
 // onResend folds in the resend at now of a reliable packet whose previous

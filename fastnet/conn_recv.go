@@ -268,7 +268,14 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 			}
 		}
 		if p, _ := cs.snd.InFlight(); p == 0 {
-			continue // what HandleAck would find: nothing to free
+			// What HandleAck would find: nothing to free, for this
+			// entry and those of cs that follow it, passed over at
+			// once. They are mostly the repeats (N29) after the
+			// entries that freed cs's last packets; one turn of
+			// this loop each cost 10 instructions a reliable
+			// message in full bundles.
+			it.SkipChannel(cs.id)
+			continue
 		}
 		ak, ok := cs.snd.HandleAck(a.Seq)
 		if !ok {
@@ -349,21 +356,18 @@ func (c *conn) acksInOrder(now clock.Time, cs *chanState, it *channel.AckIter, e
 	}
 	for {
 		row := cs.snd.HandleAcksInOrder(it, cs.id, *buf)
-		for i := range row {
-			ak := &row[i]
-			c.cc.onAck(now, ak.First, ak.Last, ak.Resends, ak.Bytes+wireOverhead, c.ccInFlight, c.payloadMTU+wireOverhead)
-			c.inFlight -= ak.Bytes
-			if ak.Resends == 0 {
-				c.ccInFlight -= ak.Bytes + wireOverhead
-			}
-		}
+		// The controller, the counts and the newest R acked in one pass
+		// (onAcks); the R only with congestion control on, which keeps
+		// cs's entry in c.ackedChans.
+		var rel channel.Seq
 		if c.cc.on {
-			e := &c.ackedChans[entry]
-			for i := range row {
-				if channel.Distance(e.rel, row[i].Rel) < channel.SeqSpace/2 {
-					e.rel = row[i].Rel
-				}
-			}
+			rel = c.ackedChans[entry].rel
+		}
+		var bytes int
+		c.ccInFlight, bytes, rel = c.cc.onAcks(now, row, c.ccInFlight, c.payloadMTU+wireOverhead, rel)
+		c.inFlight -= bytes
+		if c.cc.on {
+			c.ackedChans[entry].rel = rel
 		}
 		c.stats.AcksReceived += uint64(len(row))
 		if len(row) < cap(row) {
