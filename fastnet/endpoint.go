@@ -416,40 +416,25 @@ func (e *Endpoint) emitMessage(c *conn, ch int16, m channel.Message) {
 
 // setMessage makes ev, a place of the event queue, the event of a message
 // c delivered on channel ch. The place is written field by field: the
-// data, the address only if it differs, and the other references only
-// if they are not nil already (a place polled holds none). While the
-// garbage collector marks, each reference written to the heap costs a
-// write barrier, nil over nil included, and clearing the place whole
-// cost one for each of its seven (N117).
+// data, the address only if it differs, and the error, quality,
+// statistics and introduction only if one of them is not nil (a place
+// polled holds none). While the garbage collector marks, each reference
+// written to the heap costs a write barrier, nil over nil included, and
+// clearing the place whole cost one for each of its seven (N117). The
+// four are tested together so that setMessage is inlined, into
+// emitWhole's loop among others: tested and written one by one, they
+// made it too large, and the call cost 18 instructions of a 64-byte
+// message's 2,990 in a full bundle.
 func (ev *Event) setMessage(c *conn, ch int16, reliable bool, data []byte) {
-	ev.dropRefs()
+	if ev.Err != nil || ev.Quality != nil || ev.Stats != nil || ev.Intro != nil {
+		ev.Err, ev.Quality, ev.Stats, ev.Intro = nil, nil, nil, nil
+	}
 	if ev.Addr != c.addr {
 		ev.Addr = c.addr
 	}
 	ev.Kind, ev.Conn, ev.ID, ev.Reliable, ev.Outcome = EventMessage, c.handle, 0, reliable, 0
 	ev.Channel, ev.MTU, ev.Message = int(ch), 0, 0
 	ev.Data = data
-}
-
-// dropRefs sets ev's references but its address to nil, writing only
-// those that are not: a place of the event queue polled has none left,
-// and writing nil over nil would cost a write barrier each (setMessage).
-func (ev *Event) dropRefs() {
-	if ev.Data != nil {
-		ev.Data = nil
-	}
-	if ev.Err != nil {
-		ev.Err = nil
-	}
-	if ev.Quality != nil {
-		ev.Quality = nil
-	}
-	if ev.Stats != nil {
-		ev.Stats = nil
-	}
-	if ev.Intro != nil {
-		ev.Intro = nil
-	}
 }
 
 // emitWhole reports the messages of the packets ws, which c's receiver

@@ -95,7 +95,11 @@ func TestEventPlacesReused(t *testing.T) {
 	c := &conn{handle: 7, addr: netip.MustParseAddrPort("192.0.2.1:4000")}
 	data := []byte("payload")
 	want := Event{Kind: EventMessage, Conn: 7, Addr: c.addr, Channel: 12, Reliable: true, Data: data}
-	for _, old := range []Event{{}, fullEvent(), {Kind: EventMessage, Addr: netip.MustParseAddrPort("[2001:db8::1]:9"), Data: []byte("old")}} {
+	olds := []Event{{}, fullEvent(), {Kind: EventMessage, Addr: netip.MustParseAddrPort("[2001:db8::1]:9"), Data: []byte("old")}}
+	// Each of the references setMessage tests together, alone.
+	full := fullEvent()
+	olds = append(olds, Event{Err: full.Err}, Event{Quality: full.Quality}, Event{Stats: full.Stats}, Event{Intro: full.Intro})
+	for _, old := range olds {
 		ev := old
 		ev.setMessage(c, 12, true, data)
 		if !reflect.DeepEqual(ev, want) {
