@@ -300,19 +300,25 @@ func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
 		if len(pk) < 2+channel.HeaderLen+minWholeChunk || pk[0]&0x80 != 0 {
 			continue
 		}
-		// The headers are parsed into the next record's place, kept
-		// only if the packet qualifies: parsed into variables, their
-		// fields went to the stack one by one and came back together,
-		// which stalls on the store forwarding (N101).
+		// The headers are written into the next record's place, kept
+		// only if the packet qualifies. The channel header is read as
+		// channel.ParseHeader reads it, with the same tests (a 24-bit
+		// value is MaxSeq at most: only the low end is tested), and
+		// written once it and the start flag pass: returned by
+		// ParseHeader with its error, it went through the stack, 11
+		// instructions a message more, and returned into variables,
+		// its fields went to the stack one by one and came back
+		// together, which stalls on the store forwarding (N101).
 		if len(ws) == cap(ws) {
 			ws = append(ws, channel.Whole{})[:len(ws)]
 		}
 		w := &ws[:len(ws)+1][len(ws)]
-		var err error
-		w.H, err = channel.ParseHeader(pk[2:])
-		if err != nil || !w.H.Start {
+		x, y := binary.BigEndian.Uint32(pk[2:]), binary.BigEndian.Uint32(pk[5:])
+		seq, rel := channel.Seq(int32(x<<8)>>8), channel.Seq(int32(y<<8)>>8)
+		if seq < channel.MinSeq || rel < channel.MinSeq || x&(channel.FlagStart<<24) == 0 {
 			continue
 		}
+		w.H = channel.Header{Reliable: x&(channel.FlagReliable<<24) != 0, Start: true, Seq: seq, Rel: rel}
 		// The message's header, as coalesce.ParseHeader parses it (D2),
 		// and the same tests, with no change of behaviour: the chunk
 		// holds its longest header, so the length field is read as the
