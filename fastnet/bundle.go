@@ -278,7 +278,14 @@ func (s *bundleSums) digest() int {
 // messages that the data packets of bundle payload p carry. Their
 // positions (Whole.Off and End) are within p.
 func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
-	maxLen := e.cfg.MaxMessageSize
+	// A message qualifies with a length from ShortChecksumMax+1 to
+	// MaxMessageSize: less the least, its length, unsigned, is at most
+	// span, one test for each packet rather than two and a clamp of
+	// MaxMessageSize (8 instructions a message).
+	if e.cfg.MaxMessageSize <= coalesce.ShortChecksumMax {
+		return // none does
+	}
+	span := uint64(e.cfg.MaxMessageSize - (coalesce.ShortChecksumMax + 1))
 	// The records are appended to in a variable, stored back once: s.ws
 	// read and written for each cost more than the tests.
 	ws := s.ws
@@ -328,7 +335,7 @@ func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
 		flags := chunk[0]
 		hl := 2 + int(flags>>6) // the length-of-length (D2)
 		ln := uint64(binary.BigEndian.Uint32(chunk[1:coalesce.MaxHeaderLen]) >> (8 * (coalesce.MaxHeaderLen - hl)))
-		if ln > uint64(max(maxLen, 0)) || ln <= coalesce.ShortChecksumMax || hl+int(ln)+coalesce.MD5Len != len(chunk) {
+		if ln-(coalesce.ShortChecksumMax+1) > span || hl+int(ln)+coalesce.MD5Len != len(chunk) {
 			continue
 		}
 		w.Msg = coalesce.Header{Reliable: flags&coalesce.FlagReliable != 0, Len: int(ln), HeaderLen: hl}

@@ -22,7 +22,7 @@ import (
 func TestParseSumsLikeParsers(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	found := 0
-	for _, maxLen := range []int{0, 40, 1000, 1 << 20} {
+	for _, maxLen := range []int{-1, 0, coalesce.ShortChecksumMax, coalesce.ShortChecksumMax + 1, 40, 1000, 1 << 20} {
 		e := &Endpoint{}
 		e.cfg.MaxMessageSize = maxLen
 		for round := range 3000 {
