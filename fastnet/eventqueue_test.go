@@ -96,9 +96,14 @@ func TestEventPlacesReused(t *testing.T) {
 	data := []byte("payload")
 	want := Event{Kind: EventMessage, Conn: 7, Addr: c.addr, Channel: 12, Reliable: true, Data: data}
 	olds := []Event{{}, fullEvent(), {Kind: EventMessage, Addr: netip.MustParseAddrPort("[2001:db8::1]:9"), Data: []byte("old")}}
-	// Each of the references setMessage tests together, alone.
+	// Each of the references setMessage tests together, alone, in a
+	// place that held an event of another kind (a message event holds
+	// none of them).
 	full := fullEvent()
-	olds = append(olds, Event{Err: full.Err}, Event{Quality: full.Quality}, Event{Stats: full.Stats}, Event{Intro: full.Intro})
+	for _, k := range []EventKind{0, EventConnected, EventDisconnected} {
+		olds = append(olds, Event{Kind: k, Err: full.Err}, Event{Kind: k, Quality: full.Quality},
+			Event{Kind: k, Stats: full.Stats}, Event{Kind: k, Intro: full.Intro})
+	}
 	for _, old := range olds {
 		ev := old
 		ev.setMessage(c, 12, true, data)
