@@ -464,7 +464,36 @@ func (e *Endpoint) emitWhole(c *conn, ch int16, ws []channel.Whole, payloads [][
 	ws, payloads = ws[:len(evs)], payloads[:len(evs)] // no bounds tests in the loop
 	a := &e.arena
 	for i := range evs {
-		evs[i].setMessage(c, ch, ws[i].H.Reliable, a.Copy(payloads[i]))
+		// Carved, the event set, then the bytes copied (copySmall):
+		// what Copy does, without a call for a small message.
+		p := payloads[i]
+		data := a.Alloc(len(p))
+		evs[i].setMessage(c, ch, ws[i].H.Reliable, data)
+		copySmall(data, p)
+	}
+}
+
+// copySmall is copy(dst, src) for dst as long as src and apart from it,
+// without a call for 16 to 64 bytes: two moves of 16 bytes, or two of 32
+// through the stack, which overlap when the length is not twice theirs
+// (a move of 32 bytes straight from one buffer to another is a call to
+// memmove, which must allow for their overlap). emitWhole copies the
+// messages of a run with it: a call to copy each cost more than the copy,
+// and everything the loop held in registers was stored and loaded again
+// around it; 14 instructions of a 64-byte message's 2,937 in a full
+// bundle. Its cost is within the inliner's budget (76 of 80, go build
+// -gcflags=-m=2).
+func copySmall(dst, src []byte) {
+	switch n := len(src); {
+	case n >= 32 && n <= 64:
+		lo, hi := [32]byte(src), [32]byte(src[n-32:])
+		*(*[32]byte)(dst) = lo
+		*(*[32]byte)(dst[n-32:]) = hi
+	case n >= 16 && n < 32:
+		*(*[16]byte)(dst) = [16]byte(src)
+		*(*[16]byte)(dst[n-16:]) = [16]byte(src[n-16:])
+	default:
+		copy(dst, src)
 	}
 }
 

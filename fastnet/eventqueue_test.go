@@ -1,6 +1,7 @@
 package fastnet
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -151,4 +152,21 @@ func fullEvent() Event {
 		}
 	}
 	return ev
+}
+
+// copySmall copies as copy does, for every length about the sizes it
+// moves at once and past them.
+func TestCopySmall(t *testing.T) {
+	src := make([]byte, 200)
+	for i := range src {
+		src[i] = byte(i*7 + 1)
+	}
+	for n := range len(src) {
+		dst := make([]byte, n+2)
+		dst[n], dst[n+1] = 0xaa, 0xbb
+		copySmall(dst[:n], src[:n])
+		if !bytes.Equal(dst[:n], src[:n]) || dst[n] != 0xaa || dst[n+1] != 0xbb {
+			t.Fatalf("%d bytes: %x", n, dst)
+		}
+	}
 }
