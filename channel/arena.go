@@ -58,22 +58,31 @@ const (
 // Copy returns a copy of p, in a buffer of its own or carved out of the
 // current block: the caller's in either case, Reuse or not (Lend lends).
 func (a *Arena) Copy(p []byte) []byte {
-	n := len(p)
+	c := a.Alloc(len(p))
+	copy(c, p)
+	return c
+}
+
+// Alloc returns the buffer of n bytes that Copy would copy n bytes into,
+// for the caller to fill: of its own or carved out of the current block,
+// the caller's either way, Reuse or not. It is Copy without the copy, for
+// a caller that copies small messages one after the other in a loop
+// without calling memmove for each: the call costs more than the copy,
+// and everything the loop holds in registers is stored and loaded again
+// around it.
+func (a *Arena) Alloc(n int) []byte {
 	if a == nil || n == 0 || n > ArenaMax {
-		return append(make([]byte, 0, n), p...)
+		return make([]byte, n)
 	}
 	if cap(a.block)-len(a.block) < n {
 		a.block = make([]byte, 0, ArenaBlock)
 	}
-	// Re-sliced and copied into, not appended to: an append writes the
-	// block's reference back, which costs a write barrier while the
-	// garbage collector marks (N117). The copy's slice is cut before
-	// the bytes are copied, so that a.block is not read again after.
+	// Re-sliced, not appended to: an append writes the block's reference
+	// back, which costs a write barrier while the garbage collector marks
+	// (N117).
 	i := len(a.block)
 	a.block = a.block[:i+n]
-	c := a.block[i : i+n : i+n]
-	copy(c, p)
-	return c
+	return a.block[i : i+n : i+n]
 }
 
 // Take returns p's copy as a delivered message carries it: lent if the

@@ -51,6 +51,45 @@ func TestArena(t *testing.T) {
 	}
 }
 
+// Alloc carves the buffers Copy would copy into: given the same lengths,
+// an Arena that copies and one that allocates and copies make buffers of
+// the same lengths and capacities at the same places in blocks of the
+// same sizes, with the same new blocks; large ones and empty ones, and a
+// nil Arena's, are of their own.
+func TestArenaAlloc(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	var a, b Arena
+	for i := range 2000 {
+		n := r.IntN(ArenaMax + 40)
+		if i%50 == 0 {
+			n = 0
+		}
+		p := make([]byte, n)
+		for j := range p {
+			p[j] = byte(r.Uint32())
+		}
+		ca := a.Copy(p)
+		cb := b.Alloc(n)
+		copy(cb, p)
+		if !bytes.Equal(ca, cb) || len(cb) != n || cap(cb) != n || cb == nil {
+			t.Fatalf("%d: Alloc(%d): %d bytes, cap %d, nil %v; Copy: %d, cap %d", i, n, len(cb), cap(cb), cb == nil, len(ca), cap(ca))
+		}
+		if len(a.block) != len(b.block) || cap(a.block) != cap(b.block) {
+			t.Fatalf("%d: blocks of %d/%d bytes after Copy, %d/%d after Alloc", i, len(a.block), cap(a.block), len(b.block), cap(b.block))
+		}
+		if n > 0 {
+			in := n <= len(b.block) && &cb[0] == &b.block[len(b.block)-n]
+			if carved := n <= ArenaMax; in != carved {
+				t.Fatalf("%d: a buffer of %d bytes carved out of the block: %v", i, n, in)
+			}
+		}
+	}
+	var nilArena *Arena
+	if c := nilArena.Alloc(5); len(c) != 5 || cap(c) != 5 {
+		t.Errorf("nil Arena: %d bytes, cap %d", len(c), cap(c))
+	}
+}
+
 // An Arena with Reuse set lends buffers out of blocks that Owner finds,
 // and carves a block again only once every buffer
 // carved out of it is released and it is no longer the current block;

@@ -873,7 +873,15 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 	// reads it in between but the memory test of a message larger than
 	// the room, before which it is brought up to date.
 	g, l, n := r.g, r.l, 0
-	window, maxMessage := r.cfg.Window, r.cfg.MaxMessage
+	// The window and the message's length are tested each in one
+	// comparison, unsigned, of the distance less 1 with the window (from
+	// 1 to SeqSpace/2-1, NewReceiver makes sure) and of the length less
+	// the least with span: 8 instructions a message less than the tests
+	// of each bound.
+	if r.cfg.MaxMessage <= coalesce.ShortChecksumMax {
+		return 0 // no message with an MD5 checksum fits
+	}
+	window, span := uint(r.cfg.Window), uint(r.cfg.MaxMessage-(coalesce.ShortChecksumMax+1))
 	i := 0
 	for ; i < len(ws); i++ {
 		w := &ws[i]
@@ -883,13 +891,13 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 		}
 		// Nothing is queued (Settled), so no place in the window is
 		// held: the packet is no duplicate of one queued.
-		if d := Distance(g, h.Seq); d == 0 || d > SeqSpace/2 || d > window {
+		if d := Distance(g, h.Seq); uint(d-1) >= window {
 			break
 		}
 		// The message fills the chunk (its EncodedLen, with an MD5
 		// checksum past ShortChecksumMax bytes).
 		hdr := &w.Msg
-		if hdr.Len <= coalesce.ShortChecksumMax || hdr.HeaderLen+hdr.Len+coalesce.MD5Len != w.End-w.Off || hdr.Len > maxMessage || hdr.Reliable != h.Reliable {
+		if uint(hdr.Len-(coalesce.ShortChecksumMax+1)) > span || hdr.HeaderLen+hdr.Len+coalesce.MD5Len != w.End-w.Off || hdr.Reliable != h.Reliable {
 			break
 		}
 		// The message's MD5 checksum, the last bytes of its chunk,

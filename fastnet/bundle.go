@@ -278,7 +278,14 @@ func (s *bundleSums) digest() int {
 // messages that the data packets of bundle payload p carry. Their
 // positions (Whole.Off and End) are within p.
 func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
-	maxLen := e.cfg.MaxMessageSize
+	// A message qualifies with a length from ShortChecksumMax+1 to
+	// MaxMessageSize: less the least, its length, unsigned, is at most
+	// span, one test for each packet rather than two and a clamp of
+	// MaxMessageSize (8 instructions a message).
+	if e.cfg.MaxMessageSize <= coalesce.ShortChecksumMax {
+		return // none does
+	}
+	span := uint64(e.cfg.MaxMessageSize - (coalesce.ShortChecksumMax + 1))
 	// The records are appended to in a variable, stored back once: s.ws
 	// read and written for each cost more than the tests.
 	ws := s.ws
@@ -300,19 +307,25 @@ func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
 		if len(pk) < 2+channel.HeaderLen+minWholeChunk || pk[0]&0x80 != 0 {
 			continue
 		}
-		// The headers are parsed into the next record's place, kept
-		// only if the packet qualifies: parsed into variables, their
-		// fields went to the stack one by one and came back together,
-		// which stalls on the store forwarding (N101).
+		// The headers are written into the next record's place, kept
+		// only if the packet qualifies. The channel header is read as
+		// channel.ParseHeader reads it, with the same tests (a 24-bit
+		// value is MaxSeq at most: only the low end is tested), and
+		// written once it and the start flag pass: returned by
+		// ParseHeader with its error, it went through the stack, 11
+		// instructions a message more, and returned into variables,
+		// its fields went to the stack one by one and came back
+		// together, which stalls on the store forwarding (N101).
 		if len(ws) == cap(ws) {
 			ws = append(ws, channel.Whole{})[:len(ws)]
 		}
 		w := &ws[:len(ws)+1][len(ws)]
-		var err error
-		w.H, err = channel.ParseHeader(pk[2:])
-		if err != nil || !w.H.Start {
+		x, y := binary.BigEndian.Uint32(pk[2:]), binary.BigEndian.Uint32(pk[5:])
+		seq, rel := channel.Seq(int32(x<<8)>>8), channel.Seq(int32(y<<8)>>8)
+		if seq < channel.MinSeq || rel < channel.MinSeq || x&(channel.FlagStart<<24) == 0 {
 			continue
 		}
+		w.H = channel.Header{Reliable: x&(channel.FlagReliable<<24) != 0, Start: true, Seq: seq, Rel: rel}
 		// The message's header, as coalesce.ParseHeader parses it (D2),
 		// and the same tests, with no change of behaviour: the chunk
 		// holds its longest header, so the length field is read as the
@@ -322,7 +335,7 @@ func (e *Endpoint) parseSums(s *bundleSums, p []byte) {
 		flags := chunk[0]
 		hl := 2 + int(flags>>6) // the length-of-length (D2)
 		ln := uint64(binary.BigEndian.Uint32(chunk[1:coalesce.MaxHeaderLen]) >> (8 * (coalesce.MaxHeaderLen - hl)))
-		if ln > uint64(max(maxLen, 0)) || ln <= coalesce.ShortChecksumMax || hl+int(ln)+coalesce.MD5Len != len(chunk) {
+		if ln-(coalesce.ShortChecksumMax+1) > span || hl+int(ln)+coalesce.MD5Len != len(chunk) {
 			continue
 		}
 		w.Msg = coalesce.Header{Reliable: flags&coalesce.FlagReliable != 0, Len: int(ln), HeaderLen: hl}

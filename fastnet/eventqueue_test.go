@@ -1,6 +1,7 @@
 package fastnet
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -95,7 +96,16 @@ func TestEventPlacesReused(t *testing.T) {
 	c := &conn{handle: 7, addr: netip.MustParseAddrPort("192.0.2.1:4000")}
 	data := []byte("payload")
 	want := Event{Kind: EventMessage, Conn: 7, Addr: c.addr, Channel: 12, Reliable: true, Data: data}
-	for _, old := range []Event{{}, fullEvent(), {Kind: EventMessage, Addr: netip.MustParseAddrPort("[2001:db8::1]:9"), Data: []byte("old")}} {
+	olds := []Event{{}, fullEvent(), {Kind: EventMessage, Addr: netip.MustParseAddrPort("[2001:db8::1]:9"), Data: []byte("old")}}
+	// Each of the references setMessage tests together, alone, in a
+	// place that held an event of another kind (a message event holds
+	// none of them).
+	full := fullEvent()
+	for _, k := range []EventKind{0, EventConnected, EventDisconnected} {
+		olds = append(olds, Event{Kind: k, Err: full.Err}, Event{Kind: k, Quality: full.Quality},
+			Event{Kind: k, Stats: full.Stats}, Event{Kind: k, Intro: full.Intro})
+	}
+	for _, old := range olds {
 		ev := old
 		ev.setMessage(c, 12, true, data)
 		if !reflect.DeepEqual(ev, want) {
@@ -142,4 +152,21 @@ func fullEvent() Event {
 		}
 	}
 	return ev
+}
+
+// copySmall copies as copy does, for every length about the sizes it
+// moves at once and past them.
+func TestCopySmall(t *testing.T) {
+	src := make([]byte, 200)
+	for i := range src {
+		src[i] = byte(i*7 + 1)
+	}
+	for n := range len(src) {
+		dst := make([]byte, n+2)
+		dst[n], dst[n+1] = 0xaa, 0xbb
+		copySmall(dst[:n], src[:n])
+		if !bytes.Equal(dst[:n], src[:n]) || dst[n] != 0xaa || dst[n+1] != 0xbb {
+			t.Fatalf("%d bytes: %x", n, dst)
+		}
+	}
 }
