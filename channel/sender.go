@@ -486,12 +486,8 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 				m.off = n
 				s.queued -= n
 				s.pending.Pop()
-				// No packet in flight refers to m: what release
-				// does for a struct it keeps with its buffer.
-				if c := cap(m.buf); len(s.msgs) < maxFreeMsgs && s.bufs.Retained+c <= s.bufs.Limit {
-					s.bufs.Retained += c
-					s.msgs = append(s.msgs, m)
-				} else {
+				// No packet in flight refers to m.
+				if !s.keepFree(m) {
 					s.release(m)
 				}
 				if s.pending.Len() == 0 && s.inFlight == 0 {
@@ -665,17 +661,29 @@ func (s *Sender) schedule(idx int32) {
 // the pool counts it as retained: the next message of the same size class
 // takes the two together, not each from its own list (N111).
 func (s *Sender) release(m *message) {
+	if s.keepFree(m) {
+		return
+	}
 	if len(s.msgs) < maxFreeMsgs {
-		if c := cap(m.buf); s.bufs.Retained+c <= s.bufs.Limit {
-			s.bufs.Retained += c
-		} else {
-			m.buf = nil
-		}
+		m.buf = nil // the pool has no room for it
 		s.msgs = append(s.msgs, m)
 		return
 	}
 	s.bufs.Put(m.buf)
 	m.buf = nil
+}
+
+// keepFree is release's common case, small enough to be inlined where a
+// message is released on the hot paths (AppendRun, drop): it puts m on
+// the free list with its buffer, counted as retained, if the list and the
+// pool have room for both, and reports whether it did.
+func (s *Sender) keepFree(m *message) bool {
+	if c := cap(m.buf); len(s.msgs) < maxFreeMsgs && s.bufs.Retained+c <= s.bufs.Limit {
+		s.bufs.Retained += c
+		s.msgs = append(s.msgs, m)
+		return true
+	}
+	return false
 }
 
 // putBuf hands the buffer a free message struct kept (release) to the
@@ -1003,13 +1011,10 @@ func (s *Sender) drop(r *record, idx int32) {
 	m := r.msg
 	m.refs--
 	if m.refs == 0 && m.off == len(m.buf) {
-		// What release does for a struct it keeps with its buffer,
-		// written out, as in AppendRun: the call cost 15 instructions
-		// a reliable message in full bundles.
-		if c := cap(m.buf); len(s.msgs) < maxFreeMsgs && s.bufs.Retained+c <= s.bufs.Limit {
-			s.bufs.Retained += c
-			s.msgs = append(s.msgs, m)
-		} else {
+		// release's common case inline (keepFree), as in AppendRun:
+		// the call cost 15 instructions a reliable message in full
+		// bundles.
+		if !s.keepFree(m) {
 			s.release(m)
 		}
 	}

@@ -322,74 +322,21 @@ func (cc *congestion) next(rate float64) clock.Time {
 	return cc.filled.Add(d)
 }
 
-// onAck folds in the ack of a reliable packet of n bytes first sent at
-// first and last sent at last, resent resends times, while inFlight bytes
-// (it included) were in flight (N77, N78).
-func (cc *congestion) onAck(now, first, last clock.Time, resends uint32, n, inFlight, mtu int) {
-	if !cc.on || cc.fixed > 0 {
-		return
-	}
-	if resends == 0 && now >= last {
-		// An RTT sample (Karn): smoothed as RFC 6298, and HyStart++'s
-		// delay test in slow start. Written here, not in a function of
-		// its own, so that an ack makes one call to the controller.
-		r := now.Sub(last)
-		if !cc.sampled {
-			cc.sampled = true
-			cc.srtt = r
-			cc.roundStart = now
-		} else {
-			cc.srtt = (7*cc.srtt + r) / 8
-		}
-		if cc.roundSamples == 0 || r < cc.roundMin {
-			cc.roundMin = r
-		}
-		cc.roundSamples++
-		if cc.cwnd < cc.ssthresh && cc.lastRound > 0 && cc.roundSamples >= hsMinSamples {
-			eta := min(max(cc.lastRound/8, hsMinEta), hsMaxEta)
-			if cc.roundMin >= cc.lastRound+eta {
-				cc.ssthresh = cc.cwnd // the queue has begun to grow
-			}
-		}
-	}
-	if first >= cc.roundStart && cc.roundSamples > 0 {
-		// The first ack of a packet sent in the round: a round trip
-		// has passed since it began.
-		cc.lastRound, cc.roundMin, cc.roundSamples = cc.roundMin, 0, 0
-		cc.roundStart = now
-	}
-	if cc.cwnd < cc.ssthresh {
-		// Slow start: grow while the window is what limits the sender.
-		if 2*inFlight >= cc.cwnd {
-			cc.cwnd += n
-		}
-		return
-	}
-	if inFlight+3*mtu < cc.cwnd {
-		return // the application, not the window, limits the sender
-	}
-	// One datagram a window, of the path's common size at least: the
-	// payload MTU is small until estimation has grown it (D19).
-	cc.acked += n
-	if cc.acked >= cc.cwnd {
-		cc.acked -= cc.cwnd
-		cc.cwnd += max(mtu, ccSegment)
-	}
-}
-
-// onAcks folds in the acks of row, packets of one channel freed in order
-// (conn.acksInOrder), as onAck would one after the other, each with n its
-// chunk bytes plus wireOverhead: inFlight is the bytes of the packets
-// never resent in flight before the first, which each such packet acked
-// takes its n off before the next. It returns inFlight after the row, the
+// onAcks folds in the acks of row, reliable packets freed in that order
+// (N77, N78): a row of one channel's packets freed in order
+// (conn.acksInOrder), or a single ack (handleAcks). Each packet counts
+// its chunk bytes plus wireOverhead, n; inFlight is the bytes of the
+// packets never resent in flight before the first, which each such packet
+// acked takes its n off before the next. It returns inFlight after the row, the
 // chunk bytes of the row, and rel moved to each R of the row less than
 // half the sequence space after it, in turn: the newest packet acked, as
 // handleAcks keeps it for the loss check (N81).
 //
 // One call for the row, with the tests of on and fixed made once and the
-// counts of the row kept in the same pass, in place of a call to onAck
-// and two loops of the caller over it (a shortcut of N116, with no change
-// of behaviour): TestOnAcks holds it to onAck on random states and rows.
+// counts of the row kept in the same pass, in place of a call per ack and
+// two loops of the caller over the row (a shortcut of N116, with no change
+// of behaviour): TestOnAcks holds it to onAck, the controller's ack of one
+// packet as it was, on random states and rows.
 func (cc *congestion) onAcks(now clock.Time, row []channel.Acked, inFlight, mtu int, rel channel.Seq) (int, int, channel.Seq) {
 	bytes := 0
 	if !cc.on || cc.fixed > 0 {
@@ -407,8 +354,8 @@ func (cc *congestion) onAcks(now clock.Time, row []channel.Acked, inFlight, mtu 
 	}
 	for i := range row {
 		ak := &row[i]
-		// The statements of onAck, in its order, with f the bytes in
-		// flight as it would be given them.
+		// The statements of one ack (onAck in TestOnAcks), in their
+		// order, with f the bytes in flight before it.
 		n, f := ak.Bytes+wireOverhead, inFlight
 		bytes += ak.Bytes
 		if ak.Resends == 0 {

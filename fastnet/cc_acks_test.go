@@ -96,3 +96,60 @@ func TestOnAcks(t *testing.T) {
 		}
 	})
 }
+
+// onAck is the controller's ack of one reliable packet as the engine
+// folded it in before onAcks, which TestOnAcks holds onAcks to: the ack of
+// a packet of n bytes first sent at first and last sent at last, resent
+// resends times, while inFlight bytes (it included) were in flight (N77,
+// N78).
+func (cc *congestion) onAck(now, first, last clock.Time, resends uint32, n, inFlight, mtu int) {
+	if !cc.on || cc.fixed > 0 {
+		return
+	}
+	if resends == 0 && now >= last {
+		// An RTT sample (Karn): smoothed as RFC 6298, and HyStart++'s
+		// delay test in slow start. Written here, not in a function of
+		// its own, so that an ack makes one call to the controller.
+		r := now.Sub(last)
+		if !cc.sampled {
+			cc.sampled = true
+			cc.srtt = r
+			cc.roundStart = now
+		} else {
+			cc.srtt = (7*cc.srtt + r) / 8
+		}
+		if cc.roundSamples == 0 || r < cc.roundMin {
+			cc.roundMin = r
+		}
+		cc.roundSamples++
+		if cc.cwnd < cc.ssthresh && cc.lastRound > 0 && cc.roundSamples >= hsMinSamples {
+			eta := min(max(cc.lastRound/8, hsMinEta), hsMaxEta)
+			if cc.roundMin >= cc.lastRound+eta {
+				cc.ssthresh = cc.cwnd // the queue has begun to grow
+			}
+		}
+	}
+	if first >= cc.roundStart && cc.roundSamples > 0 {
+		// The first ack of a packet sent in the round: a round trip
+		// has passed since it began.
+		cc.lastRound, cc.roundMin, cc.roundSamples = cc.roundMin, 0, 0
+		cc.roundStart = now
+	}
+	if cc.cwnd < cc.ssthresh {
+		// Slow start: grow while the window is what limits the sender.
+		if 2*inFlight >= cc.cwnd {
+			cc.cwnd += n
+		}
+		return
+	}
+	if inFlight+3*mtu < cc.cwnd {
+		return // the application, not the window, limits the sender
+	}
+	// One datagram a window, of the path's common size at least: the
+	// payload MTU is small until estimation has grown it (D19).
+	cc.acked += n
+	if cc.acked >= cc.cwnd {
+		cc.acked -= cc.cwnd
+		cc.cwnd += max(mtu, ccSegment)
+	}
+}

@@ -282,11 +282,10 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 			continue
 		}
 		last = cs
-		c.cc.onAck(now, ak.First, ak.Last, ak.Resends, ak.Bytes+wireOverhead, c.ccInFlight, c.payloadMTU+wireOverhead)
-		c.inFlight -= ak.Bytes
-		if ak.Resends == 0 {
-			c.ccInFlight -= ak.Bytes + wireOverhead
-		}
+		one := [1]channel.Acked{ak}
+		var bytes int
+		c.ccInFlight, bytes, _ = c.cc.onAcks(now, one[:], c.ccInFlight, c.payloadMTU+wireOverhead, 0)
+		c.inFlight -= bytes
 		if c.cc.on {
 			// The newest reliable packet of cs this ack packet acks,
 			// for the loss check below.

@@ -8,41 +8,7 @@ import (
 
 	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/clock"
-	"github.com/fastnet-engine/fastnet/coalesce"
 )
-
-// send queues one message at now, tracked if id is not 0 (N55); the
-// caller has checked the channel, size and state.
-func (c *conn) send(now clock.Time, ch int16, msg []byte, reliable bool, id MessageID) error {
-	cfg := &c.ep.cfg
-	n := coalesce.EncodedLen(len(msg))
-	if c.queued+c.stream.bytes+n > cfg.SendQueueSize {
-		c.wantWritable = max(c.wantWritable, n)
-		return ErrQueueFull
-	}
-	c.stats.MessagesSent++
-	c.ep.estats.MessagesSent++
-	if cfg.Transport == Stream {
-		c.stream.push(ch, msg, reliable, id)
-		if id != 0 {
-			c.tracked++
-		}
-		return nil
-	}
-	cs := c.last
-	if cs == nil || cs.id != ch || cs.snd == nil {
-		cs = c.sendChannel(ch) // else what it would return
-	}
-	if id != 0 {
-		c.track(cs, id, n, reliable) // before Queue: it reads what was queued before
-	}
-	c.queued += cs.snd.QueueAt(msg, reliable, now)
-	if !cs.inRing && cs.snd.MayAppend() { // else an ack puts it back (N41)
-		cs.inRing = true
-		c.ring = append(c.ring, cs)
-	}
-	return nil
-}
 
 // wantsTransmit reports whether poll has a datagram to produce at now.
 func (c *conn) wantsTransmit(now clock.Time) bool {

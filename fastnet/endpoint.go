@@ -929,24 +929,34 @@ func (e *Endpoint) send(now clock.Time, h Handle, channel int, msg []byte, relia
 		return ErrNotConnected
 	}
 	now = max(now, e.now) // never before what the endpoint has seen
-	if cs := c.last; id == 0 && cs != nil && cs.id == int16(channel) && cs.snd != nil && e.cfg.Transport == Datagram {
-		// c.send for an untracked message on the channel sent on last,
-		// written out here: the call and its arguments were a tenth of
-		// Send's work for a message in a full bundle.
-		n := coalesce.EncodedLen(len(msg))
-		if c.queued+c.stream.bytes+n > e.cfg.SendQueueSize {
-			c.wantWritable = max(c.wantWritable, n)
-			return ErrQueueFull
+	// Queued here, not in a method of the connection: the call and its
+	// arguments were a tenth of Send's work for a message in a full
+	// bundle.
+	n := coalesce.EncodedLen(len(msg))
+	if c.queued+c.stream.bytes+n > e.cfg.SendQueueSize {
+		c.wantWritable = max(c.wantWritable, n)
+		return ErrQueueFull
+	}
+	c.stats.MessagesSent++
+	e.estats.MessagesSent++
+	if e.cfg.Transport == Stream {
+		c.stream.push(int16(channel), msg, reliable, id)
+		if id != 0 {
+			c.tracked++
 		}
-		c.stats.MessagesSent++
-		e.estats.MessagesSent++
+	} else {
+		cs := c.last
+		if cs == nil || cs.id != int16(channel) || cs.snd == nil {
+			cs = c.sendChannel(int16(channel)) // else what it would return
+		}
+		if id != 0 {
+			c.track(cs, id, n, reliable) // before Queue: it reads what was queued before
+		}
 		c.queued += cs.snd.QueueAt(msg, reliable, now)
 		if !cs.inRing && cs.snd.MayAppend() { // else an ack puts it back (N41)
 			cs.inRing = true
 			c.ring = append(c.ring, cs)
 		}
-	} else if err := c.send(now, int16(channel), msg, reliable, id); err != nil {
-		return err
 	}
 	e.at(now)
 	if !c.dirty || !c.sendable {
