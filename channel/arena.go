@@ -115,6 +115,34 @@ func (a *Arena) Lend(p []byte) []byte {
 	return a.lend(p)
 }
 
+// Carve returns the buffer of n bytes that Lend would copy n bytes into,
+// for the caller to fill, trimmed to its length as whoever hands on a
+// lent buffer trims it, and the Block it was carved out of: the one Owner
+// would find. The Block is nil if the buffer is the caller's, as Lend's
+// is if the Arena does not reuse its blocks or n is 0 or above ArenaMax.
+// It is Lend without the copy and without Owner's search, for a caller
+// that lends the buffers of many small messages in a loop.
+func (a *Arena) Carve(n int) (*Block, []byte) {
+	// One comparison for 0 < n <= ArenaMax and one for the room left.
+	if b := a.cur; b != nil && uint(n-1) < ArenaMax && n <= ArenaBlock-b.used {
+		i := b.used
+		b.used = i + n
+		b.live++
+		return b, b.mem[i:b.used:b.used]
+	}
+	return a.carve(n)
+}
+
+// carve is Carve past the current block.
+func (a *Arena) carve(n int) (*Block, []byte) {
+	if !a.Reuse || n == 0 || n > ArenaMax {
+		return nil, make([]byte, n)
+	}
+	b := a.next()
+	b.used, b.live = n, b.live+1
+	return b, b.mem[:n:n]
+}
+
 // lend is Lend past the current block.
 func (a *Arena) lend(p []byte) []byte {
 	if !a.Reuse || len(p) == 0 || len(p) > ArenaMax {

@@ -90,6 +90,77 @@ func TestArenaAlloc(t *testing.T) {
 	}
 }
 
+// Carve carves as Lend does: an Arena with Reuse set that carves and
+// one that lends, given back the same buffers in the same order, make
+// buffers of the same lengths at the same places in their blocks, owned
+// or lent alike, and Carve returns the block Owner finds for Lend's
+// buffer; an Arena without Reuse carves buffers of their own (N103).
+func TestArenaCarve(t *testing.T) {
+	for _, reuse := range []bool{true, false} {
+		r := rand.New(rand.NewPCG(23, 24))
+		a, b := Arena{Reuse: reuse}, Arena{Reuse: reuse}
+		blocks := map[*Block]*Block{} // b's block for each of a's
+		type out struct{ ab, bb *Block }
+		var lent []out
+		for i := range 5000 {
+			n := r.IntN(ArenaMax + 40)
+			if i%50 == 0 {
+				n = 0
+			}
+			p := make([]byte, n)
+			for j := range p {
+				p[j] = byte(r.Uint32())
+			}
+			la := a.Lend(p)
+			ab := a.Owner(la)
+			off := ArenaBlock - cap(la) // as Owner finds it
+			la = la[:n:n]
+			bb, lb := b.Carve(n)
+			copy(lb, p)
+			if !bytes.Equal(la, lb) || len(lb) != n || cap(lb) != n || lb == nil {
+				t.Fatalf("reuse %v, %d: Carve(%d): %d bytes, cap %d, nil %v", reuse, i, n, len(lb), cap(lb), lb == nil)
+			}
+			if (ab == nil) != (bb == nil) {
+				t.Fatalf("reuse %v, %d: Carve(%d) lent %v, Lend %v", reuse, i, n, bb != nil, ab != nil)
+			}
+			if bb == nil {
+				if reuse && n > 0 && n <= ArenaMax {
+					t.Fatalf("%d: a buffer of %d bytes not lent", i, n)
+				}
+				continue
+			}
+			if m, ok := blocks[ab]; !ok {
+				blocks[ab] = bb
+			} else if m != bb {
+				t.Fatalf("%d: Carve's block is not the one it carved before where Lend's is", i)
+			}
+			if &lb[0] != &bb.mem[off] {
+				t.Fatalf("%d: Carve's buffer is not in its block where Lend's is", i)
+			}
+			if ab.used != bb.used || ab.live != bb.live || ab.done != bb.done {
+				t.Fatalf("%d: block used %d, live %d, done %v after Carve; %d, %d, %v after Lend", i, bb.used, bb.live, bb.done, ab.used, ab.live, ab.done)
+			}
+			lent = append(lent, out{ab, bb})
+			// Give back the oldest buffers now and then, as an
+			// endpoint does when its events are polled.
+			if k := r.IntN(8); k == 0 {
+				m := r.IntN(len(lent) + 1)
+				for _, o := range lent[:m] {
+					a.Release(o.ab, 1)
+					b.Release(o.bb, 1)
+				}
+				lent = lent[m:]
+			}
+			if len(a.free) != len(b.free) {
+				t.Fatalf("%d: %d free blocks after Carve, %d after Lend", i, len(b.free), len(a.free))
+			}
+		}
+		if reuse && (b.nrec < 100 || len(blocks) >= b.nrec) {
+			t.Fatalf("%d blocks carved, %d of them new: too few to cover carving a block again", b.nrec, len(blocks))
+		}
+	}
+}
+
 // An Arena with Reuse set lends buffers out of blocks that Owner finds,
 // and carves a block again only once every buffer
 // carved out of it is released and it is no longer the current block;

@@ -450,9 +450,9 @@ func (ev *Event) setMessage(c *conn, ch int16, reliable bool, data []byte) {
 func (e *Endpoint) emitWhole(c *conn, ch int16, ws []channel.Whole, payloads [][]byte) {
 	payloads = payloads[:len(ws)]
 	k := len(e.events)
-	if e.arena.Reuse || c.unvalidated || cap(e.events)-k < len(ws) {
-		// Lent, held, or not room for all (emitMessage makes room):
-		// one at a time.
+	if c.unvalidated || cap(e.events)-k < len(ws) {
+		// Held, or not room for all (emitMessage makes room): one at a
+		// time.
 		for i := range ws {
 			e.emitMessage(c, ch, channel.Message{Reliable: ws[i].H.Reliable, Data: e.arena.Take(payloads[i])})
 		}
@@ -463,6 +463,32 @@ func (e *Endpoint) emitWhole(c *conn, ch int16, ws []channel.Whole, payloads [][
 	evs := e.events[k:]
 	ws, payloads = ws[:len(evs)], payloads[:len(evs)] // no bounds tests in the loop
 	a := &e.arena
+	if a.Reuse {
+		// Lent: carved as Lend carves, the event set, the bytes
+		// copied, and the events noted as lent from their blocks
+		// (lendEvents), as lendOrHold does one by one through Take,
+		// without Owner's search for the block Carve returns, and a
+		// note for each run of events whose buffers share a block.
+		ev := e.evBase + k
+		var run *channel.Block // the block of events start..i-1, or nil
+		start := 0
+		for i := range evs {
+			p := payloads[i]
+			b, data := a.Carve(len(p))
+			evs[i].setMessage(c, ch, ws[i].H.Reliable, data)
+			copySmall(data, p)
+			if b != run {
+				if run != nil {
+					e.lendEvents(ev+start, i-start, run)
+				}
+				run, start = b, i
+			}
+		}
+		if run != nil {
+			e.lendEvents(ev+start, len(evs)-start, run)
+		}
+		return
+	}
 	for i := range evs {
 		// Carved, the event set, then the bytes copied (copySmall):
 		// what Copy does, without a call for a small message.
@@ -510,7 +536,7 @@ func (e *Endpoint) lendOrHold(c *conn, ch int16, m channel.Message) (channel.Mes
 			m.Data = bytes.Clone(m.Data)
 			e.arena.Release(b, 1)
 		} else if b != nil {
-			e.lendEvent(b)
+			e.lendEvents(e.evBase+len(e.events), 1, b)
 		}
 	}
 	if c.unvalidated {
@@ -537,17 +563,17 @@ type lentBuf struct {
 	block *channel.Block
 }
 
-// lendEvent notes that the message event about to be queued has its
-// buffer lent from block b.
-func (e *Endpoint) lendEvent(b *channel.Block) {
-	ev := e.evBase + len(e.events)
+// lendEvents notes that the n message events numbered from ev (counting
+// the events polled before them) have their buffers lent from block b;
+// the events noted come in order.
+func (e *Endpoint) lendEvents(ev, n int, b *channel.Block) {
 	if k := e.lent.Len(); k > 0 {
 		if l := e.lent.At(k - 1); l.block == b && l.ev+l.n == ev {
-			l.n++
+			l.n += n
 			return
 		}
 	}
-	e.lent.Push(lentBuf{ev, 1, b})
+	e.lent.Push(lentBuf{ev, n, b})
 }
 
 // giveBack returns to the arena the buffers of the message events polled

@@ -3,8 +3,12 @@ package fastnet
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/fastnet-engine/fastnet/channel"
 )
 
 // reuseMsg is the i-th message of the ReuseMessageBuffers tests: its
@@ -306,4 +310,106 @@ func TestReuseMessageBuffersGap(t *testing.T) {
 	poll(64) // all but the block's last
 	send(65, len(sizes))
 	poll(len(sizes) - got)
+}
+
+// With ReuseMessageBuffers, the messages of a run that emitWhole lends
+// in one loop (Arena.Carve, a note for each run of events that share a
+// block) leave the same notes of lent buffers as messages lent one at a
+// time (emitMessage, through Arena.Take and Owner): two pairs play the
+// same traffic and polls, one of them with its server's event queue
+// clipped before each datagram so that emitWhole has no room and lends
+// one at a time, and after each datagram both servers' notes name the
+// same events and corresponding blocks (N103).
+func TestReuseLentLikeOneByOne(t *testing.T) {
+	for _, mtu := range []int{1200, fullBundleMTU} {
+		cfg := Config{InitialPayloadMTU: mtu, MTU: MTUConfig{Disabled: true}, ReuseMessageBuffers: true}
+		a, b := newPair(t, cfg, cfg), newPair(t, cfg, cfg)
+		a.keep, b.keep = false, false
+		rng := rand.New(rand.NewPCG(41, uint64(mtu)))
+		blocks := map[*channel.Block]*channel.Block{} // b's for each of a's
+		oneByOne, sent, polled := 0, 0, 0
+		compare := func(when string) {
+			t.Helper()
+			la, lb := &a.srv.lent, &b.srv.lent
+			if la.Len() != lb.Len() {
+				t.Fatalf("mtu %d, %s: %d notes of lent buffers, %d one by one", mtu, when, la.Len(), lb.Len())
+			}
+			for i := range la.Len() {
+				na, nb := *la.At(i), *lb.At(i)
+				if na.ev != nb.ev || na.n != nb.n {
+					t.Fatalf("mtu %d, %s: note %d is of events %d..%d, one by one %d..%d", mtu, when, i, na.ev, na.ev+na.n-1, nb.ev, nb.ev+nb.n-1)
+				}
+				if m, ok := blocks[na.block]; !ok {
+					blocks[na.block] = nb.block
+				} else if m != nb.block {
+					t.Fatalf("mtu %d, %s: note %d is of another block than one by one", mtu, when, i)
+				}
+			}
+		}
+		poll := func(n int) {
+			for ; n > 0; n-- {
+				ea, oka := a.srv.PollEvent()
+				eb, okb := b.srv.PollEvent()
+				if oka != okb || ea.Kind != eb.Kind || !bytes.Equal(ea.Data, eb.Data) {
+					t.Fatalf("mtu %d: event %d differs: %v %v %x; one by one %v %v %x", mtu, polled, oka, ea.Kind, ea.Data, okb, eb.Kind, eb.Data)
+				}
+				if !oka {
+					return
+				}
+				polled++
+			}
+		}
+		for round := range 300 {
+			for k := rng.IntN(200); k > 0; k-- {
+				n := 1 + rng.IntN(120)
+				if rng.IntN(20) == 0 {
+					n = 200 + rng.IntN(800) // past the arena's largest
+				}
+				reliable := rng.IntN(2) == 0
+				for _, p := range []*pair{a, b} {
+					if err := p.cli.Send(p.now, p.ch, 3, reuseMsg(sent, max(n, 4))[:n], reliable); err != nil {
+						t.Fatal(err)
+					}
+				}
+				sent++
+			}
+			for _, p := range []*pair{a, b} {
+				p.now = p.now.Add(benchStep)
+				p.cli.HandleTimeout(p.now)
+				p.srv.HandleTimeout(p.now)
+			}
+			// The client's datagrams, one at a time, b's server with no
+			// room in its event queue before each.
+			for {
+				ta, oka := a.cli.PollTransmit(a.now, a.buf)
+				tb, okb := b.cli.PollTransmit(b.now, b.buf[1<<20:])
+				if oka != okb || ta.N != tb.N {
+					t.Fatalf("mtu %d: the clients' datagrams differ", mtu)
+				}
+				if !oka {
+					break
+				}
+				b.srv.events = slices.Clip(b.srv.events)
+				before := b.srv.events
+				a.srv.HandleDatagram(a.now, clientAddr, a.buf[:ta.N])
+				b.srv.HandleDatagram(b.now, clientAddr, b.buf[1<<20:][:tb.N])
+				if len(b.srv.events) > len(before) && cap(before) == len(before) {
+					oneByOne++
+				}
+				compare(fmt.Sprintf("round %d", round))
+				if rng.IntN(3) == 0 {
+					poll(rng.IntN(120))
+				}
+			}
+			for _, p := range []*pair{a, b} {
+				p.pump(Server, p.srv, p.cli, serverAddr)
+				p.events(p.cli, &p.cliEvs, &p.cliMsgs, &p.cliBytes)
+			}
+			poll(rng.IntN(150))
+		}
+		poll(sent)
+		if polled != sent || oneByOne < 100 {
+			t.Fatalf("mtu %d: %d of %d messages polled; %d datagrams lent one by one", mtu, polled, sent, oneByOne)
+		}
+	}
 }
