@@ -60,14 +60,8 @@ func TestArenaAlloc(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	var a, b Arena
 	for i := range 2000 {
-		n := r.IntN(ArenaMax + 40)
-		if i%50 == 0 {
-			n = 0
-		}
-		p := make([]byte, n)
-		for j := range p {
-			p[j] = byte(r.Uint32())
-		}
+		p := arenaMsg(r, i)
+		n := len(p)
 		ca := a.Copy(p)
 		cb := b.Alloc(n)
 		copy(cb, p)
@@ -90,6 +84,21 @@ func TestArenaAlloc(t *testing.T) {
 	}
 }
 
+// arenaMsg is the i-th message of the tests that compare an Arena's ways
+// of carving: random bytes, empty every 50th, up to 40 bytes past the
+// largest the Arena carves.
+func arenaMsg(r *rand.Rand, i int) []byte {
+	n := r.IntN(ArenaMax + 40)
+	if i%50 == 0 {
+		n = 0
+	}
+	p := make([]byte, n)
+	for j := range p {
+		p[j] = byte(r.Uint32())
+	}
+	return p
+}
+
 // Carve carves as Lend does: an Arena with Reuse set that carves and
 // one that lends, given back the same buffers in the same order, make
 // buffers of the same lengths at the same places in their blocks, owned
@@ -103,14 +112,8 @@ func TestArenaCarve(t *testing.T) {
 		type out struct{ ab, bb *Block }
 		var lent []out
 		for i := range 5000 {
-			n := r.IntN(ArenaMax + 40)
-			if i%50 == 0 {
-				n = 0
-			}
-			p := make([]byte, n)
-			for j := range p {
-				p[j] = byte(r.Uint32())
-			}
+			p := arenaMsg(r, i)
+			n := len(p)
 			la := a.Lend(p)
 			ab := a.Owner(la)
 			off := ArenaBlock - cap(la) // as Owner finds it
