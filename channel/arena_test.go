@@ -99,6 +99,25 @@ func arenaMsg(r *rand.Rand, i int) []byte {
 	return p
 }
 
+// carveSizes are the lengths of TestArenaCarve's messages at its first
+// steps, before the random ones: an empty one before any block, lengths
+// around ArenaMax, 64-byte ones and one that fills the block exactly,
+// one of ArenaMax into a new block, then 250-byte ones until less room
+// is left than the next, of ArenaMax, needs.
+var carveSizes = func() []int {
+	s := []int{0, ArenaMax, ArenaMax + 1, ArenaMax - 1, 1}
+	used := ArenaMax + ArenaMax - 1 + 1
+	for used+64 < ArenaBlock {
+		s = append(s, 64)
+		used += 64
+	}
+	s = append(s, ArenaBlock-used, ArenaMax, 0) // the fill, the next block
+	for used = ArenaMax; used+250 <= ArenaBlock; used += 250 {
+		s = append(s, 250)
+	}
+	return append(s, ArenaMax, ArenaBlock-used) // past the room, then its size
+}()
+
 // Carve carves as Lend does: an Arena with Reuse set that carves and
 // one that lends, given back the same buffers in the same order, make
 // buffers of the same lengths at the same places in their blocks, owned
@@ -113,6 +132,12 @@ func TestArenaCarve(t *testing.T) {
 		var lent []out
 		for i := range 5000 {
 			p := arenaMsg(r, i)
+			if i < len(carveSizes) {
+				p = p[:0]
+				for range carveSizes[i] {
+					p = append(p, byte(r.Uint32()))
+				}
+			}
 			n := len(p)
 			la := a.Lend(p)
 			ab := a.Owner(la)

@@ -362,8 +362,12 @@ func TestReuseLentLikeOneByOne(t *testing.T) {
 		for round := range 300 {
 			for k := rng.IntN(200); k > 0; k-- {
 				n := 1 + rng.IntN(120)
-				if rng.IntN(20) == 0 {
+				switch rng.IntN(20) {
+				case 0:
 					n = 200 + rng.IntN(800) // past the arena's largest
+				case 1:
+					// Empty, and about the arena's largest.
+					n = []int{0, channel.ArenaMax - 1, channel.ArenaMax, channel.ArenaMax + 1}[rng.IntN(4)]
 				}
 				reliable := rng.IntN(2) == 0
 				for _, p := range []*pair{a, b} {
