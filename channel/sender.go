@@ -488,7 +488,7 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 				s.pending.Pop()
 				// No packet in flight refers to m.
 				if !s.keepFree(m) {
-					s.release(m)
+					s.releaseBare(m)
 				}
 				if s.pending.Len() == 0 && s.inFlight == 0 {
 					s.trimMsgs(idleKeepSlots) // as cut does
@@ -504,13 +504,7 @@ func (s *Sender) AppendRun(b []byte, now clock.Time, tag uint16, lim RunLimit) (
 			// 37 instructions a reliable message in full bundles.
 			// TestAppendRunIsAppendNewInARow compares the records
 			// and entries with track's.
-			var idx int32
-			if k := len(s.freeRecs); k > 0 {
-				idx = s.freeRecs[k-1]
-				s.freeRecs = s.freeRecs[:k-1]
-			} else {
-				idx = s.addRecord()
-			}
+			idx := s.takeRecord()
 			rec := &s.recs[idx]
 			rec.msg, rec.off, rec.n, rec.no, rec.sum, rec.first, rec.last = m, 0, n, s.sendNo, s.sentSum, now, now
 			rec.seq, rec.rel, rec.resends, rec.start, rec.live = h.Seq, h.Rel, 0, true, true
@@ -607,13 +601,7 @@ func (s *Sender) tick(now clock.Time) clock.Time {
 // track puts a reliable packet in flight: the chunk of the n bytes of m
 // from m.off. AppendRun writes it out for the messages it sends whole.
 func (s *Sender) track(m *message, n int, h Header, now clock.Time) {
-	var idx int32
-	if k := len(s.freeRecs); k > 0 {
-		idx = s.freeRecs[k-1]
-		s.freeRecs = s.freeRecs[:k-1]
-	} else {
-		idx = s.addRecord()
-	}
+	idx := s.takeRecord()
 	// Every field set in place: a composite literal was built on the
 	// stack field by field and copied over whole, which stalls on the
 	// store forwarding (N101).
@@ -630,8 +618,20 @@ func (s *Sender) track(m *message, n int, h Header, now clock.Time) {
 	s.inFlightBytes += n
 }
 
-// addRecord adds a place at the end of recs, for track when no place is
-// free, and returns its index.
+// takeRecord returns the index of a free place in recs for a record
+// (track, and AppendRun for the messages it sends whole): the one freed
+// last, or a new one.
+func (s *Sender) takeRecord() int32 {
+	if k := len(s.freeRecs); k > 0 {
+		idx := s.freeRecs[k-1]
+		s.freeRecs = s.freeRecs[:k-1]
+		return idx
+	}
+	return s.addRecord()
+}
+
+// addRecord adds a place at the end of recs, for takeRecord when no place
+// is free, and returns its index.
 func (s *Sender) addRecord() int32 {
 	if len(s.recs) == cap(s.recs) {
 		// Doubled: append grows a large array by a quarter, and the
@@ -661,9 +661,15 @@ func (s *Sender) schedule(idx int32) {
 // the pool counts it as retained: the next message of the same size class
 // takes the two together, not each from its own list (N111).
 func (s *Sender) release(m *message) {
-	if s.keepFree(m) {
-		return
+	if !s.keepFree(m) {
+		s.releaseBare(m)
 	}
+}
+
+// releaseBare is release past keepFree, for the hot paths that inline
+// keepFree: m goes on the free list without its buffer, or, the list
+// full, its buffer back to the pool.
+func (s *Sender) releaseBare(m *message) {
 	if len(s.msgs) < maxFreeMsgs {
 		m.buf = nil // the pool has no room for it
 		s.msgs = append(s.msgs, m)
@@ -1015,7 +1021,7 @@ func (s *Sender) drop(r *record, idx int32) {
 		// the call cost 15 instructions a reliable message in full
 		// bundles.
 		if !s.keepFree(m) {
-			s.release(m)
+			s.releaseBare(m)
 		}
 	}
 	// Dead (live, ticket), and nothing kept alive by it; track sets every
