@@ -282,13 +282,12 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 			continue
 		}
 		last = cs
-		one := [1]channel.Acked{ak}
-		var bytes int
-		c.ccInFlight, bytes, _ = c.cc.onAcks(now, one[:], c.ccInFlight, c.payloadMTU+wireOverhead, 0)
-		c.inFlight -= bytes
+		// The newest reliable packet of cs this ack packet acks, for
+		// the loss check below, kept in cs's entry of c.ackedChans with
+		// congestion control on, and moved on by onAcks as a row's.
+		var e *ackedChan
+		var rel channel.Seq
 		if c.cc.on {
-			// The newest reliable packet of cs this ack packet acks,
-			// for the loss check below.
 			switch {
 			case !cs.acked:
 				cs.acked = true
@@ -298,12 +297,16 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 				// A channel acked in an earlier row of the packet.
 				for entry = len(c.ackedChans) - 1; c.ackedChans[entry].cs != cs; entry-- {
 				}
-				fallthrough
-			default:
-				if e := &c.ackedChans[entry]; channel.Distance(e.rel, ak.Rel) < channel.SeqSpace/2 {
-					e.rel = ak.Rel
-				}
 			}
+			e = &c.ackedChans[entry]
+			rel = e.rel
+		}
+		one := [1]channel.Acked{ak}
+		var bytes int
+		c.ccInFlight, bytes, rel = c.cc.onAcks(now, one[:], c.ccInFlight, c.payloadMTU+wireOverhead, rel)
+		c.inFlight -= bytes
+		if e != nil {
+			e.rel = rel
 		}
 		c.stats.AcksReceived++
 		if cs.tracked {
