@@ -104,24 +104,23 @@ func (a *Arena) Lend(p []byte) []byte {
 	if a == nil {
 		return append(make([]byte, 0, len(p)), p...)
 	}
-	if b := a.cur; b != nil && len(p) > 0 && len(p) <= min(ArenaBlock-b.used, ArenaMax) {
-		// Small enough for the current block, which only an Arena with
-		// Reuse set has.
-		i := b.used
-		b.used += copy(b.mem[i:], p)
-		b.live++
-		return b.mem[i:b.used]
+	b, c := a.Carve(len(p))
+	if b != nil {
+		// Carved last, so ending where b's carving now ends, and
+		// taken up to the end of the block.
+		c = b.mem[b.used-len(p):]
 	}
-	return a.lend(p)
+	copy(c, p)
+	return c[:len(p)]
 }
 
-// Carve returns the buffer of n bytes that Lend would copy n bytes into,
-// for the caller to fill, trimmed to its length as whoever hands on a
-// lent buffer trims it, and the Block it was carved out of: the one Owner
-// would find. The Block is nil if the buffer is the caller's, as Lend's
-// is if the Arena does not reuse its blocks or n is 0 or above ArenaMax.
-// It is Lend without the copy and without Owner's search, for a caller
-// that lends the buffers of many small messages in a loop.
+// Carve carves a buffer of n bytes for the caller to fill, trimmed to its
+// length as whoever hands on a lent buffer trims it, and returns it with
+// the Block it was carved out of, the one Owner would find: Lend without
+// the copy and without Owner's search, for a caller that lends the
+// buffers of many small messages in a loop. The Block is nil, and the
+// buffer the caller's, if the Arena does not reuse its blocks or n is 0
+// or above ArenaMax.
 func (a *Arena) Carve(n int) (*Block, []byte) {
 	// One comparison for 0 < n <= ArenaMax and one for the room left.
 	if b := a.cur; b != nil && uint(n-1) < ArenaMax && n <= ArenaBlock-b.used {
@@ -141,17 +140,6 @@ func (a *Arena) carve(n int) (*Block, []byte) {
 	b := a.next()
 	b.used, b.live = n, b.live+1
 	return b, b.mem[:n:n]
-}
-
-// lend is Lend past the current block.
-func (a *Arena) lend(p []byte) []byte {
-	if !a.Reuse || len(p) == 0 || len(p) > ArenaMax {
-		return append(make([]byte, 0, len(p)), p...)
-	}
-	b := a.next()
-	b.used = copy(b.mem[:], p)
-	b.live++
-	return b.mem[:b.used]
 }
 
 // Owner returns the block out of which Lend carved data, untrimmed, if it
