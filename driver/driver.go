@@ -567,11 +567,8 @@ func (e *Engine) writeOutLocked() {
 
 // dispatchAllLocked hands the endpoint's events to the connections.
 func (e *Engine) dispatchAllLocked() {
-	for {
-		ev, ok := e.ep.PollEvent()
-		if !ok {
-			return
-		}
+	var ev fastnet.Event
+	for e.ep.NextEvent(&ev) {
 		e.dispatchLocked(&ev)
 	}
 }
@@ -597,11 +594,8 @@ func (e *Engine) flushLocked() { e.flushAtLocked(e.clk.Now()) }
 // it follows.
 func (e *Engine) flushAtLocked(now clock.Time) {
 	e.unsent, e.held = false, false
-	for {
-		ev, ok := e.ep.PollEvent()
-		if !ok {
-			break
-		}
+	var ev fastnet.Event
+	for e.ep.NextEvent(&ev) {
 		e.dispatchLocked(&ev)
 	}
 	for {
@@ -637,11 +631,7 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 	}
 	// Transmitting can produce events (a connection closing once its last
 	// ack went out, EventWritable); hand those over too.
-	for {
-		ev, ok := e.ep.PollEvent()
-		if !ok {
-			break
-		}
+	for e.ep.NextEvent(&ev) {
 		e.dispatchLocked(&ev)
 	}
 	if d, ok := e.ep.NextDeadline(); ok {

@@ -247,7 +247,7 @@ type Config struct {
 	// messages it delivers rather than give them: the Data of an
 	// EventMessage is then valid only until the next call of
 	// HandleDatagram, HandleDatagrams or HandleTimeout after PollEvent
-	// returned it, and the application copies what it keeps longer.
+	// (or NextEvent) returned it, and the application copies what it keeps longer.
 	// Receiving small messages then allocates nothing, where otherwise
 	// every message is new memory for the garbage collector (N103). For
 	// an application that handles each message as it polls it; a driver

@@ -23,7 +23,9 @@
 //     or Close for the application's requests.
 //  3. Call PollTransmit until it returns false, sending each datagram it
 //     writes to its Transmit.To.
-//  4. Call PollEvent until it returns false, and act on each event.
+//  4. Call PollEvent until it returns false, and act on each event; or
+//     NextEvent, which stores each event into a variable of the caller's
+//     and copies less.
 //  5. Wait for the next datagram or until NextDeadline, whichever is first,
 //     and go back to 1.
 //
@@ -41,8 +43,9 @@
 // shared 4 KiB blocks), and each connection ended one allocation more (the
 // final Stats of its EventDisconnected). With Config.ReuseMessageBuffers
 // the Data of an EventMessage is lent instead: valid until the next
-// HandleDatagram, HandleDatagrams or HandleTimeout after PollEvent returned
-// it, and small messages are then carved out of the same blocks again.
+// HandleDatagram, HandleDatagrams or HandleTimeout after PollEvent (or
+// NextEvent) returned it, and small messages are then carved out of the
+// same blocks again.
 //
 // # Events and statistics
 //

@@ -908,6 +908,29 @@ func (e *Endpoint) PollEvent() (ev Event, ok bool) {
 	}
 	p := &e.events[e.evHead]
 	ev = *p
+	e.popEvent(p)
+	return ev, true
+}
+
+// NextEvent is PollEvent storing the next event in *ev, if there is one,
+// and reporting whether there was: a loop that polls into one variable
+// (for ep.NextEvent(&ev) { ... }) copies each event once, where PollEvent's
+// result is zeroed and copied twice, about 30 instructions of a 64-byte
+// message's 2,840 in a full bundle. *ev is left as it was if there is
+// none.
+func (e *Endpoint) NextEvent(ev *Event) bool {
+	if e.evHead == len(e.events) {
+		return false
+	}
+	p := &e.events[e.evHead]
+	*ev = *p
+	e.popEvent(p)
+	return true
+}
+
+// popEvent takes the event at the head of the queue, p, off it once it
+// has been copied out (PollEvent, NextEvent).
+func (e *Endpoint) popEvent(p *Event) {
 	// Do not keep the message, the error or the statistics alive; the
 	// rest is overwritten when the place is used again. A message event
 	// refers to nothing else (setMessage), and writing nil over nil costs
@@ -921,7 +944,6 @@ func (e *Endpoint) PollEvent() (ev Event, ok bool) {
 		e.evBase += e.evHead
 		e.events, e.evHead = e.events[:0], 0
 	}
-	return ev, true
 }
 
 // Send queues msg on channel (0..32767) of connection h, reliably or not.

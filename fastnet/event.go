@@ -112,7 +112,7 @@ func (k EventKind) String() string {
 }
 
 // An Event is something the application must hear about, pulled with
-// Endpoint.PollEvent. It is one flat value so that polling allocates nothing;
+// Endpoint.PollEvent or Endpoint.NextEvent. It is one flat value so that polling allocates nothing;
 // the comment of each EventKind says which fields it sets.
 type Event struct {
 	Kind     EventKind

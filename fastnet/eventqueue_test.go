@@ -55,9 +55,17 @@ func testEventQueueBehind(t *testing.T, behind int, reuse bool) {
 			p.events(p.cli, &p.cliEvs, &p.cliMsgs, &p.cliBytes)
 		}
 	}
+	var ev Event
 	poll := func() bool {
 		t.Helper()
-		ev, ok := srv.PollEvent()
+		// Both ways of polling, in turn: NextEvent into one variable,
+		// which holds the last event polled until the next.
+		var ok bool
+		if next%2 == 0 {
+			ok = srv.NextEvent(&ev)
+		} else {
+			ev, ok = srv.PollEvent()
+		}
 		if ok && ev.Kind == EventMessage {
 			if got := binary.BigEndian.Uint64(ev.Data); got != uint64(next) || len(ev.Data) != 40 {
 				t.Fatalf("message %d: got %d, %d bytes", next, got, len(ev.Data))
@@ -112,17 +120,51 @@ func TestEventPlacesReused(t *testing.T) {
 			t.Errorf("set over %+v:\n got %+v\nwant %+v", old, ev, want)
 		}
 	}
-	e := &Endpoint{}
-	for _, ev := range []Event{fullEvent(), want} {
-		e.events = append(e.events[:0], ev, ev)
-		e.evHead = 0
-		if got, ok := e.PollEvent(); !ok || !reflect.DeepEqual(got, ev) {
-			t.Fatalf("polled %+v, %v; want %+v", got, ok, ev)
+	for name, poll := range polls {
+		e := &Endpoint{}
+		for _, ev := range []Event{fullEvent(), want} {
+			e.events = append(e.events[:0], ev, ev)
+			e.evHead = 0
+			if got, ok := poll(e, fullEvent()); !ok || !reflect.DeepEqual(got, ev) {
+				t.Fatalf("%s: polled %+v, %v; want %+v", name, got, ok, ev)
+			}
+			if p := e.events[0]; p.Data != nil || p.Err != nil || p.Quality != nil || p.Stats != nil || p.Intro != nil {
+				t.Errorf("%s: polled place of a %v event still refers to %+v", name, ev.Kind, p)
+			}
+			// The second, then none: the queue is empty, its places
+			// kept, and the events polled counted.
+			if _, ok := poll(e, fullEvent()); !ok || len(e.events) != 0 || e.evHead != 0 || cap(e.events) < 2 {
+				t.Fatalf("%s: second poll %v; queue %d of %d, head %d", name, ok, len(e.events), cap(e.events), e.evHead)
+			}
+			if got, ok := poll(e, fullEvent()); ok || !reflect.DeepEqual(got, fullEvent()) {
+				t.Errorf("%s: polled %+v, %v from an empty queue; want false and the variable as it was", name, got, ok)
+			}
 		}
-		if p := e.events[0]; p.Data != nil || p.Err != nil || p.Quality != nil || p.Stats != nil || p.Intro != nil {
-			t.Errorf("polled place of a %v event still refers to %+v", ev.Kind, p)
+		if e.evBase != 4 {
+			t.Errorf("%s: %d events counted as polled, want 4", name, e.evBase)
 		}
 	}
+}
+
+// polls are the two ways of polling an event, each given what the
+// caller's variable held before: PollEvent, which returns the zero Event
+// when there is none, and NextEvent, which leaves the variable as it was.
+var polls = map[string]func(e *Endpoint, old Event) (Event, bool){
+	"PollEvent": func(e *Endpoint, old Event) (Event, bool) {
+		ev, ok := e.PollEvent()
+		if !ok {
+			if !reflect.DeepEqual(ev, Event{}) {
+				return ev, true // reported as a failure
+			}
+			return old, false
+		}
+		return ev, true
+	},
+	"NextEvent": func(e *Endpoint, old Event) (Event, bool) {
+		ev := old
+		ok := e.NextEvent(&ev)
+		return ev, ok
+	},
 }
 
 // fullEvent returns an event each field of which is set, whichever the

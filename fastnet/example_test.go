@@ -24,6 +24,7 @@ func Example_echoServer() {
 	ep, _ := fastnet.NewEndpoint(fastnet.Config{Role: fastnet.Server})
 	clk := clock.NewReal()
 	in, out := make([]byte, 65536), make([]byte, 65536)
+	var ev fastnet.Event
 	for {
 		deadline := time.Time{}
 		if d, ok := ep.NextDeadline(); ok {
@@ -40,11 +41,7 @@ func Example_echoServer() {
 		default:
 			return
 		}
-		for {
-			ev, ok := ep.PollEvent()
-			if !ok {
-				break
-			}
+		for ep.NextEvent(&ev) { // or ev, ok := ep.PollEvent(), which copies more
 			if ev.Kind == fastnet.EventMessage {
 				ep.Send(now, ev.Conn, ev.Channel, ev.Data, ev.Reliable)
 			}

@@ -110,11 +110,8 @@ func (p *pair) pump(role Role, from, to *Endpoint, addr netip.AddrPort) bool {
 }
 
 func (p *pair) events(ep *Endpoint, evs *[]Event, msgs, n *int) {
-	for {
-		ev, ok := ep.PollEvent()
-		if !ok {
-			return
-		}
+	var ev Event
+	for ep.NextEvent(&ev) {
 		if ev.Kind == EventMessage {
 			*msgs++
 			*n += len(ev.Data)
