@@ -553,9 +553,10 @@ func wrapBundle(b, first []byte) []byte {
 // write next at now, with nothing before it in pollPacket's order and
 // nothing of the channel's dropped first (pollNew), or nil if that is not
 // plain without polling: while a bundle is filled (N79), with no echo,
-// heartbeat, ack, repeat, MTU estimation packet or (unless first sends
-// have their turn, N80) resend due, one channel in the ring and none
-// held. bundle then has pollNew write the packet in place (N101).
+// heartbeat, ack, repeat, MTU estimation packet (an estimator between
+// estimations has none, mtuQuiet) or (unless first sends have their
+// turn, N80) resend due, one channel in the ring and none held. bundle
+// then has pollNew write the packet in place (N101).
 func (c *conn) runChannel(now clock.Time) *chanState {
 	if !c.bundling || len(c.ring) != 1 || c.holdCh != nil || c.ep.noRuns || !c.established() {
 		return nil
@@ -563,7 +564,7 @@ func (c *conn) runChannel(now clock.Time) *chanState {
 	if c.hb.echoN > 0 || now >= c.hb.nextSend || c.pendingAcks() > 0 || c.ackRepeatAt != 0 && now >= c.ackRepeatAt {
 		return nil
 	}
-	if c.responder != nil && c.responder.Pending() || c.estimator != nil && c.probeReady(now) {
+	if c.responder != nil && c.responder.Pending() || c.estimator != nil && !c.mtuQuiet(now) && c.probeReady(now) {
 		return nil
 	}
 	if !c.newTurn {

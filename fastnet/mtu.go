@@ -211,6 +211,16 @@ func (c *conn) probeReady(now clock.Time) bool {
 	return c.paceReady(now) && c.probeFits(now)
 }
 
+// mtuQuiet reports whether mtuPoll's estimator part would do nothing at
+// now, whatever probeReady says: no estimation running or due, the last
+// estimate applied, the estimation's place given back (estimationDone),
+// and no probe left for probeReady to forget (expireProbes). A
+// connection whose estimation is over is then no reason to write its
+// data a packet at a time (runChannel, N119).
+func (c *conn) mtuQuiet(now clock.Time) bool {
+	return c.probeN == 0 && !c.mtuRunning && c.estimator.Quiet(now)
+}
+
 // replyReady reports whether a pending reply may go at now on its own.
 // A reset ack goes at once. Beside data, counts go replySpacing apart:
 // the estimator keeps only a round's largest count, and a connection

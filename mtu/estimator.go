@@ -408,6 +408,15 @@ func (e *Estimator) Due(now clock.Time) bool {
 	return e.phase == phaseIdle && !e.held && e.timer != 0 && now >= e.timer
 }
 
+// Quiet reports whether the estimator has nothing to do at now: between
+// estimations, the next not due (Due), and its estimate already returned
+// by Changed. HandleTimeout, AppendPayload and Changed then change
+// nothing, and AppendPayload appends nothing; a connection sending data
+// need not ask it for a payload before each packet.
+func (e *Estimator) Quiet(now clock.Time) bool {
+	return e.phase == phaseIdle && e.mtu == e.reported && !e.Due(now)
+}
+
 // AppendPayload appends to b the next payload to send on the estimator's
 // channel, if one is due at now, and returns the extended buffer and true;
 // otherwise it returns b and false. A payload is a reset (a single 0 byte)
