@@ -45,6 +45,11 @@ median() {
 	sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# num prints the number $1 with $2 decimals, or "-" as it is.
+num() {
+	if [[ $1 == - ]]; then echo -; else printf "%.${2}f" "$1"; fi
+}
+
 printf '%-36s %10s %10s %7s %8s\n' benchmark "$rev" HEAD ratio faster
 for n in $(awk '{ print $3 }' "$work/runs" | sort -u); do
 	base=$(awk -v n="$n" '$2 == "base" && $3 == n { print $4 }' "$work/runs" | median)
@@ -53,7 +58,8 @@ for n in $(awk '{ print $3 }' "$work/runs" | sort -u); do
 		END { for (i in r) if (t[i, "base"] > 0 && t[i, "head"] != "") print t[i, "head"] / t[i, "base"] }' "$work/runs" | median)
 	faster=$(awk -v n="$n" '$3 == n { t[$1, $2] = $4; r[$1] = 1 }
 		END { k = 0; m = 0; for (i in r) if (t[i, "base"] != "" && t[i, "head"] != "") { m++; if (t[i, "head"] < t[i, "base"]) k++ }; print k "/" m }' "$work/runs")
-	printf '%-36s %10.1f %10.1f %7.3f %8s\n' "$n" "$base" "$head" "$ratio" "$faster"
+	# A benchmark one build lacks shows "-" for it.
+	printf '%-36s %10s %10s %7s %8s\n' "$n" "$(num "$base" 1)" "$(num "$head" 1)" "$(num "$ratio" 3)" "$faster"
 done
 
 echo
@@ -62,5 +68,5 @@ for n in $(awk '$3 != "MD5Only64Batched" { print $3 }' "$work/runs" | sort -u); 
 	for b in base head; do
 		awk -v n="$n" -v b="$b" '$2 == b { t[$1, $3] = $4; r[$1] = 1 }
 			END { for (i in r) if (t[i, n] != "" && t[i, "MD5Only64Batched"] != "") print t[i, n] - t[i, "MD5Only64Batched"] }' "$work/runs" | median
-	done | paste -sd' ' | awk -v n="$n" '{ printf "%-36s %14.1f %14.1f\n", n, $1, $2 }'
+	done | paste -sd' ' | awk -v n="$n" '{ printf "%-36s %14s %14s\n", n, ($1 == "-" ? "-" : sprintf("%.1f", $1)), ($2 == "-" ? "-" : sprintf("%.1f", $2)) }'
 done
