@@ -40,18 +40,19 @@ func benchPairConfig(b *testing.B, size int, reliable bool, burst, mtu int, reus
 		ReuseMessageBuffers: reuse}
 	p := newPair(b, cfg, cfg)
 	p.keep, p.step = false, benchStep
-	benchPairRun(b, p, size, reliable, burst)
+	benchPairRun(b, p, size, reliable, burst, 1)
 }
 
-// benchPairRun is the timed part of the engine benchmarks, on pair p.
-func benchPairRun(b *testing.B, p *pair, size int, reliable bool, burst int) {
+// benchPairRun is the timed part of the engine benchmarks, on pair p:
+// messages sent on channels 1 to chans in turn.
+func benchPairRun(b *testing.B, p *pair, size int, reliable bool, burst, chans int) {
 	msg := make([]byte, size)
 	for i := range msg {
 		msg[i] = byte(i)
 	}
 	// Warm up buffers and free lists.
 	for i := 0; i < 64; i++ {
-		p.cli.Send(p.now, p.ch, 1, msg, reliable)
+		p.cli.Send(p.now, p.ch, 1+i%chans, msg, reliable)
 		p.flush()
 	}
 	start := p.srvMsgs
@@ -59,7 +60,7 @@ func benchPairRun(b *testing.B, p *pair, size int, reliable bool, burst int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := p.cli.Send(p.now, p.ch, 1, msg, reliable); err != nil {
+		if err := p.cli.Send(p.now, p.ch, 1+i%chans, msg, reliable); err != nil {
 			b.Fatal(err)
 		}
 		if i%burst == burst-1 {
@@ -138,7 +139,33 @@ func benchPairEstimated(b *testing.B, size int, reliable bool, burst int) {
 	}
 	p.step = benchStep
 	runs := p.cli.runSent
-	benchPairRun(b, p, size, reliable, burst)
+	benchPairRun(b, p, size, reliable, burst, 1)
+	b.ReportMetric(float64(p.cli.runSent-runs)/float64(b.N), "runs/msg")
+}
+
+// BenchmarkEngine64UnreliableFullBundle4Channels and
+// BenchmarkEngine64ReliableFullBundle4Channels are the full-bundle
+// benchmarks with the messages sent on four channels in turn, as an
+// application that keeps its kinds of traffic apart sends them. A
+// connection's channels take turns, a packet each, and runs are taken
+// only from a connection with one channel in its ring (N101): runs/msg
+// reports the share of messages written in runs, and these what the
+// packet-by-packet path costs.
+func BenchmarkEngine64UnreliableFullBundle4Channels(b *testing.B) {
+	benchPairChannels(b, 64, false, fullBundleBurst, 4)
+}
+func BenchmarkEngine64ReliableFullBundle4Channels(b *testing.B) {
+	benchPairChannels(b, 64, true, fullBundleBurst, 4)
+}
+
+// benchPairChannels is benchPairBurstMTU at fullBundleMTU, the messages
+// sent on chans channels in turn.
+func benchPairChannels(b *testing.B, size int, reliable bool, burst, chans int) {
+	cfg := Config{InitialPayloadMTU: fullBundleMTU, MTU: MTUConfig{Disabled: true}, MaxMessageSize: 1 << 20}
+	p := newPair(b, cfg, cfg)
+	p.keep, p.step = false, benchStep
+	runs := p.cli.runSent
+	benchPairRun(b, p, size, reliable, burst, chans)
 	b.ReportMetric(float64(p.cli.runSent-runs)/float64(b.N), "runs/msg")
 }
 
