@@ -65,7 +65,8 @@
 // is a Reader (UDP), from
 // the engine's own reads of its socket, and from API calls. Each takes the
 // lock, feeds the endpoint one input with one reading of the clock, drains
-// PollTransmit into the transport and PollEvent into the connections, and
+// PollTransmit into the transport and the events (NextEvent) into the
+// connections, and
 // re-arms the one timer goroutine, exactly as the fastnet package
 // documentation asks (a batch of more than 256 KiB is the exception: it
 // writes what the endpoint has to send every 256 KiB, letting the lock go,

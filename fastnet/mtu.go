@@ -213,12 +213,14 @@ func (c *conn) probeReady(now clock.Time) bool {
 
 // mtuQuiet reports whether mtuPoll's estimator part would do nothing at
 // now, whatever probeReady says: no estimation running or due, the last
-// estimate applied, the estimation's place given back (estimationDone),
-// and no probe left for probeReady to forget (expireProbes). A
-// connection whose estimation is over is then no reason to write its
-// data a packet at a time (runChannel, N119).
+// estimate applied (mtu.Estimator.Quiet), and the estimation's place
+// given back (estimationDone). A connection whose estimation is over is
+// then no reason to write its data a packet at a time (runChannel,
+// N119). probeReady's one other effect, forgetting the probes sent more
+// than a round trip ago (expireProbes), has been had at the same instant
+// by the poll of the bundle's first packet, which runChannel follows.
 func (c *conn) mtuQuiet(now clock.Time) bool {
-	return c.probeN == 0 && !c.mtuRunning && c.estimator.Quiet(now)
+	return !c.mtuRunning && c.estimator.Quiet(now)
 }
 
 // replyReady reports whether a pending reply may go at now on its own.

@@ -1,6 +1,8 @@
 package fastnet
 
 import (
+	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -46,9 +48,8 @@ func TestRunsAfterEstimation(t *testing.T) {
 
 // runChannel lets a run go past the estimator only when mtuPoll would do
 // nothing before the run's first packet (N119): not while an estimation
-// runs, not once the next is due, and not while a probe is still counted
-// in the window, which probeReady would forget first; once that one is
-// forgotten, the run goes.
+// runs, nor while its place is not yet given back, nor once the next is
+// due.
 func TestRunChannelAndEstimator(t *testing.T) {
 	p := newPair(t, Config{}, Config{})
 	p.keep = false
@@ -80,7 +81,7 @@ func TestRunChannelAndEstimator(t *testing.T) {
 	}
 	run("estimating", false)
 	c.bundling = false
-	for i := 0; c.estimator.Stats().Searching || c.mtuRunning || c.probeN > 0; i++ {
+	for i := 0; c.estimator.Stats().Searching || c.mtuRunning; i++ {
 		if i == 600 {
 			t.Fatal("MTU estimation not over after 10 minutes")
 		}
@@ -94,20 +95,82 @@ func TestRunChannelAndEstimator(t *testing.T) {
 	c.mtuRunning = true
 	run("a place not yet given back", false)
 	c.mtuRunning = false
-	// A probe sent longer ago than the probe interval, not yet forgotten.
-	c.sentProbe(p.now.Add(-3*time.Millisecond), 1000)
-	run("a probe counted", false)
-	if c.probeN != 0 {
-		t.Fatalf("setup: the probe is still counted after probeReady (RTT %v)", c.probeRTT())
-	}
-	run("the probe forgotten", true)
 	p.flush()
-	// The next estimation's time.
+	// The next estimation's time, with the heartbeat due then put off,
+	// so that only the estimation stands in the run's way.
 	next := c.estimator.NextDeadline()
 	if next <= p.now || !c.estimator.Due(next) {
 		t.Fatalf("setup: next estimation at %v, now %v", next, p.now)
 	}
 	p.now = next
 	queue()
+	c.hb.nextSend = p.now.Add(time.Second)
+	if c.mtuQuiet(p.now) {
+		t.Fatal("quiet with the next estimation due")
+	}
 	run("the next estimation due", false)
+}
+
+// A Send at an instant past the next estimation's start, before the
+// endpoint has had a HandleTimeout for it: the estimation starts at the
+// next poll, and its first packet, a reset, goes before the data, with
+// runs as without them (N119). The bundle opens with the heartbeat then
+// also due, after which runChannel alone decides what comes next.
+func TestRunsWhenEstimationDue(t *testing.T) {
+	var got [2][]string
+	for i, noRuns := range []bool{false, true} {
+		p := newPair(t, Config{}, Config{})
+		p.keep = false
+		p.cli.noRuns = noRuns
+		c := p.cli.conns[p.ch]
+		for j := 0; c.estimator.Stats().Searching || c.mtuRunning; j++ {
+			if j == 600 {
+				t.Fatal("MTU estimation not over after 10 minutes")
+			}
+			p.advance(time.Second)
+		}
+		p.advance(time.Second)
+		next := c.estimator.NextDeadline()
+		if next <= p.now {
+			t.Fatalf("setup: next estimation at %v, now %v", next, p.now)
+		}
+		p.now = next // the estimation due, the heartbeat overdue, no HandleTimeout
+		for range 20 {
+			if err := p.cli.Send(p.now, p.ch, 1, make([]byte, 64), true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 4 {
+			tr, ok := p.cli.PollTransmit(p.now, p.buf)
+			if !ok {
+				break
+			}
+			got[i] = append(got[i], packetChannels(p.buf[:tr.N]))
+		}
+	}
+	if want := "[-2 -4 [1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1]]"; fmt.Sprint(got[1]) != want {
+		t.Fatalf("setup: without runs the datagrams' channels are %v, want %s", got[1], want)
+	}
+	if fmt.Sprint(got[0]) != fmt.Sprint(got[1]) {
+		t.Errorf("datagrams' channels with runs %v\nwithout runs %v", got[0], got[1])
+	}
+}
+
+// packetChannels describes datagram b by its channel, or a bundle's by
+// those of its packets in brackets.
+func packetChannels(b []byte) string {
+	ch := int16(binary.BigEndian.Uint16(b))
+	if ch != chBundle {
+		return fmt.Sprint(ch)
+	}
+	var chs []int16
+	for rest := b[2:]; len(rest) > 0; {
+		inner, r, ok := cutBundle(rest)
+		if !ok {
+			return fmt.Sprint(chs, "?")
+		}
+		chs = append(chs, int16(binary.BigEndian.Uint16(inner)))
+		rest = r
+	}
+	return fmt.Sprint(chs)
 }
