@@ -131,12 +131,7 @@ func benchPairEstimated(b *testing.B, size int, reliable bool, burst int) {
 	p := newPair(b, cfg, cfg)
 	p.keep = false
 	c := p.cli.conns[p.ch]
-	for i := 0; c.estimator.Stats().Searching || c.mtuRunning; i++ {
-		if i == 600 {
-			b.Fatal("MTU estimation not over after 10 minutes")
-		}
-		p.advance(time.Second)
-	}
+	p.awaitEstimation(c)
 	p.step = benchStep
 	runs := p.cli.runSent
 	benchPairRun(b, p, size, reliable, burst, 1)

@@ -17,12 +17,7 @@ func TestRunsAfterEstimation(t *testing.T) {
 	p := newPair(t, Config{}, Config{})
 	p.keep = false
 	c := p.cli.conns[p.ch]
-	for i := 0; c.estimator.Stats().Searching || c.mtuRunning; i++ {
-		if i == 600 {
-			t.Fatal("MTU estimation not over after 10 minutes")
-		}
-		p.advance(time.Second)
-	}
+	p.awaitEstimation(c)
 	if c.payloadMTU < 1200 {
 		t.Fatalf("payload MTU %d after the estimation", c.payloadMTU)
 	}
@@ -81,12 +76,7 @@ func TestRunChannelAndEstimator(t *testing.T) {
 	}
 	run("estimating", false)
 	c.bundling = false
-	for i := 0; c.estimator.Stats().Searching || c.mtuRunning; i++ {
-		if i == 600 {
-			t.Fatal("MTU estimation not over after 10 minutes")
-		}
-		p.advance(time.Second)
-	}
+	p.awaitEstimation(c)
 	queue()
 	run("between estimations", true)
 	// An estimation over whose place among those the endpoint runs at
@@ -123,12 +113,7 @@ func TestRunsWhenEstimationDue(t *testing.T) {
 		p.keep = false
 		p.cli.noRuns = noRuns
 		c := p.cli.conns[p.ch]
-		for j := 0; c.estimator.Stats().Searching || c.mtuRunning; j++ {
-			if j == 600 {
-				t.Fatal("MTU estimation not over after 10 minutes")
-			}
-			p.advance(time.Second)
-		}
+		p.awaitEstimation(c)
 		p.advance(time.Second)
 		next := c.estimator.NextDeadline()
 		if next <= p.now {
@@ -173,4 +158,17 @@ func packetChannels(b []byte) string {
 		rest = r
 	}
 	return fmt.Sprint(chs)
+}
+
+// awaitEstimation moves time on, a second at a time, until the MTU
+// estimation of c, the client's connection, is over and its place given
+// back; it fails the test after ten minutes.
+func (p *pair) awaitEstimation(c *conn) {
+	p.tb.Helper()
+	for i := 0; c.estimator.Stats().Searching || c.mtuRunning; i++ {
+		if i == 600 {
+			p.tb.Fatal("MTU estimation not over after 10 minutes")
+		}
+		p.advance(time.Second)
+	}
 }
