@@ -81,6 +81,7 @@ type conn struct {
 	// Channels.
 	chans     map[int16]*chanState
 	last      *chanState   // one-entry lookup cache
+	low       []*chanState // chans' states of channels 0 to len(low)-1 by id, up to lowChannels (N120)
 	ring      []*chanState // channels with first-time data to send, served round robin
 	ringPos   int
 	holdCh    *chanState   // a channel whose reliable packet did not fit: no other reliable packet goes before it (pollNew)
@@ -286,17 +287,37 @@ func (c *conn) channel(id int16, create bool) *chanState {
 	if c.last != nil && c.last.id == id {
 		return c.last
 	}
-	cs := c.chans[id]
+	var cs *chanState
+	if uint(id) < uint(len(c.low)) {
+		cs = c.low[id]
+	} else if id < 0 || id >= lowChannels {
+		cs = c.chans[id]
+	}
 	if cs == nil {
 		if !create {
 			return nil
 		}
 		cs = &chanState{id: id, g: -1}
 		c.chans[id] = cs
+		if id >= 0 && id < lowChannels {
+			if int(id) >= len(c.low) {
+				c.low = append(c.low, make([]*chanState, int(id)+1-len(c.low))...)
+			}
+			c.low[id] = cs
+		}
 	}
 	c.last = cs
 	return cs
 }
+
+// lowChannels is how many of the first channels a connection finds by
+// their id in a slice rather than in its map (N120): an application that
+// sends on several channels at once, a few low ones as a rule, looked
+// one up in the map for every message sent and every packet taken
+// (about 110 instructions of each side's work for a 64-byte message in a
+// full bundle on four channels). The slice holds up to the highest such
+// channel the connection has used: 8 bytes a channel.
+const lowChannels = 64
 
 // sendChannel returns channel id's state with its sending half: a spare
 // sender or a new one, at the channel's position (D5, D7). Each half is
