@@ -454,6 +454,30 @@ func (e *Engine) InputEstablished(from netip.AddrPort, b []byte, established fun
 	}
 }
 
+// InputPackets feeds packets deframed together from addr's stream, as
+// Input feeds each, under one lock and in one HandleDatagrams call, which
+// computes their messages' checksums together (N121). The packets may
+// alias the reader's buffer: they are not kept.
+func (e *Engine) InputPackets(from netip.AddrPort, packets [][]byte) {
+	e.mu.Lock()
+	defer e.unlockInput()
+	if e.closed {
+		return
+	}
+	now := e.clk.Now()
+	e.streamInput = from
+	in := e.in[:0]
+	e.in = nil
+	for _, p := range packets {
+		in = append(in, fastnet.Incoming{From: from, Data: p})
+	}
+	e.ep.HandleDatagrams(now, in)
+	clear(in)
+	e.in = in[:0]
+	e.flushAtLocked(now)
+	e.streamInput = netip.AddrPort{}
+}
+
 // InputBatch feeds datagrams read together, under one lock, which a
 // large batch lets go every 256 KiB to write what the endpoint has to
 // send (N100).

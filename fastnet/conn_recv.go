@@ -410,7 +410,7 @@ func (c *conn) removeSendChan(cs *chanState) {
 // handleStreamMessage handles a message channel packet on a Stream
 // transport: the packet is exactly one encoded message (D4).
 func (c *conn) handleStreamMessage(ch int16, p []byte) {
-	m, err := coalesce.ParseMessage(p, c.ep.cfg.MaxMessageSize)
+	m, err := coalesce.ParseMessageWith(c.ep.streamPre, p, c.ep.cfg.MaxMessageSize)
 	if err != nil {
 		// The transport is reliable: a bad message is the peer's doing.
 		c.ep.disconnect(0, c, &ProtocolError{Reason: err.Error()}, true)

@@ -22,16 +22,18 @@ type Endpoint struct {
 
 	conns      map[Handle]*conn
 	byAddr     map[netip.AddrPort]*conn
-	lastConn   *conn            // the connection of the latest datagram, saving a lookup
-	lastSent   *conn            // the connection of the latest Send, likewise
-	presums    coalesce.Presums // the digest of the message being handled, computed ahead (handleBundle)
-	sums       bundleSums       // handleBundle's digests
-	batch      batchSums        // HandleDatagrams' digests, across its bundles
-	pre        *batchView       // the bundle HandleDatagrams is handling, if any
-	ackRow     []channel.Acked  // what a row of in-order acks freed, while handleAcks takes them (conn.acksInOrder); empty in between
-	arena      channel.Arena    // the buffers of small delivered messages (N88, N103)
-	ids        map[uint32]*conn // IDs in use by server-role connections (N1, X19)
-	served     int              // server-role connections (X19)
+	lastConn   *conn             // the connection of the latest datagram, saving a lookup
+	lastSent   *conn             // the connection of the latest Send, likewise
+	presums    coalesce.Presums  // the digest of the message being handled, computed ahead (handleBundle)
+	sums       bundleSums        // handleBundle's digests
+	batch      batchSums         // HandleDatagrams' digests, across its bundles
+	pre        *batchView        // the bundle HandleDatagrams is handling, if any
+	streamPre  *coalesce.Presums // the digest of the Stream packet HandleDatagrams is handling, if computed ahead (N121)
+	streamSums streamSums        // HandleDatagrams' digests on a Stream transport (N121)
+	ackRow     []channel.Acked   // what a row of in-order acks freed, while handleAcks takes them (conn.acksInOrder); empty in between
+	arena      channel.Arena     // the buffers of small delivered messages (N88, N103)
+	ids        map[uint32]*conn  // IDs in use by server-role connections (N1, X19)
+	served     int               // server-role connections (X19)
 	nextHandle Handle
 	pending    int // client: connections still in their handshake
 
@@ -669,6 +671,10 @@ type Incoming struct {
 func (e *Endpoint) HandleDatagrams(now clock.Time, ds []Incoming) {
 	if len(ds) == 1 {
 		e.HandleDatagram(now, ds[0].From, ds[0].Data)
+		return
+	}
+	if e.cfg.Transport == Stream {
+		e.handleStreamBatch(now, ds)
 		return
 	}
 	for len(ds) > 0 {

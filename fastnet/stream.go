@@ -1,6 +1,7 @@
 package fastnet
 
 import (
+	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
 	"github.com/fastnet-engine/fastnet/internal/bufpool"
 	"github.com/fastnet-engine/fastnet/internal/fifo"
@@ -50,4 +51,83 @@ func (s *streamQueue) pop(buf []byte) ([]byte, MessageID, bool) {
 	s.bytes -= len(m.enc)
 	s.bufs.Put(m.enc)
 	return b, m.id, true
+}
+
+// Batches of Stream packets (N121). On a Stream transport each message
+// is a packet of its own (D4), verified alone as it is handled. A
+// transport that hands several packets over in one HandleDatagrams call
+// (the TCP driver, those its read buffer holds) has the digests of their
+// messages computed together first, as a Datagram connection's bundles
+// do (N86, N102), and each packet then handled as it would be alone.
+
+// streamSums is what handleStreamBatch computed for a batch: the digests
+// of the packets' messages, and for each packet of the batch the digest
+// that is its message's (at), or -1.
+type streamSums struct {
+	payloads [][]byte
+	digests  [][coalesce.MD5Len]byte
+	at       []int
+	presums  coalesce.Presums
+}
+
+// handleStreamBatch is HandleDatagrams on a Stream transport: the digests
+// of the packets that are messages of established connections, with MD5
+// checksums, are computed together, up to maxBatchSums at a time, then
+// each packet is handled as HandleDatagram handles it, with its digest
+// at hand. What a packet before it changes (its connection ended, say)
+// only leaves a digest unused.
+func (e *Endpoint) handleStreamBatch(now clock.Time, ds []Incoming) {
+	s := &e.streamSums
+	for len(ds) > 0 {
+		k := 0
+		s.payloads, s.at = s.payloads[:0], s.at[:0]
+		for ; k < len(ds) && len(s.payloads) < maxBatchSums; k++ {
+			s.at = append(s.at, -1)
+			if p, ok := e.streamPayload(ds[k]); ok && coalesce.Batched() {
+				s.at[k] = len(s.payloads)
+				s.payloads = append(s.payloads, p)
+			}
+		}
+		n := len(s.payloads)
+		if n >= 2 {
+			if cap(s.digests) < n {
+				s.digests = make([][coalesce.MD5Len]byte, n)
+			}
+			s.digests = s.digests[:n]
+			coalesce.Digests(s.digests, s.payloads)
+		}
+		for i := range ds[:k] {
+			if j := s.at[i]; n >= 2 && j >= 0 {
+				s.presums.Set(s.payloads[j], s.digests[j])
+				e.streamPre = &s.presums
+			}
+			e.HandleDatagram(now, ds[i].From, ds[i].Data)
+			e.streamPre = nil
+		}
+		clear(s.payloads)
+		ds = ds[k:]
+	}
+}
+
+// streamPayload returns the payload of the message packet d carries, if
+// HandleDatagram would hand it to handleStreamMessage as things stand
+// and its checksum is an MD5 digest (D3): a message channel's packet of
+// an established connection, its message encoded whole and no longer
+// than MaxMessageSize.
+func (e *Endpoint) streamPayload(d Incoming) ([]byte, bool) {
+	if len(d.Data) > e.maxIncoming() {
+		return nil, false
+	}
+	ch, p, err := parsePacket(d.Data)
+	if err != nil || ch < 0 {
+		return nil, false
+	}
+	if c := e.connAt(d.From); c == nil || !c.established() {
+		return nil, false
+	}
+	h, err := coalesce.ParseHeader(p, e.cfg.MaxMessageSize)
+	if err != nil || h.Len <= coalesce.ShortChecksumMax || h.EncodedLen() != len(p) {
+		return nil, false
+	}
+	return p[h.HeaderLen : h.HeaderLen+h.Len], true
 }

@@ -220,6 +220,7 @@ type tcpConn struct {
 	// The stream's read role (driver.StreamReader): the reader goroutine
 	// holds it, or a goroutine in Receive. fr is the holder's.
 	fr    *frame.Reader
+	batch [][]byte         // the packets ReadFor hands over together, the holder's (N121)
 	token chan struct{}    // holds the role while it is free
 	wake  chan struct{}    // the reader goroutine looks at its state again
 	idle  *timer.IdleTimer // hands a role left free to the reader goroutine (c.mu)
@@ -681,29 +682,41 @@ func (t *transport) ReadFor(ctx context.Context, r driver.StreamRole, done func(
 			return nil
 		}
 		c.answer.Store(true)
-		t.e.Input(c.remote, p)
-		// The packets that came with it cost no system call: they
-		// go to the queue now, and the Receive calls that follow
-		// take them without the role.
-		for i := 1; i < readAhead && c.fr.Buffered(); i++ {
+		// The packets that came with it cost no system call: they go
+		// to the queue now, with it, in one input whose messages'
+		// checksums are computed together (N121), and the Receive
+		// calls that follow take them without the role. Each is read
+		// from the buffer whole (Buffered), which Next then neither
+		// refills nor moves: every packet handed over stays valid.
+		batch := append(c.batch[:0], p)
+		if c.fr.Buffered() {
 			c.mu.Lock()
 			paused := c.paused
 			c.mu.Unlock()
-			if paused {
-				break
+			for !paused && len(batch) < readAhead && c.fr.Buffered() {
+				p, err := c.fr.Next()
+				if err != nil {
+					t.failed(c, err)
+					return nil
+				}
+				batch = append(batch, p)
 			}
-			p, err := c.fr.Next()
-			if err != nil {
-				t.failed(c, err)
-				return nil
-			}
-			t.e.Input(c.remote, p)
 		}
+		if len(batch) == 1 {
+			t.e.Input(c.remote, p)
+		} else {
+			t.e.InputPackets(c.remote, batch)
+		}
+		clear(batch)
+		c.batch = batch[:0]
 	}
 	return nil
 }
 
-// readAhead bounds the packets one read of ReadFor hands to the engine.
+// readAhead bounds the packets one read of ReadFor hands to the engine,
+// together (N121). Whether the connection is paused (its Receive queue
+// full, N13) is looked at once, before them: a pause the first of them
+// brings lets the rest, no more than the read buffer holds, in.
 const readAhead = 64
 
 // Interrupt makes ReadFor look at its state again (driver.StreamReader).

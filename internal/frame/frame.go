@@ -147,7 +147,11 @@ func (fr *Reader) Next() ([]byte, error) {
 }
 
 // Buffered reports whether the next packet is already in the read buffer
-// whole, so that Next returns it without reading the stream.
+// whole, so that Next returns it without reading the stream. Next then
+// neither reads the stream nor moves the buffer: the packet it returns
+// and those it returned before, back to the last one read while Buffered
+// was false, all stay valid until the next such call, so that a caller
+// may collect them and hand them over together.
 func (fr *Reader) Buffered() bool {
 	if fr.longLen > 0 || fr.br.Buffered() < HeaderLen {
 		return false

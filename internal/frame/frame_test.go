@@ -598,3 +598,55 @@ func TestCut(t *testing.T) {
 		}
 	}
 }
+
+// The packets Next returns while Buffered reports the next one whole all
+// stay valid together, the one read before them included, long or not:
+// Next then neither reads the stream nor moves its buffer. A reader that
+// collects them and hands them over at once (the TCP driver, N121)
+// relies on it.
+func TestFrameBufferedPacketsStayValid(t *testing.T) {
+	const bufSize = 256
+	const maxPacket = 1000
+	lengths := []int{10, 20, 0, 30, 500, 40, 50, 60, 999, 5, 5, 5, 200, 250, 1, 2, 3}
+	var wire bytes.Buffer
+	for _, n := range lengths {
+		wire.Write(frame(pattern(n)))
+	}
+	readers := []struct {
+		name string
+		wrap func(io.Reader) io.Reader
+	}{
+		{"whole", func(r io.Reader) io.Reader { return r }},
+		{"one byte", iotest.OneByteReader},
+		{"half", iotest.HalfReader},
+	}
+	for _, rd := range readers {
+		t.Run(rd.name, func(t *testing.T) {
+			fr := NewReader(rd.wrap(bytes.NewReader(wire.Bytes())), maxPacket, bufSize)
+			i, batches := 0, 0
+			for i < len(lengths) {
+				p, err := fr.Next()
+				if err != nil {
+					t.Fatalf("packet %d: %v", i, err)
+				}
+				batch := [][]byte{p}
+				for fr.Buffered() {
+					if p, err = fr.Next(); err != nil {
+						t.Fatalf("packet %d: %v", i+len(batch), err)
+					}
+					batch = append(batch, p)
+				}
+				for j, got := range batch {
+					if n := lengths[i+j]; !bytes.Equal(got, pattern(n)) {
+						t.Fatalf("batch %d, packet %d of %d: %d bytes %x, want %d bytes", batches, j, len(batch), len(got), got, n)
+					}
+				}
+				i += len(batch)
+				batches++
+			}
+			if rd.name == "whole" && batches >= len(lengths) {
+				t.Errorf("%d batches of %d packets: none read more than one", batches, len(lengths))
+			}
+		})
+	}
+}
