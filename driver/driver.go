@@ -454,6 +454,26 @@ func (e *Engine) InputEstablished(from netip.AddrPort, b []byte, established fun
 	}
 }
 
+// ReceiveRoom returns how many more bytes of messages, counted as
+// PacketCharge counts them, the connection with addr may take into its
+// Receive queue before its intake pauses (N13): 0 if it is paused or
+// unknown. Only Receive changes it meanwhile, and only upwards, for a
+// stream read by one goroutine at a time.
+func (e *Engine) ReceiveRoom(addr netip.AddrPort) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.byAddr[addr]
+	if c == nil || c.paused {
+		return 0
+	}
+	return max(e.opts.ReceiveQueue-c.queueBytes, 0)
+}
+
+// PacketCharge is the most that a packet of n bytes can take from a
+// Receive queue: a message's data, never longer than its packet, and its
+// place in the queue (queueCharge).
+func PacketCharge(n int) int { return n + messagePlace }
+
 // InputPackets feeds packets deframed together from addr's stream, as
 // Input feeds each, under one lock and in one HandleDatagrams call, which
 // computes their messages' checksums together (N121). The packets may

@@ -91,7 +91,8 @@ type Config struct {
 	// A non-nil error refuses it, and the error's text is sent to the client
 	// as the "abort" reason. Nil accepts everything. On a Peer it is asked
 	// only about addresses it may accept at all: introduced ones, and
-	// strangers if AcceptStrangers is set (X19).
+	// strangers if AcceptStrangers is set (X19). It runs inside
+	// HandleDatagram (or HandleDatagrams) and must not call the endpoint.
 	Accept func(addr netip.AddrPort) error
 	// AcceptStrangers lets a Peer accept a "connect?" from an address no
 	// introduction proved, as a server does (subject to Accept). Default

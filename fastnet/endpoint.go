@@ -20,22 +20,23 @@ import (
 type Endpoint struct {
 	cfg Config
 
-	conns      map[Handle]*conn
-	byAddr     map[netip.AddrPort]*conn
-	lastConn   *conn             // the connection of the latest datagram, saving a lookup
-	lastSent   *conn             // the connection of the latest Send, likewise
-	presums    coalesce.Presums  // the digest of the message being handled, computed ahead (handleBundle)
-	sums       bundleSums        // handleBundle's digests
-	batch      batchSums         // HandleDatagrams' digests, across its bundles
-	pre        *batchView        // the bundle HandleDatagrams is handling, if any
-	streamPre  *coalesce.Presums // the digest of the Stream packet HandleDatagrams is handling, if computed ahead (N121)
-	streamSums streamSums        // HandleDatagrams' digests on a Stream transport (N121)
-	ackRow     []channel.Acked   // what a row of in-order acks freed, while handleAcks takes them (conn.acksInOrder); empty in between
-	arena      channel.Arena     // the buffers of small delivered messages (N88, N103)
-	ids        map[uint32]*conn  // IDs in use by server-role connections (N1, X19)
-	served     int               // server-role connections (X19)
-	nextHandle Handle
-	pending    int // client: connections still in their handshake
+	conns        map[Handle]*conn
+	byAddr       map[netip.AddrPort]*conn
+	lastConn     *conn             // the connection of the latest datagram, saving a lookup
+	lastSent     *conn             // the connection of the latest Send, likewise
+	presums      coalesce.Presums  // the digest of the message being handled, computed ahead (handleBundle)
+	sums         bundleSums        // handleBundle's digests
+	batch        batchSums         // HandleDatagrams' digests, across its bundles
+	pre          *batchView        // the bundle HandleDatagrams is handling, if any
+	streamPre    *coalesce.Presums // the digest of the Stream packet HandleDatagrams is handling, if computed ahead (N121)
+	streamSums   streamSums        // HandleDatagrams' digests on a Stream transport (N121)
+	streamSummed uint64            // the messages whose digests streamSums computed together, for tests
+	ackRow       []channel.Acked   // what a row of in-order acks freed, while handleAcks takes them (conn.acksInOrder); empty in between
+	arena        channel.Arena     // the buffers of small delivered messages (N88, N103)
+	ids          map[uint32]*conn  // IDs in use by server-role connections (N1, X19)
+	served       int               // server-role connections (X19)
+	nextHandle   Handle
+	pending      int // client: connections still in their handshake
 
 	timers    timerHeap // connections by deadline
 	dirty     []*conn   // connections whose deadline changed since settle
@@ -666,8 +667,9 @@ type Incoming struct {
 // messages that the bundles among ds carry (D24) are computed together
 // across the datagrams, not bundle by bundle, which costs less where a
 // bundle holds fewer messages than the processor computes side by side
-// (N86, N102). A driver that reads datagrams in batches should hand each
-// batch over in one call.
+// (N86, N102); on a Stream transport, those of the packets' messages
+// (N121). A driver that reads datagrams in batches, or a stream's packets
+// several at a time, should hand each batch over in one call.
 func (e *Endpoint) HandleDatagrams(now clock.Time, ds []Incoming) {
 	if len(ds) == 1 {
 		e.HandleDatagram(now, ds[0].From, ds[0].Data)

@@ -95,6 +95,7 @@ func (e *Endpoint) handleStreamBatch(now clock.Time, ds []Incoming) {
 			}
 			s.digests = s.digests[:n]
 			coalesce.Digests(s.digests, s.payloads)
+			e.streamSummed += uint64(n)
 		}
 		for i := range ds[:k] {
 			if j := s.at[i]; n >= 2 && j >= 0 {
@@ -105,6 +106,7 @@ func (e *Endpoint) handleStreamBatch(now clock.Time, ds []Incoming) {
 			e.streamPre = nil
 		}
 		clear(s.payloads)
+		s.presums.Clear() // nothing of the batch kept alive
 		ds = ds[k:]
 	}
 }

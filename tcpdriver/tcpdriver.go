@@ -220,7 +220,6 @@ type tcpConn struct {
 	// The stream's read role (driver.StreamReader): the reader goroutine
 	// holds it, or a goroutine in Receive. fr is the holder's.
 	fr    *frame.Reader
-	batch [][]byte         // the packets ReadFor hands over together, the holder's (N121)
 	token chan struct{}    // holds the role while it is free
 	wake  chan struct{}    // the reader goroutine looks at its state again
 	idle  *timer.IdleTimer // hands a role left free to the reader goroutine (c.mu)
@@ -688,18 +687,26 @@ func (t *transport) ReadFor(ctx context.Context, r driver.StreamRole, done func(
 		// calls that follow take them without the role. Each is read
 		// from the buffer whole (Buffered), which Next then neither
 		// refills nor moves: every packet handed over stays valid.
-		batch := append(c.batch[:0], p)
-		if c.fr.Buffered() {
-			c.mu.Lock()
-			paused := c.paused
-			c.mu.Unlock()
-			for !paused && len(batch) < readAhead && c.fr.Buffered() {
-				p, err := c.fr.Next()
+		// Only as many as the Receive queue takes without pausing
+		// (N13), counted at the most each may take: a pause comes at
+		// the packet that brings it, or after, and the packets behind
+		// it stay unread, as they did one at a time; an unreliable
+		// message that does not fit is dropped.
+		var arr [readAhead][]byte
+		batch := append(arr[:0], p)
+		if n, ok := c.fr.BufferedLen(); ok {
+			room := t.e.ReceiveRoom(c.remote) - driver.PacketCharge(len(p))
+			for ok && len(batch) < readAhead {
+				if room -= driver.PacketCharge(n); room <= 0 {
+					break
+				}
+				q, err := c.fr.Next()
 				if err != nil {
 					t.failed(c, err)
 					return nil
 				}
-				batch = append(batch, p)
+				batch = append(batch, q)
+				n, ok = c.fr.BufferedLen()
 			}
 		}
 		if len(batch) == 1 {
@@ -707,16 +714,12 @@ func (t *transport) ReadFor(ctx context.Context, r driver.StreamRole, done func(
 		} else {
 			t.e.InputPackets(c.remote, batch)
 		}
-		clear(batch)
-		c.batch = batch[:0]
 	}
 	return nil
 }
 
 // readAhead bounds the packets one read of ReadFor hands to the engine,
-// together (N121). Whether the connection is paused (its Receive queue
-// full, N13) is looked at once, before them: a pause the first of them
-// brings lets the rest, no more than the read buffer holds, in.
+// together (N121).
 const readAhead = 64
 
 // Interrupt makes ReadFor look at its state again (driver.StreamReader).

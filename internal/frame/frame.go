@@ -153,12 +153,19 @@ func (fr *Reader) Next() ([]byte, error) {
 // was false, all stay valid until the next such call, so that a caller
 // may collect them and hand them over together.
 func (fr *Reader) Buffered() bool {
+	_, ok := fr.BufferedLen()
+	return ok
+}
+
+// BufferedLen returns the length of the next packet and true if it is
+// already in the read buffer whole (Buffered), or false.
+func (fr *Reader) BufferedLen() (int, bool) {
 	if fr.longLen > 0 || fr.br.Buffered() < HeaderLen {
-		return false
+		return 0, false
 	}
 	hdr, _ := fr.br.Peek(HeaderLen)
 	n := int(binary.BigEndian.Uint32(hdr))
-	return n <= fr.maxPacket && HeaderLen+n <= fr.br.Buffered()
+	return n, n <= fr.maxPacket && HeaderLen+n <= fr.br.Buffered()
 }
 
 // readLong reads the packet of fr.longLen bytes, more than the read buffer
