@@ -73,28 +73,7 @@ func runBatch(t *testing.T, data []byte) {
 	now := clock.Epoch
 	buf := make([]byte, 65536)
 	var sides [2]*batchSide
-	drain := func(s *batchSide) {
-		for i := 0; ; i++ {
-			if i > 1<<16 {
-				t.Fatal("PollTransmit never returns false")
-			}
-			tr, ok := s.ep.PollTransmit(now, buf)
-			if !ok {
-				break
-			}
-			fmt.Fprintf(&s.out, "send %v %x\n", tr.To, buf[:tr.N])
-		}
-		for {
-			ev, ok := s.ep.PollEvent()
-			if !ok {
-				break
-			}
-			if ev.Kind == fastnet.EventConnected {
-				s.h = ev.Conn
-			}
-			fmt.Fprintf(&s.out, "event %v %d %d %v %x %v\n", ev.Kind, ev.Conn, ev.Channel, ev.Reliable, ev.Data, ev.Err)
-		}
-	}
+	drain := func(s *batchSide) { s.drain(t, now, buf) }
 	for i := range sides {
 		ep, err := fastnet.NewEndpoint(cfg)
 		if err != nil {
@@ -138,6 +117,42 @@ func runBatch(t *testing.T, data []byte) {
 		}
 		ds = append(ds, fastnet.Incoming{From: from, Data: d})
 	}
+	a := batchAndOneByOne(t, now, ds, sides, drain)
+	if m := a.ep.ReceiveMemory(); m > cfg.EndpointReceiveMemory {
+		t.Fatalf("receive memory %d above the limit %d", m, cfg.EndpointReceiveMemory)
+	}
+}
+
+// drain writes into s.out every datagram s's endpoint has to send at now
+// (through buf) and every event it reports, and notes the connection
+// that the first EventConnected names.
+func (s *batchSide) drain(t *testing.T, now clock.Time, buf []byte) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if i > 1<<16 {
+			t.Fatal("PollTransmit never returns false")
+		}
+		tr, ok := s.ep.PollTransmit(now, buf)
+		if !ok {
+			break
+		}
+		fmt.Fprintf(&s.out, "send %v %x\n", tr.To, buf[:tr.N])
+	}
+	var ev fastnet.Event
+	for s.ep.NextEvent(&ev) {
+		if ev.Kind == fastnet.EventConnected {
+			s.h = ev.Conn
+		}
+		fmt.Fprintf(&s.out, "event %v %d %d %v %x %v\n", ev.Kind, ev.Conn, ev.Channel, ev.Reliable, ev.Data, ev.Err)
+	}
+}
+
+// batchAndOneByOne hands sides[0] ds in one HandleDatagrams call and
+// sides[1] one datagram at a time, drains both, and fails unless both
+// wrote the same datagrams and events and count the same statistics. It
+// returns sides[0].
+func batchAndOneByOne(t *testing.T, now clock.Time, ds []fastnet.Incoming, sides [2]*batchSide, drain func(*batchSide)) *batchSide {
+	t.Helper()
 	a, b := sides[0], sides[1]
 	a.out.Reset()
 	b.out.Reset()
@@ -158,7 +173,5 @@ func runBatch(t *testing.T, data []byte) {
 	if d := cmp.Diff(sb, sa); d != "" {
 		t.Fatalf("in one batch and one at a time, different statistics (-one at a time +batch):\n%s", d)
 	}
-	if m := a.ep.ReceiveMemory(); m > cfg.EndpointReceiveMemory {
-		t.Fatalf("receive memory %d above the limit %d", m, cfg.EndpointReceiveMemory)
-	}
+	return a
 }

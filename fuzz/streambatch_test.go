@@ -3,10 +3,7 @@ package fuzz
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
@@ -52,25 +49,7 @@ func runStreamBatch(t *testing.T, data []byte) {
 	now := clock.Epoch
 	buf := make([]byte, 1<<17)
 	var sides [2]*batchSide
-	drain := func(s *batchSide) {
-		for i := 0; ; i++ {
-			if i > 1<<16 {
-				t.Fatal("PollTransmit never returns false")
-			}
-			tr, ok := s.ep.PollTransmit(now, buf)
-			if !ok {
-				break
-			}
-			fmt.Fprintf(&s.out, "send %v %x\n", tr.To, buf[:tr.N])
-		}
-		var ev fastnet.Event
-		for s.ep.NextEvent(&ev) {
-			if ev.Kind == fastnet.EventConnected {
-				s.h = ev.Conn
-			}
-			fmt.Fprintf(&s.out, "event %v %d %d %v %x %v\n", ev.Kind, ev.Conn, ev.Channel, ev.Reliable, ev.Data, ev.Err)
-		}
-	}
+	drain := func(s *batchSide) { s.drain(t, now, buf) }
 	for i := range sides {
 		ep, err := fastnet.NewEndpoint(cfg)
 		if err != nil {
@@ -92,24 +71,5 @@ func runStreamBatch(t *testing.T, data []byte) {
 		ds = append(ds, fastnet.Incoming{From: from, Data: data[2 : 2+n]})
 		data = data[2+n:]
 	}
-	a, b := sides[0], sides[1]
-	a.out.Reset()
-	b.out.Reset()
-	a.ep.HandleDatagrams(now, ds)
-	for _, d := range ds {
-		b.ep.HandleDatagram(now, d.From, d.Data)
-	}
-	drain(a)
-	drain(b)
-	if d := cmp.Diff(b.out.String(), a.out.String()); d != "" {
-		t.Fatalf("in one batch and one at a time, different output (-one at a time +batch):\n%s", d)
-	}
-	sa, oka := a.ep.Stats(a.h)
-	sb, okb := b.ep.Stats(b.h)
-	if oka != okb {
-		t.Fatalf("connection alive: %v in a batch, %v one at a time", oka, okb)
-	}
-	if d := cmp.Diff(sb, sa); d != "" {
-		t.Fatalf("in one batch and one at a time, different statistics (-one at a time +batch):\n%s", d)
-	}
+	batchAndOneByOne(t, now, ds, sides, drain)
 }
