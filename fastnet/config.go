@@ -248,12 +248,12 @@ type Config struct {
 	// messages it delivers rather than give them: the Data of an
 	// EventMessage is then valid only until the next call of
 	// HandleDatagram, HandleDatagrams or HandleTimeout after PollEvent
-	// (or NextEvent) returned it, and the application copies what it keeps longer.
-	// Receiving small messages then allocates nothing, where otherwise
-	// every message is new memory for the garbage collector (N103). For
-	// an application that handles each message as it polls it; a driver
-	// that hands messages to other goroutines leaves it off. Default
-	// false: Data is the application's to keep.
+	// (or NextEvent) returned it, and the application copies what it
+	// keeps longer. Receiving small messages then allocates nothing,
+	// where otherwise every message is new memory for the garbage
+	// collector (N103). For an application that handles each message as
+	// it polls it; a driver that hands messages to other goroutines
+	// leaves it off. Default false: Data is the application's to keep.
 	ReuseMessageBuffers bool
 
 	// Congestion control (D30), on Datagram transports.

@@ -675,7 +675,7 @@ func (e *Endpoint) HandleDatagrams(now clock.Time, ds []Incoming) {
 		e.HandleDatagram(now, ds[0].From, ds[0].Data)
 		return
 	}
-	if e.cfg.Transport == Stream {
+	if e.cfg.Transport == Stream && coalesce.Batched() {
 		e.handleStreamBatch(now, ds)
 		return
 	}

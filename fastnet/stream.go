@@ -70,7 +70,8 @@ type streamSums struct {
 	presums  coalesce.Presums
 }
 
-// handleStreamBatch is HandleDatagrams on a Stream transport: the digests
+// handleStreamBatch is HandleDatagrams on a Stream transport, where the
+// machine computes digests together (coalesce.Batched): the digests
 // of the packets that are messages of established connections, with MD5
 // checksums, are computed together, up to maxBatchSums at a time, then
 // each packet is handled as HandleDatagram handles it, with its digest
@@ -83,7 +84,7 @@ func (e *Endpoint) handleStreamBatch(now clock.Time, ds []Incoming) {
 		s.payloads, s.at = s.payloads[:0], s.at[:0]
 		for ; k < len(ds) && len(s.payloads) < maxBatchSums; k++ {
 			s.at = append(s.at, -1)
-			if p, ok := e.streamPayload(ds[k]); ok && coalesce.Batched() {
+			if p, ok := e.streamPayload(ds[k]); ok {
 				s.at[k] = len(s.payloads)
 				s.payloads = append(s.payloads, p)
 			}

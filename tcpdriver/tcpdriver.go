@@ -685,13 +685,12 @@ func (t *transport) ReadFor(ctx context.Context, r driver.StreamRole, done func(
 		// to the queue now, with it, in one input whose messages'
 		// checksums are computed together (N121), and the Receive
 		// calls that follow take them without the role. Each is read
-		// from the buffer whole (Buffered), which Next then neither
+		// from the buffer whole (BufferedLen), which Next then neither
 		// refills nor moves: every packet handed over stays valid.
-		// Only as many as the Receive queue takes without pausing
-		// (N13), counted at the most each may take: a pause comes at
-		// the packet that brings it, or after, and the packets behind
-		// it stay unread, as they did one at a time; an unreliable
-		// message that does not fit is dropped.
+		// Only as many as the Receive queue takes without reaching its
+		// limit, each counted at the most it may take: none but the
+		// first can pause the connection (N13), and what would come
+		// after a pause stays unread, as it did one packet at a time.
 		var arr [readAhead][]byte
 		batch := append(arr[:0], p)
 		if n, ok := c.fr.BufferedLen(); ok {
