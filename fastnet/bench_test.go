@@ -142,10 +142,9 @@ func benchPairEstimated(b *testing.B, size int, reliable bool, burst int) {
 // BenchmarkEngine64ReliableFullBundle4Channels are the full-bundle
 // benchmarks with the messages sent on four channels in turn, as an
 // application that keeps its kinds of traffic apart sends them. A
-// connection's channels take turns, a packet each, and runs are taken
-// only from a connection with one channel in its ring (N101): runs/msg
-// reports the share of messages written in runs, and these what the
-// packet-by-packet path costs.
+// connection's channels take turns of their share of a bundle, each
+// turn's packets written in a run and taken in one (N122); runs/msg
+// reports the share of messages written in runs.
 func BenchmarkEngine64UnreliableFullBundle4Channels(b *testing.B) {
 	benchPairChannels(b, 64, false, fullBundleBurst, 4)
 }

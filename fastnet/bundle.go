@@ -555,10 +555,11 @@ func wrapBundle(b, first []byte) []byte {
 // plain without polling: while a bundle is filled (N79), with no echo,
 // heartbeat, ack, repeat, MTU estimation packet (an estimator between
 // estimations has none, mtuQuiet) or (unless first sends have their
-// turn, N80) resend due, one channel in the ring and none held. bundle
-// then has pollNew write the packet in place (N101).
+// turn, N80) resend due, and no channel held. It is the channel at the
+// ring's position, whose turn goes on or begins (N122). bundle then has
+// appendRun write its packets in place (N101).
 func (c *conn) runChannel(now clock.Time) *chanState {
-	if !c.bundling || len(c.ring) != 1 || c.holdCh != nil || c.ep.noRuns || !c.established() {
+	if !c.bundling || len(c.ring) == 0 || c.holdCh != nil || c.ep.noRuns || !c.established() {
 		return nil
 	}
 	if c.hb.echoN > 0 || now >= c.hb.nextSend || c.pendingAcks() > 0 || c.ackRepeatAt != 0 && now >= c.ackRepeatAt {
@@ -572,7 +573,11 @@ func (c *conn) runChannel(now clock.Time) *chanState {
 			return nil
 		}
 	}
-	cs := c.ring[0]
+	pos := c.ringPos
+	if pos >= len(c.ring) {
+		pos = 0 // as pollNew turns the ring
+	}
+	cs := c.ring[pos]
 	if !cs.snd.MayAppend() || c.cc.on && cs.snd.Expires(now.Add(-c.ep.cfg.UnreliableMaxDelay)) {
 		return nil
 	}
@@ -583,8 +588,8 @@ func (c *conn) runChannel(now clock.Time) *chanState {
 }
 
 // appendRun appends to bundle b the first-time packets of cs that poll
-// would write next, one after the other, as long as they fit, in place
-// (N101); runChannel found cs. If wrap is set, b holds only first so
+// would write next, one after the other, as long as they fit and cs's
+// turn lasts (N122), in place (N101); runChannel found cs. If wrap is set, b holds only first so
 // far, and becomes a bundle of it before the first packet goes in. It
 // returns b and the number of packets appended. What poll would check
 // before each packet is checked here only where a packet of cs can
@@ -599,6 +604,7 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 	limit := c.payloadMTU + 2
 	expired := now.Add(-c.ep.cfg.UnreliableMaxDelay)
 	flooded := false
+	shared := len(c.ring) > 1
 	k := 0
 	// A run that had first sends' turn (N80) takes one packet if a
 	// resend is due: the next is the resend's. Packets of the run are
@@ -636,6 +642,16 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 			lim := channel.RunLimit{End: limit, MTU: mtu, Max: math.MaxInt,
 				Expire: c.cc.on, Before: expired,
 				Reliable: c.reliableRoom(), Overhead: wireOverhead, Frames: math.MaxInt}
+			// Within cs's turn (takeTurn): what is left of it, or a
+			// new turn's share, of which the first packet goes even
+			// if larger.
+			if left := c.turnLeft; left > 0 {
+				lim.End = min(lim.End, len(b)+left)
+			} else if left = c.turnQuantum(); turnOverhead+cs.snd.NextLen(mtu) <= left {
+				lim.End = min(lim.End, len(b)+left)
+			} else {
+				lim.Max = 1
+			}
 			if !flooded {
 				lim.Frames = c.floodRoom()
 			}
@@ -648,13 +664,17 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 		}
 		k += n
 		c.ep.runSent += uint64(n)
+		if shared {
+			c.ep.runShared += uint64(n)
+		}
 		c.cc.spendRun(b[at:], c.payloadMTU+2)
 		if !flooded && c.flooding() {
 			c.floodBeat() // as spent does
 			flooded = true
 		}
-		// sendNew took cs out of the ring if it may not append.
-		if one || c.state == 0 || !cs.inRing || now >= c.hb.nextSend {
+		// sendNew took cs out of the ring if it may not append, and
+		// takeTurn moved the ring on if its turn is over.
+		if one || c.state == 0 || !cs.inRing || c.turnLeft == 0 || now >= c.hb.nextSend {
 			return b, k
 		}
 		if c.cc.on && cs.snd.Expires(expired) {

@@ -79,11 +79,15 @@ type conn struct {
 	intro *Introduction
 
 	// Channels.
-	chans     map[int16]*chanState
-	last      *chanState   // one-entry lookup cache
-	low       []*chanState // chans' states of channels 0 to len(low)-1 by id, up to lowChannels (N120)
-	ring      []*chanState // channels with first-time data to send, served round robin
-	ringPos   int
+	chans   map[int16]*chanState
+	last    *chanState   // one-entry lookup cache
+	low     []*chanState // chans' states of channels 0 to len(low)-1 by id, up to lowChannels (N120)
+	ring    []*chanState // channels with first-time data to send, served round robin
+	ringPos int
+	// turnLeft is what is left of the turn of the channel at ringPos, in
+	// bytes of packets as a bundle holds them (turnOverhead each beside
+	// its chunk); 0 when no turn is under way (N122).
+	turnLeft  int
 	holdCh    *chanState   // a channel whose reliable packet did not fit: no other reliable packet goes before it (pollNew)
 	sendChans []*chanState // channels with reliable packets in flight
 	recvChans []*chanState // channels whose receiver has a deadline (MCI)

@@ -383,8 +383,7 @@ func (c *conn) acksInOrder(now clock.Time, cs *chanState, it *channel.AckIter, e
 func (c *conn) ackedRow(now clock.Time, cs *chanState) {
 	if !cs.inRing && cs.snd.MayAppend() {
 		// Its sequence numbers waited for this ack (N41).
-		cs.inRing = true
-		c.ring = append(c.ring, cs)
+		c.joinRing(cs)
 	}
 	if p, _ := cs.snd.InFlight(); p == 0 && cs.inSend {
 		c.removeSendChan(cs)

@@ -241,8 +241,9 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 	return c.pollNew(now, buf)
 }
 
-// pollNew sends the next first-time packet, serving channels round robin.
-// A reliable packet is weighed against the window as a full one, and
+// pollNew sends the next first-time packet, serving channels round robin,
+// each for a turn of its share of a bundle (takeTurn, N122). A reliable
+// packet is weighed against the window as a full one, and
 // against its floor at its size (roomReliable). One that does not fit
 // is held: until it goes, no other channel's reliable packet goes before
 // it, so that small packets cannot keep a large one out, while
@@ -256,7 +257,7 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 		// It fits now: it goes first.
 		c.holdCh = nil
 		if i := slices.Index(c.ring, h); i >= 0 {
-			c.ringPos = i
+			c.ringPos, c.turnLeft = i, 0
 		}
 	}
 	for tries := len(c.ring); tries > 0; tries-- {
@@ -280,6 +281,7 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 			// back; or all it had expired, and it may be idle.
 			cs.inRing = false
 			c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
+			c.turnLeft = 0
 			c.senderIdle(cs)
 			continue
 		}
@@ -287,7 +289,7 @@ func (c *conn) pollNew(now clock.Time, buf []byte) ([]byte, bool) {
 			if c.holdCh == nil {
 				c.holdCh = cs
 			}
-			c.ringPos++
+			c.ringPos, c.turnLeft = c.ringPos+1, 0
 			continue
 		}
 		return c.sendNew(now, buf, cs, mtu), true
@@ -331,13 +333,56 @@ func (c *conn) sentRun(now clock.Time, cs *chanState, r channel.Run) {
 		c.sentReliable(now)
 	}
 	if cs.snd.MayAppend() {
-		c.ringPos++
+		c.takeTurn(cs, r)
 	} else {
 		cs.inRing = false
 		c.ring = append(c.ring[:c.ringPos], c.ring[c.ringPos+1:]...)
+		c.turnLeft = 0
 		c.senderIdle(cs) // it sent only unreliable packets
 	}
 	c.maybeWritable()
+}
+
+// turnOverhead is what a packet takes in a bundle beside its chunk: its
+// length field, its channel id and its channel header (D24).
+const turnOverhead = bundleLenSize + 2 + channel.HeaderLen
+
+// turnQuantum returns what a channel's turn in the ring starts with: its
+// share of a bundle among the channels in the ring, and 1, a packet a
+// turn, for a peer that takes no bundles (N122).
+func (c *conn) turnQuantum() int {
+	if !c.bundleTo {
+		return 1
+	}
+	return (c.payloadMTU + 2) / len(c.ring)
+}
+
+// takeTurn counts r, the packets channel cs, at ringPos, just sent, in its
+// turn, which it began if none was under way. The turn goes on while cs's
+// next packet fits what is left of it; otherwise the ring moves on. A
+// turn takes at least one packet, so a channel whose packets are larger
+// than its share sends one a turn, as every channel did before N122.
+func (c *conn) takeTurn(cs *chanState, r channel.Run) {
+	left := c.turnLeft
+	if left == 0 {
+		left = c.turnQuantum()
+	}
+	left -= r.Bytes + r.Packets*turnOverhead
+	if left > 0 && turnOverhead+cs.snd.NextLen(c.payloadMTU-channel.HeaderLen) <= left {
+		c.turnLeft = left
+		return
+	}
+	c.ringPos, c.turnLeft = c.ringPos+1, 0
+}
+
+// joinRing puts cs, which has first-time data to send, at the back of the
+// ring. The turn under way is cut to the share it would start with now,
+// so that cs waits behind at most a bundle's worth of the others' packets
+// (N122).
+func (c *conn) joinRing(cs *chanState) {
+	cs.inRing = true
+	c.ring = append(c.ring, cs)
+	c.turnLeft = min(c.turnLeft, c.turnQuantum())
 }
 
 // reliableRoom returns how many bytes of reliable packets, each counted

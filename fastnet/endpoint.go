@@ -96,6 +96,9 @@ type Endpoint struct {
 	// runSent and runTaken count the packets appendRun wrote in place
 	// and takeWhole took, for tests (Runs).
 	runSent, runTaken uint64
+	// runShared counts those of runSent written in a turn of a channel
+	// that shared the ring with others (N122).
+	runShared uint64
 	// batched counts the bundles whose digests HandleDatagrams computed
 	// with those of other datagrams (N102), for tests.
 	batched uint64
@@ -1010,8 +1013,7 @@ func (e *Endpoint) send(now clock.Time, h Handle, channel int, msg []byte, relia
 		}
 		c.queued += cs.snd.QueueAt(msg, reliable, now)
 		if !cs.inRing && cs.snd.MayAppend() { // else an ack puts it back (N41)
-			cs.inRing = true
-			c.ring = append(c.ring, cs)
+			c.joinRing(cs)
 		}
 	}
 	e.at(now)

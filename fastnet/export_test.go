@@ -15,6 +15,10 @@ func SetRuns(ep *Endpoint, on bool) { ep.noRuns = !on }
 // and how many packets of bundles its receivers took in runs (N101).
 func Runs(ep *Endpoint) (sent, taken uint64) { return ep.runSent, ep.runTaken }
 
+// SharedRuns returns how many of the packets Runs counts as written in
+// place went in a turn of a channel that shared the ring (N122).
+func SharedRuns(ep *Endpoint) uint64 { return ep.runShared }
+
 // Batched returns how many bundles ep took apart with digests that
 // HandleDatagrams computed across datagrams (N102).
 func Batched(ep *Endpoint) uint64 { return ep.batched }
