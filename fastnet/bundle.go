@@ -549,6 +549,13 @@ func wrapBundle(b, first []byte) []byte {
 	return b
 }
 
+// unwrapBundle undoes wrapBundle: b, a bundle of one packet of n bytes,
+// becomes that packet again, at its start.
+func unwrapBundle(b []byte, n int) []byte {
+	copy(b, b[2+bundleLenSize:2+bundleLenSize+n])
+	return b[:n]
+}
+
 // runChannel returns the channel whose first-time packet c.poll would
 // write next at now, with nothing before it in pollPacket's order and
 // nothing of the channel's dropped first (pollNew), or nil if that is not
@@ -622,6 +629,7 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 		if size > limit {
 			return b, k
 		}
+		wrapped := wrap
 		if wrap {
 			b, wrap = wrapBundle(b, first), false
 		}
@@ -642,12 +650,17 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 			lim := channel.RunLimit{End: limit, MTU: mtu, Max: math.MaxInt,
 				Expire: c.cc.on, Before: expired,
 				Reliable: c.reliableRoom(), Overhead: wireOverhead, Frames: math.MaxInt}
-			// Within cs's turn (takeTurn): what is left of it, or a
-			// new turn's share, of which the first packet goes even
-			// if larger.
-			if left := c.turnLeft; left > 0 {
-				lim.End = min(lim.End, len(b)+left)
-			} else if left = c.turnQuantum(); turnOverhead+cs.snd.NextLen(mtu) <= left {
+			// Within cs's turn as takeTurn counts it: what is left of
+			// the turn under way, or a new turn's share. The next
+			// packet goes even if it does not fit that, as pollNew
+			// sends it, and alone: a turn's first packet may be larger
+			// than the share, and a channel joining the ring may have
+			// cut the turn under way below it (joinRing).
+			left := c.turnLeft
+			if left == 0 {
+				left = c.turnQuantum()
+			}
+			if turnOverhead+cs.snd.NextLen(mtu) <= left {
 				lim.End = min(lim.End, len(b)+left)
 			} else {
 				lim.Max = 1
@@ -659,6 +672,13 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 			b, r = cs.snd.AppendRun(b, now, uint16(cs.id), lim)
 			c.sentRun(now, cs, r)
 			if n = r.Packets; n == 0 {
+				if k == 0 && wrapped {
+					// Wrapped for a packet that did not go: the
+					// tests above make sure one does, and should
+					// they not, first goes alone rather than as a
+					// bundle that bundle would wrap again.
+					b = unwrapBundle(b, len(first))
+				}
 				return b, k
 			}
 		}

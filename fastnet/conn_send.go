@@ -354,7 +354,7 @@ func (c *conn) turnQuantum() int {
 	if !c.bundleTo {
 		return 1
 	}
-	return (c.payloadMTU + 2) / len(c.ring)
+	return (c.payloadMTU + 2) / max(len(c.ring), 1)
 }
 
 // takeTurn counts r, the packets channel cs, at ringPos, just sent, in its
@@ -376,9 +376,12 @@ func (c *conn) takeTurn(cs *chanState, r channel.Run) {
 }
 
 // joinRing puts cs, which has first-time data to send, at the back of the
-// ring. The turn under way is cut to the share it would start with now,
-// so that cs waits behind at most a bundle's worth of the others' packets
-// (N122).
+// ring. The turn under way is cut to the share it would start with now
+// (N122), so that cs waits behind a share of each other channel's packets,
+// about a bundle's worth in all, rather than a whole bundle of the first
+// one's: a turn still ends only after its next packet, which goes even if
+// the cut left less than it, and a turn whose packets are larger than the
+// share is a packet, as before N122.
 func (c *conn) joinRing(cs *chanState) {
 	cs.inRing = true
 	c.ring = append(c.ring, cs)

@@ -7,7 +7,8 @@ import (
 )
 
 // turnsMTU is the payload MTU of the turn tests: a bundle of 9,002 bytes
-// holds 97 packets of a 64-byte message (92 bytes each with turnOverhead).
+// holds 96 packets of a 64-byte message (smallPacket, 93 bytes each with
+// turnOverhead) beside its channel id.
 const turnsMTU = 9000
 
 // smallPacket is what a packet of a 64-byte message takes in a bundle.
@@ -152,9 +153,8 @@ func TestTurnCutWhenChannelJoins(t *testing.T) {
 	p := turnsPair(t, false)
 	p.sendN(t, 1, 600, 64, false)
 	// The first datagram ends part of the way into a turn of channel 1:
-	// the first packet polled for it, the datagram's first, began a turn
-	// of a whole bundle, which the datagram's wrapper (4 bytes) and the
-	// packet left over at its end cut short.
+	// the packet polled that did not fit it, which waits for the next
+	// datagram (N71), began a turn of a whole bundle.
 	if chs := p.pollDatagram(t); len(chs) == 0 {
 		t.Fatal("nothing sent")
 	}
