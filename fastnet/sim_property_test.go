@@ -69,6 +69,10 @@ type simSetup struct {
 	// (N102), or one by one with OneByOne.
 	Batch, OneByOne bool
 	ReadEvery       time.Duration
+	// Drain, if positive, ends each drain of a side's datagrams after
+	// that many (partialDrain), as a driver that writes them in batches
+	// lets go of the endpoint between two; not with OneByOne.
+	Drain int
 	// Loose makes the ledgers check only that long messages are intact
 	// (see ledger.loose).
 	Loose bool
@@ -133,6 +137,9 @@ func newSim(t simT, s simSetup) *sim {
 	if s.OneByOne {
 		n.Add(srvAddr, oneByOne{sm.ep[srvSide]})
 		n.Add(cliAddr, oneByOne{sm.ep[cliSide]})
+	} else if s.Drain > 0 {
+		n.Add(srvAddr, &partialDrain{Endpoint: sm.ep[srvSide], drain: s.Drain})
+		n.Add(cliAddr, &partialDrain{Endpoint: sm.ep[cliSide], drain: s.Drain})
 	} else {
 		n.Add(srvAddr, sm.ep[srvSide])
 		n.Add(cliAddr, sm.ep[cliSide])
@@ -155,6 +162,45 @@ func (o oneByOne) NextDeadline() (clock.Time, bool) { return o.ep.NextDeadline()
 func (o oneByOne) PollEvent() (fastnet.Event, bool) { return o.ep.PollEvent() }
 func (o oneByOne) PollTransmit(now clock.Time, buf []byte) (fastnet.Transmit, bool) {
 	return o.ep.PollTransmit(now, buf)
+}
+
+// partialDrain is an endpoint whose PollTransmit reports nothing more
+// after each drain datagrams in a row: the network takes the rest at its
+// next step, as a driver that writes datagrams in batches, letting go of
+// the endpoint between two, may see other calls come first. A packet
+// polled for a bundle it did not fit then waits across the pause (N71).
+// Its deadline is the instant of the cut until its next timeout, so that
+// the network comes back for the rest at once.
+type partialDrain struct {
+	*fastnet.Endpoint
+	drain, n int
+	cut      clock.Time // of a drain cut short, 0 if none since the last timeout
+}
+
+func (p *partialDrain) PollTransmit(now clock.Time, buf []byte) (fastnet.Transmit, bool) {
+	if p.n == p.drain {
+		p.n, p.cut = 0, now
+		return fastnet.Transmit{}, false
+	}
+	tx, ok := p.Endpoint.PollTransmit(now, buf)
+	if ok {
+		p.n++
+	} else {
+		p.n = 0
+	}
+	return tx, ok
+}
+
+func (p *partialDrain) NextDeadline() (clock.Time, bool) {
+	if p.cut != 0 {
+		return p.cut, true
+	}
+	return p.Endpoint.NextDeadline()
+}
+
+func (p *partialDrain) HandleTimeout(now clock.Time) {
+	p.cut = 0
+	p.Endpoint.HandleTimeout(now)
 }
 
 func (s *sim) fail(format string, args ...any) {

@@ -31,6 +31,11 @@ func TestPropertyRunsChangeNothing(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := drawCase(t, 0, 12, false)
 		drawBursts(t, &c, 120, 64)
+		if rapid.Bool().Draw(t, "partialDrain") {
+			// Drains cut short, with a packet left over from a full
+			// bundle waiting across the cut (N71, N122).
+			c.setup.Drain = rapid.IntRange(1, 3).Draw(t, "drain")
+		}
 		if rapid.Bool().Draw(t, "estimateFirst") {
 			// Time for the MTU estimations, where a side runs one
 			// (D19), to end before the workload (N119).
