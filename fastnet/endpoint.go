@@ -22,6 +22,7 @@ type Endpoint struct {
 
 	conns        map[Handle]*conn
 	byAddr       map[netip.AddrPort]*conn
+	ended        endedConns        // connections ended while their handshake's retries may still come (N123)
 	lastConn     *conn             // the connection of the latest datagram, saving a lookup
 	lastSent     *conn             // the connection of the latest Send, likewise
 	presums      coalesce.Presums  // the digest of the message being handled, computed ahead (handleBundle)
@@ -209,6 +210,9 @@ func (e *Endpoint) removeConn(c *conn) {
 	// kept, they would pin the ended connection, one more for every
 	// client that ever asked (N107).
 	delete(e.intros.counts, c)
+	if until := c.retryUntil(e.now); until != 0 {
+		e.ended.add(c.addr, e.now, until)
+	}
 	delete(e.conns, c.handle)
 	if e.byAddr[c.addr] == c {
 		delete(e.byAddr, c.addr)

@@ -23,6 +23,10 @@ var errServerFull = errors.New("server full")
 // address no introduction proved (X12, X19).
 var errNotIntroduced = errors.New("not introduced")
 
+// errConnEnded is the reason of the "abort" that answers a late retry of
+// the handshake of a connection that ended (N123).
+var errConnEnded = errors.New("connection ended")
+
 // startHandshake sends the client's first queries (D15).
 func (c *conn) startHandshake(now clock.Time) {
 	c.state = stateQuerying
@@ -165,6 +169,15 @@ func (e *Endpoint) accept(now clock.Time, from netip.AddrPort, n int) {
 	room := amplification*n - 2 - len("abort")
 	if e.cfg.Transport == Stream {
 		room = maxReason // the transport's handshake proved the address
+	}
+	if e.ended.retry(from, now) {
+		// A retry of the handshake of a connection that ended, held in
+		// the network: its client is told of the end, which it may not
+		// have heard (N17), rather than given a new connection that its
+		// old one would keep alive (N123).
+		e.queueCtlOnce(from, control{kind: ctlAbort, text: cutTo(errConnEnded.Error(), room)})
+		e.estats.LateRetriesRefused++
+		return
 	}
 	var via *intro
 	if e.cfg.Role == Peer {

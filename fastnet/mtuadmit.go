@@ -132,6 +132,10 @@ type EndpointStats struct {
 	// ConnectionsRefused counts the clients' "connect?" refused, each
 	// reported by EventRejected (N67).
 	ConnectionsRefused uint64
+	// LateRetriesRefused counts the "connect?" answered with "abort" as
+	// late retries of the handshake of a connection that ended (N123):
+	// no new connection, and no event, since no new client asked.
+	LateRetriesRefused uint64
 	// The totals of the counters of Stats of the same names over every
 	// connection the endpoint has had, live and ended (N59): those
 	// reported by EventConnected and also those that never were (a

@@ -1,0 +1,96 @@
+package fastnet
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+)
+
+// endedConns remembers, for a short while, the addresses of a server's
+// connections that ended while a "connect?" from their client could still
+// be a retry of their handshake (N123): until when, by address, and the
+// order they ended in, so that the oldest go first.
+type endedConns struct {
+	until map[netip.AddrPort]clock.Time
+	order []endedConn
+	head  int
+}
+
+type endedConn struct {
+	addr  netip.AddrPort
+	until clock.Time
+}
+
+// maxEnded bounds the addresses endedConns keeps: past it, the oldest is
+// forgotten, and a late retry from it opens a connection as before N123.
+const maxEnded = 1024
+
+// add records that a connection with addr ended at now, whose client's
+// retries may arrive until until.
+func (m *endedConns) add(addr netip.AddrPort, now, until clock.Time) {
+	m.expire(now)
+	if m.until == nil {
+		m.until = make(map[netip.AddrPort]clock.Time)
+	}
+	if len(m.until) >= maxEnded {
+		m.forgetOldest()
+	}
+	m.until[addr] = until
+	m.order = append(m.order, endedConn{addr, until})
+}
+
+// retry reports whether a "connect?" from addr at now may be a retry of
+// the handshake of a connection that ended.
+func (m *endedConns) retry(addr netip.AddrPort, now clock.Time) bool {
+	if len(m.until) == 0 {
+		return false
+	}
+	m.expire(now)
+	until, ok := m.until[addr]
+	return ok && now < until
+}
+
+// expire forgets the addresses whose time is over, in the order they
+// ended; one that ends later than another may be kept a little past its
+// time, behind it.
+func (m *endedConns) expire(now clock.Time) {
+	for m.head < len(m.order) && now >= m.order[m.head].until {
+		m.forgetOldest()
+	}
+}
+
+// forgetOldest forgets the address that ended longest ago.
+func (m *endedConns) forgetOldest() {
+	if m.head == len(m.order) {
+		return
+	}
+	o := m.order[m.head]
+	m.order[m.head] = endedConn{}
+	m.head++
+	if m.until[o.addr] == o.until {
+		delete(m.until, o.addr)
+	}
+	if m.head == len(m.order) {
+		m.order, m.head = m.order[:0], 0
+	} else if m.head >= 64 && 2*m.head >= len(m.order) {
+		n := copy(m.order, m.order[m.head:])
+		clear(m.order[n:])
+		m.order, m.head = m.order[:n], 0
+	}
+}
+
+// retryUntil returns until when a "connect?" from the address of c, a
+// server-side connection over datagrams that ends at now, may be a retry of
+// its handshake, or 0 if no longer: as mayBeRetry counts it once the
+// client's heartbeats were heard (N34), and otherwise for as long as a
+// client retries, the connect timeout, from now.
+func (c *conn) retryUntil(now clock.Time) clock.Time {
+	if c.role != Server || c.ep.cfg.Transport != Datagram || !c.mayBeRetry(now) {
+		return 0
+	}
+	if c.hb.firstHeard == 0 {
+		return now.Add(c.ep.cfg.ConnectTimeout)
+	}
+	return c.hb.firstHeard.Add(max(time.Second, 4*c.hb.srtt))
+}

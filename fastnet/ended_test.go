@@ -1,0 +1,128 @@
+package fastnet
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+)
+
+// N123: a "connect?" from the address of a server's connection that
+// ended while its handshake's retries could still come is answered with
+// "abort", not with a new connection; once they could not, or from an
+// address whose connection ended later in its life, it opens one as
+// before (D15, N18, N34).
+func TestLateRetryOfEndedConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// heard is how long the client's heartbeats were heard before
+		// the end; after is when the "connect?" comes after it.
+		heard, after time.Duration
+		refused      bool
+	}{
+		{"just after the end", 0, time.Millisecond, true},
+		{"within the retry window", 500 * time.Millisecond, 400 * time.Millisecond, true},
+		{"past the retry window", 500 * time.Millisecond, 600 * time.Millisecond, false},
+		{"ended past its retry window", 2 * time.Second, time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			se := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}})
+			h, _ := se.connectServer()
+			se.advance(tc.heard)
+			se.recv(chHeartbeat, appendHeartbeat(nil, 1)) // heard, before the end
+			if err := se.ep.Abort(se.now, h, "bye"); err != nil {
+				t.Fatal(err)
+			}
+			se.drain()
+			se.sent, se.evs = nil, nil
+			se.advance(tc.after)
+			se.sent, se.evs = nil, nil
+			se.recvControl(control{kind: ctlConnect})
+			st := se.ep.EndpointStats()
+			if tc.refused {
+				se.wantControl("a late retry", control{kind: ctlAbort, text: errConnEnded.Error()})
+				if len(se.ep.conns) != 0 || st.LateRetriesRefused != 1 || st.ConnectionsRefused != 0 {
+					t.Fatalf("%d connections, %d late retries refused, %d refused: want 0, 1 and 0", len(se.ep.conns), st.LateRetriesRefused, st.ConnectionsRefused)
+				}
+				se.wantNoEvent("a late retry")
+				return
+			}
+			if len(se.sent) == 0 {
+				t.Fatal("no answer")
+			}
+			if m, err := parseControl(se.sent[0].payload); err != nil || m.kind != ctlConnected {
+				t.Fatalf("answered %q, want connected", se.sent[0].payload)
+			}
+			if len(se.ep.conns) != 1 || st.LateRetriesRefused != 0 {
+				t.Fatalf("%d connections, %d late retries refused: want 1 and 0", len(se.ep.conns), st.LateRetriesRefused)
+			}
+		})
+	}
+}
+
+// N123, end to end: a server aborts a connection, its "abort" is lost,
+// and a "connect?" the network held back since the handshake comes. The
+// client's connection ends, refused, where a new server connection would
+// have had its challenge echoed by the old client one, and the two kept
+// each other alive with heartbeats for ever.
+func TestLateRetryEndsOldClient(t *testing.T) {
+	cfg := Config{MTU: MTUConfig{Disabled: true}}
+	p := newPair(t, cfg, cfg)
+	var held []byte // the client's "connect?", as the network might hold it back
+	held = appendControl(appendPacketHeader(nil, chControl), control{kind: ctlConnect})
+	if err := p.srv.Abort(p.now, p.sh, "bye"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<16)
+	for { // lost
+		if _, ok := p.srv.PollTransmit(p.now, buf); !ok {
+			break
+		}
+	}
+	p.now = p.now.Add(10 * time.Millisecond)
+	p.srv.HandleDatagram(p.now, clientAddr, held)
+	p.flush()
+	p.advance(5 * time.Second)
+	var ended error
+	for _, ev := range p.cliEvs {
+		if ev.Kind == EventDisconnected {
+			ended = ev.Err
+		}
+	}
+	var refused *RefusedError
+	if !errors.As(ended, &refused) || refused.Reason != errConnEnded.Error() {
+		t.Fatalf("client's connection ended with %v, want refused: %v", ended, errConnEnded)
+	}
+	if n := len(p.srv.conns); n != 0 {
+		t.Fatalf("server has %d connections, want none", n)
+	}
+}
+
+// endedConns forgets addresses once their time is over, and the oldest
+// first past maxEnded.
+func TestEndedConnsBounded(t *testing.T) {
+	var m endedConns
+	addr := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 9)
+	}
+	now := clock.Epoch
+	for i := range maxEnded + 10 {
+		m.add(addr(i), now, now.Add(time.Second))
+	}
+	if len(m.until) != maxEnded || m.retry(addr(9), now) || !m.retry(addr(10), now) || !m.retry(addr(maxEnded+9), now) {
+		t.Fatalf("%d kept; the 10th %v, the 11th %v, the last %v: want %d, false, true, true",
+			len(m.until), m.retry(addr(9), now), m.retry(addr(10), now), m.retry(addr(maxEnded+9), now), maxEnded)
+	}
+	later := now.Add(time.Second)
+	if m.retry(addr(maxEnded+9), later) || len(m.until) != 0 || len(m.order)-m.head != 0 {
+		t.Fatalf("past their time: %d kept, %d in order", len(m.until), len(m.order)-m.head)
+	}
+	// An address that ends again is kept to its later time.
+	m.add(addr(1), later, later.Add(time.Second))
+	m.add(addr(1), later.Add(500*time.Millisecond), later.Add(2*time.Second))
+	if !m.retry(addr(1), later.Add(1500*time.Millisecond)) {
+		t.Fatal("an address that ended twice forgotten at its first time")
+	}
+}
