@@ -23,11 +23,12 @@ const (
 // conn is one connection of an endpoint. The endpoint owns it; methods are
 // split by concern across conn_*.go, handshake.go and heartbeat.go.
 type conn struct {
-	ep     *Endpoint
-	handle Handle
-	addr   netip.AddrPort
-	id     uint32
-	state  connState
+	ep         *Endpoint
+	handle     Handle
+	addr       netip.AddrPort
+	id         uint32
+	state      connState
+	peerClosed bool // its peer said "disconnect": no retry of its handshake can be answered by it (N123)
 	// role is this side's role on the connection: Client or Server, never
 	// Peer (X19).
 	role Role

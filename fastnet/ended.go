@@ -82,15 +82,28 @@ func (m *endedConns) forgetOldest() {
 
 // retryUntil returns until when a "connect?" from the address of c, a
 // server-side connection over datagrams that ends at now, may be a retry of
-// its handshake, or 0 if no longer: as mayBeRetry counts it once the
-// client's heartbeats were heard (N34), and otherwise for as long as a
-// client retries, the connect timeout, from now.
+// its handshake, or 0 if no longer or if its peer said "disconnect" (its
+// connection is gone: nothing could keep a new one alive, and a client that
+// reconnects from the same port must not be refused): as mayBeRetry counts
+// it once the client's heartbeats were heard (N34), and otherwise for as
+// long as a client retries, the connect timeout, from now, or, for an
+// unvalidated connection, from shortly after it was opened, so that a
+// forged "connect?" does not shut its address out once it ends (D25).
 func (c *conn) retryUntil(now clock.Time) clock.Time {
-	if c.role != Server || c.ep.cfg.Transport != Datagram || !c.mayBeRetry(now) {
+	if c.role != Server || c.peerClosed || c.ep.cfg.Transport != Datagram || !c.mayBeRetry(now) {
 		return 0
 	}
 	if c.hb.firstHeard == 0 {
-		return now.Add(c.ep.cfg.ConnectTimeout)
+		until := now.Add(c.ep.cfg.ConnectTimeout)
+		if c.unvalidated {
+			// Its client retried for ConnectTimeout at most from before it
+			// was opened (validateBy less the validation timeout).
+			until = min(until, c.validateBy.Add(c.ep.cfg.ConnectTimeout+time.Second-c.ep.cfg.ValidationTimeout))
+		}
+		if now >= until {
+			return 0
+		}
+		return until
 	}
 	return c.hb.firstHeard.Add(max(time.Second, 4*c.hb.srtt))
 }

@@ -126,3 +126,55 @@ func TestEndedConnsBounded(t *testing.T) {
 		t.Fatal("an address that ended twice forgotten at its first time")
 	}
 }
+
+// Over a long run where entries always remain, order stays within a
+// small multiple of maxEnded (the compaction of forgetOldest).
+func TestEndedConnsOrderCompacted(t *testing.T) {
+	var m endedConns
+	now := clock.Epoch
+	for i := range 100 * maxEnded {
+		a := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 9)
+		now = now.Add(time.Millisecond)
+		m.add(a, now, now.Add(2*time.Second))
+	}
+	if cap(m.order) > 4*maxEnded {
+		t.Fatalf("order holds %d (cap %d) for %d addresses", len(m.order), cap(m.order), len(m.until))
+	}
+}
+
+// The window counts 4 RTTs when they exceed 1 s (N34): a retry 1.5 s
+// after the first heartbeat of a connection with an RTT of 500 ms may
+// still be one.
+func TestLateRetryWindowUsesRTT(t *testing.T) {
+	se := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}})
+	h, _ := se.connectServer()
+	se.recv(chHeartbeat, appendHeartbeat(nil, 1))
+	c := se.ep.conns[h]
+	c.hb.srtt = 500 * time.Millisecond // window: 2 s
+	se.advance(1200 * time.Millisecond)
+	if err := se.ep.Abort(se.now, h, "bye"); err != nil {
+		t.Fatal(err)
+	}
+	se.drain()
+	se.advance(300 * time.Millisecond)
+	se.sent, se.evs = nil, nil
+	se.recvControl(control{kind: ctlConnect})
+	se.wantControl("a late retry", control{kind: ctlAbort, text: errConnEnded.Error()})
+}
+
+// An unvalidated connection nobody's heartbeat reached, ended (here by
+// the validation timeout), is remembered for ConnectTimeout.
+func TestLateRetryAfterUnvalidatedExpiry(t *testing.T) {
+	se := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}, ValidationTimeout: time.Second})
+	se.recvControl(control{kind: ctlConnect})
+	if se.ep.NumConns() != 1 {
+		t.Fatal("no connection")
+	}
+	se.advance(1100 * time.Millisecond)
+	if se.ep.NumConns() != 0 {
+		t.Fatal("not expired")
+	}
+	se.sent, se.evs = nil, nil
+	se.recvControl(control{kind: ctlConnect})
+	se.wantControl("a late retry", control{kind: ctlAbort, text: errConnEnded.Error()})
+}

@@ -146,6 +146,7 @@ func (e *Endpoint) serverControl(now clock.Time, from netip.AddrPort, c *conn, m
 		e.accept(now, from, n)
 	case ctlDisconnect:
 		if c != nil {
+			c.peerClosed = true
 			e.disconnect(now, c, &PeerClosedError{Reason: m.text}, false)
 		}
 	default:
