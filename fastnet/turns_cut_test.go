@@ -27,12 +27,7 @@ func turnCutCase(t *testing.T, noRuns, paced bool) [][]byte {
 	}
 	p := newPair(t, cfg, cfg)
 	c := p.cli.conns[p.ch]
-	for i := 0; !c.bundleTo; i++ {
-		if i == 100 {
-			t.Fatal("bundles never negotiated")
-		}
-		p.advance(heartbeatInterval(p.cli.cfg.Timeout))
-	}
+	p.awaitBundles(t)
 	p.advance(10 * time.Millisecond)
 	p.cli.noRuns = noRuns
 	buf := make([]byte, 1<<16)
@@ -158,13 +153,7 @@ func TestTurnAfterHeldChannel(t *testing.T) {
 		cfg := Config{InitialPayloadMTU: turnsMTU, MTU: MTUConfig{Disabled: true},
 			Congestion: CongestionConfig{Disabled: true}, MaxInFlight: turnsMTU + 10*coalesce.EncodedLen(64)}
 		p := newPair(t, cfg, cfg)
-		c := p.cli.conns[p.ch]
-		for i := 0; !c.bundleTo; i++ {
-			if i == 100 {
-				t.Fatal("bundles never negotiated")
-			}
-			p.advance(heartbeatInterval(p.cli.cfg.Timeout))
-		}
+		p.awaitBundles(t)
 		p.cli.noRuns = noRuns
 		p.sendN(t, 1, 100, 64, true)
 		p.sendN(t, 2, 100, 64, false)
@@ -211,12 +200,7 @@ func TestTurnAfterChannelExpired(t *testing.T) {
 			Congestion: CongestionConfig{FixedRate: 1 << 30}, UnreliableMaxDelay: 10 * time.Millisecond}
 		p := newPair(t, cfg, cfg)
 		c := p.cli.conns[p.ch]
-		for i := 0; !c.bundleTo; i++ {
-			if i == 100 {
-				t.Fatal("bundles never negotiated")
-			}
-			p.advance(heartbeatInterval(p.cli.cfg.Timeout))
-		}
+		p.awaitBundles(t)
 		p.advance(time.Second)
 		p.cli.noRuns = noRuns
 		// Channel 1 alone: its turn, begun by the packet that did not
@@ -248,12 +232,7 @@ func TestTurnOfHeldChannelReleased(t *testing.T) {
 			Congestion: CongestionConfig{Disabled: true}, MaxInFlight: 64 << 10}
 		p := newPair(t, cfg, cfg)
 		c := p.cli.conns[p.ch]
-		for i := 0; !c.bundleTo; i++ {
-			if i == 100 {
-				t.Fatal("bundles never negotiated")
-			}
-			p.advance(heartbeatInterval(p.cli.cfg.Timeout))
-		}
+		p.awaitBundles(t)
 		p.cli.noRuns = noRuns
 		// Channel 1's reliable packets fill MaxInFlight, and the rest
 		// are held; channel 2's unreliable ones take every turn after,

@@ -22,15 +22,23 @@ func turnsPair(t *testing.T, noBundles bool) *pair {
 	cfg := Config{InitialPayloadMTU: turnsMTU, MTU: MTUConfig{Disabled: true}, NoBundles: noBundles,
 		Congestion: CongestionConfig{Disabled: true}}
 	p := newPair(t, cfg, cfg)
+	if !noBundles {
+		p.awaitBundles(t)
+	}
+	p.cliEvs, p.srvEvs = nil, nil
+	return p
+}
+
+// awaitBundles lets time pass until p's client may send bundles (D24).
+func (p *pair) awaitBundles(t *testing.T) {
+	t.Helper()
 	c := p.cli.conns[p.ch]
-	for i := 0; !c.bundleTo && !noBundles; i++ {
+	for i := 0; !c.bundleTo; i++ {
 		if i == 100 {
 			t.Fatal("bundles never negotiated")
 		}
 		p.advance(heartbeatInterval(p.cli.cfg.Timeout))
 	}
-	p.cliEvs, p.srvEvs = nil, nil
-	return p
 }
 
 // sendN queues n messages of size bytes on channel ch of p's client.
