@@ -596,9 +596,9 @@ func (c *conn) runChannel(now clock.Time) *chanState {
 
 // appendRun appends to bundle b the first-time packets of cs that poll
 // would write next, one after the other, as long as they fit and cs's
-// turn lasts (N122), in place (N101); runChannel found cs. If wrap is set, b holds only first so
-// far, and becomes a bundle of it before the first packet goes in. It
-// returns b and the number of packets appended. What poll would check
+// turn lasts (N122), in place (N101); runChannel found cs. If wrap is
+// set, b holds only first so far, and becomes a bundle of it before the
+// first packet goes in. It returns b and the number of packets appended. What poll would check
 // before each packet is checked here only where a packet of cs can
 // change it: the heartbeat a flooding connection brings forward
 // (floodBeat, at most once: called again within the run it would find
@@ -650,17 +650,12 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 			lim := channel.RunLimit{End: limit, MTU: mtu, Max: math.MaxInt,
 				Expire: c.cc.on, Before: expired,
 				Reliable: c.reliableRoom(), Overhead: wireOverhead, Frames: math.MaxInt}
-			// Within cs's turn as takeTurn counts it: what is left of
-			// the turn under way, or a new turn's share. The next
-			// packet goes even if it does not fit that, as pollNew
-			// sends it, and alone: a turn's first packet may be larger
-			// than the share, and a channel joining the ring may have
-			// cut the turn under way below it (joinRing).
-			left := c.turnLeft
-			if left == 0 {
-				left = c.turnQuantum()
-			}
-			if turnOverhead+cs.snd.NextLen(mtu) <= left {
+			// Within cs's turn as takeTurn counts it. The next packet
+			// goes even if it does not fit that, as pollNew sends it,
+			// and alone: a turn's first packet may be larger than the
+			// share, and a channel joining the ring may have cut the
+			// turn under way below it (joinRing).
+			if left := c.turnRoom(); turnOverhead+cs.snd.NextLen(mtu) <= left {
 				lim.End = min(lim.End, len(b)+left)
 			} else {
 				lim.Max = 1

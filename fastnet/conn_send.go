@@ -357,17 +357,22 @@ func (c *conn) turnQuantum() int {
 	return (c.payloadMTU + 2) / max(len(c.ring), 1)
 }
 
+// turnRoom returns what the channel at ringPos may send in its turn:
+// what is left of the turn under way, or a new turn's share.
+func (c *conn) turnRoom() int {
+	if c.turnLeft > 0 {
+		return c.turnLeft
+	}
+	return c.turnQuantum()
+}
+
 // takeTurn counts r, the packets channel cs, at ringPos, just sent, in its
 // turn, which it began if none was under way. The turn goes on while cs's
 // next packet fits what is left of it; otherwise the ring moves on. A
 // turn takes at least one packet, so a channel whose packets are larger
 // than its share sends one a turn, as every channel did before N122.
 func (c *conn) takeTurn(cs *chanState, r channel.Run) {
-	left := c.turnLeft
-	if left == 0 {
-		left = c.turnQuantum()
-	}
-	left -= r.Bytes + r.Packets*turnOverhead
+	left := c.turnRoom() - (r.Bytes + r.Packets*turnOverhead)
 	if left > 0 && turnOverhead+cs.snd.NextLen(c.payloadMTU-channel.HeaderLen) <= left {
 		c.turnLeft = left
 		return

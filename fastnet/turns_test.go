@@ -192,20 +192,25 @@ func TestTurnOfLargePackets(t *testing.T) {
 	p := turnsPair(t, false)
 	p.sendN(t, 1, 1, 50000, false)
 	p.sendN(t, 2, 300, 64, false)
-	var seq []int16
+	// The turns, datagram after datagram: each a channel and its packets.
+	var ids []int16
+	var counts []int
 	for range 6 {
-		chs := p.pollDatagram(t)
-		ids, _ := groups(chs)
-		seq = append(seq, ids...)
+		i, c := groups(p.pollDatagram(t))
+		ids, counts = append(ids, i...), append(counts, c...)
 	}
-	ids, _ := groups(seq)
-	for i := 1; i < len(ids); i++ {
-		if ids[i] == ids[i-1] {
-			t.Fatalf("channels in turn order %v: one large packet, then the other's share, in turn", seq)
+	share := (turnsMTU + 2) / 2 / smallPacket
+	for i := range ids {
+		want, n := int16(1+i%2), 1
+		if want == 2 {
+			n = share
+		}
+		if ids[i] != want || counts[i] != n {
+			t.Fatalf("turns of channels %v of %v packets, want a large packet of channel 1 and %d small ones of channel 2 in turn", ids, counts, share)
 		}
 	}
 	if len(ids) < 6 {
-		t.Fatalf("channels in turn order %v, want them alternating", ids)
+		t.Fatalf("turns of channels %v, want them alternating", ids)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -67,6 +68,20 @@ type batchSide struct {
 	out bytes.Buffer // every datagram sent and event reported, in order
 }
 
+// newBatchSide returns a side with an endpoint of cfg that has had a
+// "connect?" from from at now, drained.
+func newBatchSide(t *testing.T, cfg fastnet.Config, from netip.AddrPort, now clock.Time, drain func(*batchSide)) *batchSide {
+	t.Helper()
+	ep, err := fastnet.NewEndpoint(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &batchSide{ep: ep}
+	ep.HandleDatagram(now, from, []byte("\xff\xffconnect?"))
+	drain(s)
+	return s
+}
+
 func runBatch(t *testing.T, data []byte) {
 	cfg := bundleServer()
 	from := fuzzAddrs[0]
@@ -75,14 +90,9 @@ func runBatch(t *testing.T, data []byte) {
 	var sides [2]*batchSide
 	drain := func(s *batchSide) { s.drain(t, now, buf) }
 	for i := range sides {
-		ep, err := fastnet.NewEndpoint(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &batchSide{ep: ep}
+		s := newBatchSide(t, cfg, from, now, drain)
 		sides[i] = s
-		ep.HandleDatagram(now, from, []byte("\xff\xffconnect?"))
-		drain(s)
+		ep := s.ep
 		// The challenge, a 4-byte heartbeat, echoed validates (D25).
 		var beat []byte
 		for _, l := range bytes.Split(s.out.Bytes(), []byte("\n")) {

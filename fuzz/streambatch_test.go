@@ -51,14 +51,8 @@ func runStreamBatch(t *testing.T, data []byte) {
 	var sides [2]*batchSide
 	drain := func(s *batchSide) { s.drain(t, now, buf) }
 	for i := range sides {
-		ep, err := fastnet.NewEndpoint(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &batchSide{ep: ep}
+		s := newBatchSide(t, cfg, from, now, drain)
 		sides[i] = s
-		ep.HandleDatagram(now, from, []byte("\xff\xffconnect?"))
-		drain(s)
 		if s.h == 0 {
 			t.Fatal("not connected")
 		}
