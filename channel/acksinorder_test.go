@@ -10,9 +10,9 @@ import (
 // duplicates, gaps, pairs of other channels and malformed pairs, to two
 // senders that sent the same packets: one takes each ack with HandleAck,
 // the other each ack with HandleAck and then the row after it with
-// HandleAcksInOrder, a few acks at a time. Some packets were resent
-// before. What they free, in order, and their states must be the same
-// after every payload.
+// HandleAcksInOrder. Some packets were resent before. What they free,
+// summed (AckSum.Add), the newest R of each row, and their states must
+// be the same after every payload.
 func TestHandleAcksInOrder(t *testing.T) {
 	const ch = 3
 	resent := false
@@ -75,7 +75,11 @@ func TestHandleAcksInOrder(t *testing.T) {
 				enc = append(enc[:j:j], append([]byte{0x80, 0, 0, 0, 1}, enc[j:]...)...)
 			}
 
-			var want, got []Acked
+			// What a frees, summed, and the R of each packet it
+			// frees, in order; b must free the same packets in the
+			// same order, each run's last R the newest.
+			var want, got AckSum
+			var rels []Seq
 			it, err := ParseAcks(enc)
 			if err != nil {
 				t.Fatal(err)
@@ -83,7 +87,8 @@ func TestHandleAcksInOrder(t *testing.T) {
 			for it.Next() {
 				if ak := it.Ack(); ak.Channel == ch {
 					if x, ok := a.HandleAck(ak.Seq); ok {
-						want = append(want, x)
+						want.Add(x)
+						rels = append(rels, x.Rel)
 					}
 				}
 			}
@@ -91,20 +96,19 @@ func TestHandleAcksInOrder(t *testing.T) {
 			for it.Next() {
 				if ak := it.Ack(); ak.Channel == ch {
 					if x, ok := b.HandleAck(ak.Seq); ok {
-						got = append(got, x)
-						// Rows taken a few at a time, as
-						// the room given allows.
-						for {
-							row := b.HandleAcksInOrder(&it, ch, make([]Acked, 0, 1+rng.Intn(5)))
-							got = append(got, row...)
-							if len(row) < cap(row) {
-								break
-							}
+						got.Add(x)
+						before := got.Packets
+						n, rel := b.HandleAcksInOrder(&it, ch, &got)
+						if got.Packets-before != n {
+							t.Fatalf("seed %d round %d: HandleAcksInOrder took %d, added %d", seed, round, n, got.Packets-before)
+						}
+						if n > 0 && (got.Packets > len(rels) || rel != rels[got.Packets-1]) {
+							t.Fatalf("seed %d round %d: a run of %d ending at packet %d gave R %d; want the R of a's packet then, of %v", seed, round, n, got.Packets, rel, rels)
 						}
 					}
 				}
 			}
-			if !reflect.DeepEqual(got, want) {
+			if got != want {
 				t.Fatalf("seed %d round %d: freed\n%+v\nwant\n%+v", seed, round, got, want)
 			}
 			if !reflect.DeepEqual(a, b) {

@@ -842,7 +842,7 @@ func (s *Sender) AppendResend(b []byte, now clock.Time, rtt, maxInterval time.Du
 	return b, rs, true
 }
 
-// Acked describes a packet freed by HandleAck or HandleAcksInOrder.
+// Acked describes a packet freed by HandleAck.
 type Acked struct {
 	// Bytes is the packet's chunk length, to take off the caller's
 	// in-flight bytes.
@@ -954,28 +954,66 @@ func (s *Sender) HandleAck(seq Seq) (a Acked, ok bool) {
 	return a, true
 }
 
+// AckSum sums what acks freed, for a caller that takes the acks of one
+// ack packet together (N124): HandleAcksInOrder adds to it the packets
+// it frees, and Add what HandleAck returned.
+type AckSum struct {
+	// Packets and Bytes count the packets freed and their chunk bytes;
+	// Fresh and FreshBytes, those of them never resent.
+	Packets, Bytes    int
+	Fresh, FreshBytes int
+	// Last is the latest send of the newest packet never resent among
+	// them, 0 if there is none: an ack times a round trip from it
+	// (Karn). First is the latest first send among them all.
+	Last, First clock.Time
+}
+
+// Add adds the packet a to s.
+func (s *AckSum) Add(a Acked) {
+	s.Packets++
+	s.Bytes += a.Bytes
+	if a.Resends == 0 {
+		s.Fresh++
+		s.FreshBytes += a.Bytes
+		s.Last = max(s.Last, a.Last)
+	}
+	s.First = max(s.First, a.First)
+}
+
 // HandleAcksInOrder takes the pairs of it that come next while each
 // acknowledges the oldest packet of channel ch in flight, as acks in order
-// do, moving it past them, as long as row has room: it handles each such
-// ack as HandleAck would, appends what it freed to row without growing it,
-// and returns row. After the first entry of
-// a row of in-order entries for one channel, the others take one call
-// rather than one each (a shortcut of N116, with no change of behaviour).
-func (s *Sender) HandleAcksInOrder(it *AckIter, ch int16, row []Acked) []Acked {
+// do, moving it past them: it handles each such ack as HandleAck would and
+// adds what it freed to sum, as Add adds HandleAck's results. It returns
+// how many it took and the R of the last (D7), the newest of them. After
+// the first entry of a row of in-order entries for one channel, the others
+// take one call rather than one each (a shortcut of N116, with no change
+// of behaviour).
+func (s *Sender) HandleAcksInOrder(it *AckIter, ch int16, sum *AckSum) (n int, rel Seq) {
 	// HandleAck's in-order path, for as long as it applies: with headLive
 	// set, packets are in flight and the front entry is live. It is
 	// written out rather than shared with HandleAck through a call,
 	// which cost 30 instructions a reliable message in full bundles;
-	// TestHandleAcksInOrder holds the two to the same results.
+	// TestHandleAcksInOrder holds the two to the same results. The sums
+	// are kept in locals, stored once: packets in order were sent in
+	// order, so the last one's First and R are the newest, and so is the
+	// last Last of those never resent.
 	b, k := it.b, 0
-	for s.headLive && len(row) < cap(row) {
+	bytes, fresh, freshBytes := 0, 0, 0
+	var last, first clock.Time
+	for s.headLive {
 		e := *s.bySeq.At(0)
 		if !isAck(b, k, ch, e.seq) {
 			break
 		}
 		k += AckLen
 		r := &s.recs[e.idx]
-		row = append(row, Acked{Bytes: r.n, First: r.first, Last: r.last, AckedCount: AckedCount{Resends: r.resends, Rel: r.rel}})
+		bytes += r.n
+		if r.resends == 0 {
+			fresh++
+			freshBytes += r.n
+			last = r.last
+		}
+		first, rel = r.first, r.rel
 		s.bySeq.Skip() // no reference to clear
 		s.drop(r, e.idx)
 		switch {
@@ -988,7 +1026,16 @@ func (s *Sender) HandleAcksInOrder(it *AckIter, ch int16, row []Acked) []Acked {
 		}
 	}
 	it.b = b[k:]
-	return row
+	n = k / AckLen
+	if n > 0 {
+		sum.Packets += n
+		sum.Bytes += bytes
+		sum.Fresh += fresh
+		sum.FreshBytes += freshBytes
+		sum.Last = max(sum.Last, last)
+		sum.First = max(sum.First, first)
+	}
+	return n, rel
 }
 
 // free ends the life of in-flight record idx.

@@ -2,6 +2,7 @@ package fastnet
 
 import (
 	"math"
+	"math/bits"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/channel"
@@ -322,89 +323,101 @@ func (cc *congestion) next(rate float64) clock.Time {
 	return cc.filled.Add(d)
 }
 
-// onAcks folds in the acks of row, reliable packets freed in that order
-// (N77, N78): a row of one channel's packets freed in order
-// (conn.acksInOrder), or a single ack (handleAcks). Each packet counts
-// its chunk bytes plus wireOverhead, n; inFlight is the bytes of the
-// packets never resent in flight before the first, which each such packet
-// acked takes its n off before the next. It returns inFlight after the row, the
-// chunk bytes of the row, and rel moved to each R of the row less than
-// half the sequence space after it, in turn: the newest packet acked, as
-// handleAcks keeps it for the loss check (N81).
-//
-// One call for the row, with the tests of on and fixed made once and the
-// counts of the row kept in the same pass, in place of a call per ack and
-// two loops of the caller over the row (a shortcut of N116, with no change
-// of behaviour): TestOnAcks holds it to onAck, the controller's ack of one
-// packet as it was, on random states and rows.
-func (cc *congestion) onAcks(now clock.Time, row []channel.Acked, inFlight, mtu int, rel channel.Seq) (int, int, channel.Seq) {
-	bytes := 0
-	if !cc.on || cc.fixed > 0 {
-		for i := range row {
-			ak := &row[i]
-			bytes += ak.Bytes
-			if ak.Resends == 0 {
-				inFlight -= ak.Bytes + wireOverhead
-			}
-			if channel.Distance(rel, ak.Rel) < channel.SeqSpace/2 {
-				rel = ak.Rel
-			}
-		}
-		return inFlight, bytes, rel
+// onAcks folds in the acks of one ack packet, whose freed packets sum
+// sums (N77, N78, N124), with inFlight the bytes of the packets never
+// resent in flight before them, each counting its chunk bytes plus
+// wireOverhead; it returns inFlight after them. The packet is one event
+// for the controller, as an ACK frame is for QUIC's (RFC 9002): one
+// round-trip sample, from the newest packet never resent it acks (Karn),
+// smoothed and counted for HyStart++ once; a round ends if any packet it
+// acks was first sent after the round began; and the window grows once,
+// by everything it acked, if the window limited the sender before it.
+func (cc *congestion) onAcks(now clock.Time, sum *channel.AckSum, inFlight, mtu int) int {
+	f := inFlight
+	inFlight -= sum.FreshBytes + sum.Fresh*wireOverhead
+	if !cc.on || cc.fixed > 0 || sum.Packets == 0 {
+		return inFlight
 	}
-	for i := range row {
-		ak := &row[i]
-		// The statements of one ack (onAck in TestOnAcks), in their
-		// order, with f the bytes in flight before it.
-		n, f := ak.Bytes+wireOverhead, inFlight
-		bytes += ak.Bytes
-		if ak.Resends == 0 {
-			inFlight -= n
-		}
-		if channel.Distance(rel, ak.Rel) < channel.SeqSpace/2 {
-			rel = ak.Rel
-		}
-		if ak.Resends == 0 && now >= ak.Last {
-			r := now.Sub(ak.Last)
-			if !cc.sampled {
-				cc.sampled = true
-				cc.srtt = r
-				cc.roundStart = now
-			} else {
-				cc.srtt = (7*cc.srtt + r) / 8
-			}
-			if cc.roundSamples == 0 || r < cc.roundMin {
-				cc.roundMin = r
-			}
-			cc.roundSamples++
-			if cc.cwnd < cc.ssthresh && cc.lastRound > 0 && cc.roundSamples >= hsMinSamples {
-				eta := min(max(cc.lastRound/8, hsMinEta), hsMaxEta)
-				if cc.roundMin >= cc.lastRound+eta {
-					cc.ssthresh = cc.cwnd
-				}
-			}
-		}
-		if ak.First >= cc.roundStart && cc.roundSamples > 0 {
-			cc.lastRound, cc.roundMin, cc.roundSamples = cc.roundMin, 0, 0
+	if sum.Fresh > 0 && now >= sum.Last {
+		// The sample: smoothed as RFC 6298, and HyStart++'s delay
+		// test in slow start.
+		r := now.Sub(sum.Last)
+		if !cc.sampled {
+			cc.sampled = true
+			cc.srtt = r
 			cc.roundStart = now
+		} else {
+			cc.srtt = smooth(cc.srtt, r, sum.Fresh)
 		}
-		if cc.cwnd < cc.ssthresh {
-			if 2*f >= cc.cwnd {
-				cc.cwnd += n
+		if cc.roundSamples == 0 || r < cc.roundMin {
+			cc.roundMin = r
+		}
+		cc.roundSamples++
+		if cc.cwnd < cc.ssthresh && cc.lastRound > 0 && cc.roundSamples >= hsMinSamples {
+			eta := min(max(cc.lastRound/8, hsMinEta), hsMaxEta)
+			if cc.roundMin >= cc.lastRound+eta {
+				cc.ssthresh = cc.cwnd // the queue has begun to grow
 			}
-			continue
-		}
-		if f+3*mtu < cc.cwnd {
-			continue
-		}
-		cc.acked += n
-		if cc.acked >= cc.cwnd {
-			cc.acked -= cc.cwnd
-			cc.cwnd += max(mtu, ccSegment)
 		}
 	}
-	return inFlight, bytes, rel
+	if sum.First >= cc.roundStart && cc.roundSamples > 0 {
+		// An ack of a packet sent in the round: a round trip has
+		// passed since it began.
+		cc.lastRound, cc.roundMin, cc.roundSamples = cc.roundMin, 0, 0
+		cc.roundStart = now
+	}
+	n := sum.Bytes + sum.Packets*wireOverhead
+	if cc.cwnd < cc.ssthresh {
+		// Slow start: grow while the window is what limits the sender.
+		if 2*f >= cc.cwnd {
+			cc.cwnd += n
+		}
+		return inFlight
+	}
+	if f+3*mtu < cc.cwnd {
+		return inFlight // the application, not the window, limits the sender
+	}
+	// One datagram a window, of the path's common size at least: the
+	// payload MTU is small until estimation has grown it (D19).
+	cc.acked += n
+	for cc.acked >= cc.cwnd {
+		cc.acked -= cc.cwnd
+		cc.cwnd += max(mtu, ccSegment)
+	}
+	return inFlight
 }
+
+// smooth returns srtt smoothed with the round-trip sample r as RFC 6298
+// smooths it (alpha 1/8), k times (N124): an ack packet's one sample
+// weighs as much as its k acks of packets never resent, each a sample of
+// its own, would, so that a packet acking many packets moves the smoothed
+// RTT as far as as many packets acked one by one.
+func smooth(srtt, r time.Duration, k int) time.Duration {
+	d := srtt - r
+	keep := srttKeep[min(k, len(srttKeep)-1)]
+	neg := d < 0
+	if neg {
+		d = -d
+	}
+	// d x keep / 2^32, without overflow for any d.
+	hi, lo := bits.Mul64(uint64(d), keep)
+	d = time.Duration(hi<<32 | lo>>32)
+	if neg {
+		d = -d
+	}
+	return r + d
+}
+
+// srttKeep[k] is what k updates of RFC 6298's (alpha 1/8) leave of the
+// smoothed RTT's distance from a sample, (7/8)^k, in units of 2^-32,
+// down to the first k that leaves none.
+var srttKeep = func() []uint64 {
+	t := []uint64{1 << 32}
+	for t[len(t)-1] > 0 {
+		t = append(t, t[len(t)-1]*7/8)
+	}
+	return t
+}()
 
 // onResend folds in the resend at now of a reliable packet whose previous
 // send was at last: a loss (or an ack later than D14's interval). The

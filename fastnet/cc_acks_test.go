@@ -12,20 +12,197 @@ import (
 	"github.com/fastnet-engine/fastnet/clock"
 )
 
-// onAcks leaves the controller as onAck does called for each ack of the
-// row in turn, with the bytes in flight acksInOrder gave it before
-// (each never resent packet taking its bytes and wireOverhead off), and
-// returns the counts and the newest R that acksInOrder kept: on random
-// controllers, on or off, with a fixed rate or none, in slow start or
-// congestion avoidance, sampled or not, and random rows, several rows
-// one after the other on the same controller.
-func TestOnAcks(t *testing.T) {
-	opts := cmp.AllowUnexported(congestion{}, baseBucket{}, echoMark{})
+// ackPacket sums the acks of one ack packet: packets freed, each of
+// bytes chunk bytes, first sent at the times sent (in order), the first
+// resent of them resent.
+func ackPacket(bytes int, resent int, sent ...clock.Time) *channel.AckSum {
+	var s channel.AckSum
+	for i, at := range sent {
+		a := channel.Acked{Bytes: bytes, First: at, Last: at}
+		if i < resent {
+			a.Resends, a.Last = 1, at.Add(time.Millisecond)
+		}
+		s.Add(a)
+	}
+	return &s
+}
+
+// TestOnAcksOnePacketOneEvent holds the controller to N124: an ack
+// packet is one event, however many packets it acks. It gives one
+// round-trip sample, from its newest packet never resent, weighed as its
+// acks of packets never resent (smooth); HyStart++ needs eight ack
+// packets in a round, not eight acks; and the window grows once, by all
+// the packet acked.
+func TestOnAcksOnePacketOneEvent(t *testing.T) {
+	const mtu = 1200 + wireOverhead
+	t0 := clock.Epoch.Add(time.Second)
+	ms := time.Millisecond
+	// A row of n packets sent one each 10 µs from t0.
+	row := func(n int, resent int) *channel.AckSum {
+		sent := make([]clock.Time, n)
+		for i := range sent {
+			sent[i] = t0.Add(time.Duration(i) * 10 * time.Microsecond)
+		}
+		return ackPacket(64, resent, sent...)
+	}
+	slow := func() congestion {
+		return congestion{on: true, cwnd: 20000, ssthresh: math.MaxInt, sampled: true, srtt: 80 * ms,
+			roundStart: t0.Add(5 * ms), roundMin: 50 * ms, roundSamples: 1}
+	}
+	for _, tc := range []struct {
+		name     string
+		cc       congestion
+		sum      *channel.AckSum
+		now      clock.Time
+		inFlight int
+		want     func(*congestion) // the fields that change
+		wantIn   int
+	}{{
+		name: "one sample from the newest of 96",
+		cc:   slow(), sum: row(96, 0), now: t0.Add(40 * ms), inFlight: 19000,
+		want: func(cc *congestion) {
+			r := 40*ms - 950*time.Microsecond
+			cc.srtt, cc.roundMin, cc.roundSamples = smooth(80*ms, r, 96), r, 2
+			cc.cwnd += 96 * (64 + wireOverhead)
+		},
+		wantIn: 19000 - 96*(64+wireOverhead),
+	}, {
+		name: "resent packets give no sample but count",
+		cc:   slow(), sum: row(3, 3), now: t0.Add(40 * ms), inFlight: 19000,
+		want: func(cc *congestion) {
+			cc.cwnd += 3 * (64 + wireOverhead)
+		},
+		wantIn: 19000,
+	}, {
+		name: "the newest never resent gives the sample",
+		cc:   slow(), sum: ackPacket(64, 1, t0.Add(2*ms), t0), now: t0.Add(40 * ms), inFlight: 19000,
+		want: func(cc *congestion) {
+			// The second packet, sent at t0, was never resent.
+			cc.srtt, cc.roundMin, cc.roundSamples = (7*80*ms+40*ms)/8, 40*ms, 2
+			cc.cwnd += 2 * (64 + wireOverhead)
+		},
+		wantIn: 19000 - (64 + wireOverhead),
+	}, {
+		name: "slow start, the application limits: no growth",
+		cc:   slow(), sum: row(10, 0), now: t0.Add(40 * ms), inFlight: 9000,
+		want: func(cc *congestion) {
+			r := 40*ms - 90*time.Microsecond
+			cc.srtt, cc.roundMin, cc.roundSamples = smooth(80*ms, r, 10), r, 2
+		},
+		wantIn: 9000 - 10*(64+wireOverhead),
+	}, {
+		name: "a round ends with a packet sent in it",
+		cc: func() congestion {
+			cc := slow()
+			cc.roundStart = t0.Add(500 * time.Microsecond)
+			return cc
+		}(),
+		sum: row(96, 0), now: t0.Add(40 * ms), inFlight: 19000,
+		want: func(cc *congestion) {
+			r := 40*ms - 950*time.Microsecond
+			cc.srtt = smooth(80*ms, r, 96)
+			cc.lastRound, cc.roundMin, cc.roundSamples, cc.roundStart = r, 0, 0, t0.Add(40*ms)
+			cc.cwnd += 96 * (64 + wireOverhead)
+		},
+		wantIn: 19000 - 96*(64+wireOverhead),
+	}, {
+		name: "HyStart++ on the eighth packet of a round",
+		cc: func() congestion {
+			cc := slow()
+			cc.lastRound, cc.roundMin, cc.roundSamples = 20*ms, 30*ms, 7
+			return cc
+		}(),
+		sum: row(1, 0), now: t0.Add(40 * ms), inFlight: 19000,
+		want: func(cc *congestion) {
+			cc.srtt, cc.roundSamples = (7*80*ms+40*ms)/8, 8
+			cc.ssthresh = 20000 // set before this packet's growth
+			cc.acked = 64 + wireOverhead
+		},
+		wantIn: 19000 - (64 + wireOverhead),
+	}, {
+		name: "HyStart++ not on a row of 96 acks of one packet",
+		cc: func() congestion {
+			cc := slow()
+			cc.lastRound, cc.roundMin, cc.roundSamples = 20*ms, 30*ms, 0
+			return cc
+		}(),
+		sum: row(96, 0), now: t0.Add(40 * ms), inFlight: 19000,
+		want: func(cc *congestion) {
+			r := 40*ms - 950*time.Microsecond
+			cc.srtt, cc.roundMin, cc.roundSamples = smooth(80*ms, r, 96), r, 1
+			cc.cwnd += 96 * (64 + wireOverhead)
+		},
+		wantIn: 19000 - 96*(64+wireOverhead),
+	}, {
+		name: "congestion avoidance: two windows acked at once grow it twice",
+		cc:   congestion{on: true, cwnd: 2400, ssthresh: 2000, sampled: true, srtt: 40 * ms, roundStart: t0.Add(ms), acked: 2000},
+		sum:  ackPacket(1200, 0, t0, t0, t0, t0, t0), now: t0.Add(40 * ms), inFlight: 6000,
+		want: func(cc *congestion) {
+			cc.roundMin, cc.roundSamples = 40*ms, 1
+			cc.cwnd, cc.acked = 2400+2*mtu, 2000+5*(1200+wireOverhead)-2400-(2400+mtu)
+		},
+		wantIn: 6000 - 5*(1200+wireOverhead),
+	}, {
+		name: "congestion avoidance, the application limits",
+		cc:   congestion{on: true, cwnd: 50000, ssthresh: 4000, sampled: true, srtt: 40 * ms, roundStart: t0.Add(ms)},
+		sum:  row(2, 0), now: t0.Add(40 * ms), inFlight: 6000,
+		want: func(cc *congestion) {
+			r := 40*ms - 10*time.Microsecond
+			cc.srtt, cc.roundMin, cc.roundSamples = smooth(40*ms, r, 2), r, 1
+		},
+		wantIn: 6000 - 2*(64+wireOverhead),
+	}, {
+		name: "the first sample starts the first round",
+		cc:   congestion{on: true, cwnd: 14600, ssthresh: math.MaxInt},
+		sum:  row(4, 0), now: t0.Add(10 * ms), inFlight: 14000,
+		want: func(cc *congestion) {
+			r := 10*ms - 30*time.Microsecond
+			cc.sampled, cc.srtt, cc.roundStart, cc.roundMin, cc.roundSamples = true, r, t0.Add(10*ms), r, 1
+			cc.cwnd += 4 * (64 + wireOverhead)
+		},
+		wantIn: 14000 - 4*(64+wireOverhead),
+	}, {
+		name: "off: only the bytes in flight",
+		cc:   congestion{cwnd: 14600, ssthresh: math.MaxInt},
+		sum:  row(4, 1), now: t0.Add(10 * ms), inFlight: 14000,
+		want: func(cc *congestion) {},
+		// The resent packet had left the window (N76).
+		wantIn: 14000 - 3*(64+wireOverhead),
+	}, {
+		name: "a clock gone back: no sample",
+		cc:   slow(), sum: row(4, 0), now: t0, inFlight: 19000,
+		want: func(cc *congestion) {
+			cc.cwnd += 4 * (64 + wireOverhead)
+		},
+		wantIn: 19000 - 4*(64+wireOverhead),
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.cc
+			tc.want(&want)
+			cc := tc.cc
+			in := cc.onAcks(tc.now, tc.sum, tc.inFlight, mtu)
+			if diff := cmp.Diff(want, cc, cmp.AllowUnexported(congestion{}, baseBucket{}, echoMark{})); diff != "" {
+				t.Errorf("controller (-want +got):\n%s", diff)
+			}
+			if in != tc.wantIn {
+				t.Errorf("in flight %d, want %d", in, tc.wantIn)
+			}
+		})
+	}
+}
+
+// TestOnAcksSumsOrderFree checks, on random controllers and ack
+// packets, that what a packet acked sums the same in any order of its
+// acks (acks out of order are summed as they come), that onAcks takes
+// the bytes of the packets never resent off those in flight, that acks
+// never shrink the window, that growth in congestion avoidance leaves
+// less than a window acked, and that a controller off changes nothing.
+func TestOnAcksSumsOrderFree(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ms := func(label string, lo, hi int) time.Duration {
 			return time.Duration(rapid.IntRange(lo, hi).Draw(t, label)) * time.Millisecond
 		}
-		now := clock.Time(rapid.Int64Range(0, int64(time.Second)).Draw(t, "start"))
+		now := clock.Epoch.Add(time.Second)
 		cc := congestion{
 			on:           rapid.IntRange(0, 9).Draw(t, "off") > 0,
 			cwnd:         rapid.IntRange(ccMinWindow, 200000).Draw(t, "cwnd"),
@@ -38,118 +215,76 @@ func TestOnAcks(t *testing.T) {
 			lastRound:    ms("lastRound", 0, 200),
 			roundSamples: rapid.IntRange(0, 12).Draw(t, "roundSamples"),
 		}
-		if rapid.IntRange(0, 9).Draw(t, "fixed") == 0 {
-			cc.fixed = 1e6
-		}
 		if rapid.Bool().Draw(t, "avoidance") {
 			cc.ssthresh = cc.cwnd + rapid.IntRange(-50000, 50000).Draw(t, "ssthresh")
 		}
+		acks := make([]channel.Acked, rapid.IntRange(0, 100).Draw(t, "acks"))
+		for i := range acks {
+			last := now.Add(-ms("age", -5, 300))
+			acks[i] = channel.Acked{Bytes: rapid.IntRange(0, 9000).Draw(t, "bytes"), First: last.Add(-ms("first", 0, 300)), Last: last}
+			if rapid.IntRange(0, 7).Draw(t, "resent") == 0 {
+				acks[i].Resends = 1
+			}
+		}
+		var a, b channel.AckSum
+		for _, ak := range acks {
+			a.Add(ak)
+		}
+		perm := rapid.Permutation(acks).Draw(t, "order")
+		for _, ak := range perm {
+			b.Add(ak)
+		}
+		if a != b {
+			t.Fatalf("sums differ with the order: %+v, %+v", a, b)
+		}
 		mtu := rapid.IntRange(1, 9000).Draw(t, "mtu") + wireOverhead
 		inFlight := rapid.IntRange(0, 300000).Draw(t, "inFlight")
-		rel := channel.Seq(rapid.Int32Range(int32(channel.MinSeq), int32(channel.MaxSeq)).Draw(t, "rel"))
-		want := cc
-		wantIn, wantRel := inFlight, rel
-		for r := range rapid.IntRange(1, 4).Draw(t, "rows") {
-			now = now.Add(ms("step", 0, 50))
-			row := make([]channel.Acked, rapid.IntRange(0, ackRowLen).Draw(t, "len"))
-			for i := range row {
-				// Sent within the last 300 ms, resent sometimes, a few
-				// last sent after now (a clock that went back).
-				last := now.Add(-ms("age", -5, 300))
-				ak := channel.Acked{
-					Bytes: rapid.IntRange(0, 9000).Draw(t, "bytes"),
-					First: last.Add(-ms("first", 0, 300)),
-					Last:  last,
-				}
-				if rapid.IntRange(0, 7).Draw(t, "resent") == 0 {
-					ak.Resends = uint32(rapid.IntRange(1, 5).Draw(t, "resends"))
-				}
-				// Near rel, before or after it.
-				ak.Rel = rel.Add(rapid.IntRange(-100, 1000).Draw(t, "rel step"))
-				row[i] = ak
-			}
-
-			// What acksInOrder did with onAck.
-			wantBytes := 0
-			for i := range row {
-				ak := &row[i]
-				want.onAck(now, ak.First, ak.Last, ak.Resends, ak.Bytes+wireOverhead, wantIn, mtu)
-				wantBytes += ak.Bytes
-				if ak.Resends == 0 {
-					wantIn -= ak.Bytes + wireOverhead
-				}
-			}
-			for i := range row {
-				if channel.Distance(wantRel, row[i].Rel) < channel.SeqSpace/2 {
-					wantRel = row[i].Rel
-				}
-			}
-
-			in, bytes, rel2 := cc.onAcks(now, row, inFlight, mtu, rel)
-			if diff := cmp.Diff(want, cc, opts); diff != "" {
-				t.Fatalf("row %d: controller differs (-onAck +onAcks):\n%s", r, diff)
-			}
-			if in != wantIn || bytes != wantBytes || rel2 != wantRel {
-				t.Fatalf("row %d: onAcks returned in flight %d, bytes %d, R %d; want %d, %d, %d", r, in, bytes, rel2, wantIn, wantBytes, wantRel)
-			}
-			inFlight, rel = in, rel2
+		c := cc
+		in := c.onAcks(now, &a, inFlight, mtu)
+		if want := inFlight - a.FreshBytes - a.Fresh*wireOverhead; in != want {
+			t.Fatalf("in flight %d, want %d", in, want)
+		}
+		if c.cwnd < cc.cwnd {
+			t.Fatalf("acks shrank the window from %d to %d", cc.cwnd, c.cwnd)
+		}
+		if c.on && c.cwnd >= c.ssthresh && c.acked != cc.acked && c.acked >= c.cwnd {
+			t.Fatalf("acked %d left of a window of %d", c.acked, c.cwnd)
+		}
+		if !c.on && c != cc {
+			t.Fatalf("a controller off changed: %+v", c)
 		}
 	})
 }
 
-// onAck is the controller's ack of one reliable packet as the engine
-// folded it in before onAcks, which TestOnAcks holds onAcks to: the ack of
-// a packet of n bytes first sent at first and last sent at last, resent
-// resends times, while inFlight bytes (it included) were in flight (N77,
-// N78).
-func (cc *congestion) onAck(now, first, last clock.Time, resends uint32, n, inFlight, mtu int) {
-	if !cc.on || cc.fixed > 0 {
-		return
-	}
-	if resends == 0 && now >= last {
-		// An RTT sample (Karn): smoothed as RFC 6298, and HyStart++'s
-		// delay test in slow start. Written here, not in a function of
-		// its own, so that an ack makes one call to the controller.
-		r := now.Sub(last)
-		if !cc.sampled {
-			cc.sampled = true
-			cc.srtt = r
-			cc.roundStart = now
-		} else {
-			cc.srtt = (7*cc.srtt + r) / 8
+// TestSmooth holds smooth to RFC 6298's update (alpha 1/8) applied k
+// times with the same sample.
+func TestSmooth(t *testing.T) {
+	for _, tc := range []struct {
+		srtt, r time.Duration
+		k       int
+	}{
+		{80 * time.Millisecond, 40 * time.Millisecond, 1},
+		{40 * time.Millisecond, 80 * time.Millisecond, 1},
+		{80 * time.Millisecond, 40 * time.Millisecond, 2},
+		{80 * time.Millisecond, 40 * time.Millisecond, 12},
+		{3 * time.Microsecond, 250 * time.Millisecond, 30},
+		{250 * time.Millisecond, 3 * time.Microsecond, 96},
+		{time.Second, 0, 64},
+		{0, time.Second, 200},
+		{time.Duration(math.MaxInt64 / 2), 0, 3},
+		{7, 7, 5},
+	} {
+		want := tc.srtt
+		for range tc.k {
+			want += (tc.r - want) / 8
 		}
-		if cc.roundSamples == 0 || r < cc.roundMin {
-			cc.roundMin = r
+		// Each of the k updates rounds to the nanosecond, and the
+		// product to a few parts in 2^32.
+		got, tol := smooth(tc.srtt, tc.r, tc.k), time.Duration(tc.k)+abs(tc.srtt-tc.r)>>28
+		if d := got - want; d < -tol || d > tol {
+			t.Errorf("smooth(%v, %v, %d) = %v, want %v", tc.srtt, tc.r, tc.k, got, want)
 		}
-		cc.roundSamples++
-		if cc.cwnd < cc.ssthresh && cc.lastRound > 0 && cc.roundSamples >= hsMinSamples {
-			eta := min(max(cc.lastRound/8, hsMinEta), hsMaxEta)
-			if cc.roundMin >= cc.lastRound+eta {
-				cc.ssthresh = cc.cwnd // the queue has begun to grow
-			}
-		}
-	}
-	if first >= cc.roundStart && cc.roundSamples > 0 {
-		// The first ack of a packet sent in the round: a round trip
-		// has passed since it began.
-		cc.lastRound, cc.roundMin, cc.roundSamples = cc.roundMin, 0, 0
-		cc.roundStart = now
-	}
-	if cc.cwnd < cc.ssthresh {
-		// Slow start: grow while the window is what limits the sender.
-		if 2*inFlight >= cc.cwnd {
-			cc.cwnd += n
-		}
-		return
-	}
-	if inFlight+3*mtu < cc.cwnd {
-		return // the application, not the window, limits the sender
-	}
-	// One datagram a window, of the path's common size at least: the
-	// payload MTU is small until estimation has grown it (D19).
-	cc.acked += n
-	if cc.acked >= cc.cwnd {
-		cc.acked -= cc.cwnd
-		cc.cwnd += max(mtu, ccSegment)
 	}
 }
+
+func abs(d time.Duration) time.Duration { return max(d, -d) }

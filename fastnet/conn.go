@@ -187,16 +187,19 @@ type conn struct {
 	ackedChans []ackedChan
 }
 
-// ackRowLen bounds the acks of a row handleAcks takes from a sender in one
-// call (Endpoint.ackRow), so that the endpoint keeps 2 KiB for them
-// however large the ack packets.
-const ackRowLen = 64
-
 // ackedChan is a channel an ack packet being handled acked packets of, and
 // the newest such packet's R (N81).
 type ackedChan struct {
 	cs  *chanState
 	rel channel.Seq
+}
+
+// newer moves e's R on to rel if rel is the newer: less than half the
+// sequence space after it.
+func (e *ackedChan) newer(rel channel.Seq) {
+	if channel.Distance(e.rel, rel) < channel.SeqSpace/2 {
+		e.rel = rel
+	}
 }
 
 const (

@@ -254,6 +254,9 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 	var (
 		last  *chanState
 		entry = -1 // last's in c.ackedChans, once found
+		// What the packet's acks freed, which the controller takes
+		// as one (N124).
+		sum channel.AckSum
 	)
 	for it.Next() {
 		a := it.Ack()
@@ -282,11 +285,11 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 			continue
 		}
 		last = cs
+		sum.Add(ak)
 		// The newest reliable packet of cs this ack packet acks, for
 		// the loss check below, kept in cs's entry of c.ackedChans with
-		// congestion control on, and moved on by onAcks as a row's.
+		// congestion control on.
 		var e *ackedChan
-		var rel channel.Seq
 		if c.cc.on {
 			switch {
 			case !cs.acked:
@@ -299,25 +302,29 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 				}
 			}
 			e = &c.ackedChans[entry]
-			rel = e.rel
+			e.newer(ak.Rel)
 		}
-		one := [1]channel.Acked{ak}
-		var bytes int
-		c.ccInFlight, bytes, rel = c.cc.onAcks(now, one[:], c.ccInFlight, c.payloadMTU+wireOverhead, rel)
-		c.inFlight -= bytes
-		if e != nil {
-			e.rel = rel
-		}
-		c.stats.AcksReceived++
 		if cs.tracked {
 			c.trackAcked(cs, a.Seq)
 		} else if p, _ := cs.snd.InFlight(); p > 0 {
-			c.acksInOrder(now, cs, &it, entry)
+			// The entries that follow while they ack cs's packets in
+			// order, in one call (a shortcut of N116, with no change
+			// of behaviour): what is done for each packet freed
+			// depends on nothing the sender changes, and the
+			// sequence numbers of the entries are needed only to
+			// follow tracked messages, which are taken one entry at
+			// a time.
+			if n, rel := cs.snd.HandleAcksInOrder(&it, cs.id, &sum); n > 0 && e != nil {
+				e.newer(rel)
+			}
 		}
 	}
 	if last != nil {
 		c.ackedRow(now, last)
 	}
+	c.ccInFlight = c.cc.onAcks(now, &sum, c.ccInFlight, c.payloadMTU+wireOverhead)
+	c.inFlight -= sum.Bytes
+	c.stats.AcksReceived += uint64(sum.Packets)
 	// Once the whole ack packet is taken (a lost ack's repeat follows the
 	// new entries, N29): reliable packets sent after a channel's oldest
 	// in flight were acked, so it was probably lost, a round trip before
@@ -340,42 +347,6 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 		c.maxMTUInFlight = 0
 	}
 	c.closeIfDrained(now)
-}
-
-// acksInOrder takes the entries that follow in it while they ack the
-// oldest of cs's packets in flight, one after the other, as acks in order
-// do, and does for each what handleAcks does; entry is cs's place in
-// c.ackedChans, which the entry before them found if congestion control is
-// on. The entries of a row for one channel, after the first, are handed
-// to its sender in one call (a shortcut of N116, with no change of
-// behaviour): what is done for each packet freed depends on nothing the
-// sender changes, and the sequence numbers of the entries are needed only
-// to follow tracked messages, which handleAcks does one entry at a time.
-func (c *conn) acksInOrder(now clock.Time, cs *chanState, it *channel.AckIter, entry int) {
-	buf := &c.ep.ackRow
-	if *buf == nil {
-		*buf = make([]channel.Acked, 0, ackRowLen)
-	}
-	for {
-		row := cs.snd.HandleAcksInOrder(it, cs.id, *buf)
-		// The controller, the counts and the newest R acked in one pass
-		// (onAcks); the R only with congestion control on, which keeps
-		// cs's entry in c.ackedChans.
-		var rel channel.Seq
-		if c.cc.on {
-			rel = c.ackedChans[entry].rel
-		}
-		var bytes int
-		c.ccInFlight, bytes, rel = c.cc.onAcks(now, row, c.ccInFlight, c.payloadMTU+wireOverhead, rel)
-		c.inFlight -= bytes
-		if c.cc.on {
-			c.ackedChans[entry].rel = rel
-		}
-		c.stats.AcksReceived += uint64(len(row))
-		if len(row) < cap(row) {
-			return // the row ended
-		}
-	}
 }
 
 // ackedRow settles what follows from acks of cs's packets, once the last

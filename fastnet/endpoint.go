@@ -32,7 +32,6 @@ type Endpoint struct {
 	streamPre    *coalesce.Presums // the digest of the Stream packet HandleDatagrams is handling, if computed ahead (N121)
 	streamSums   streamSums        // HandleDatagrams' digests on a Stream transport (N121)
 	streamSummed uint64            // the messages whose digests streamSums computed together, for tests
-	ackRow       []channel.Acked   // what a row of in-order acks freed, while handleAcks takes them (conn.acksInOrder); empty in between
 	arena        channel.Arena     // the buffers of small delivered messages (N88, N103)
 	ids          map[uint32]*conn  // IDs in use by server-role connections (N1, X19)
 	served       int               // server-role connections (X19)
