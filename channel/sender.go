@@ -1008,14 +1008,27 @@ func (s *Sender) HandleAcksInOrder(it *AckIter, ch int16, sum *AckSum) (n int, r
 		k += AckLen
 		r := &s.recs[e.idx]
 		bytes += r.n
+		first, rel = r.first, r.rel
+		s.bySeq.Skip() // no reference to clear
 		if r.resends == 0 {
 			fresh++
 			freshBytes += r.n
 			last = r.last
+			// drop's statements for a packet never resent, which
+			// has no resend entry, written out: the call cost 10
+			// instructions a reliable message in full bundles.
+			s.inFlight--
+			s.inFlightBytes -= r.n
+			m := r.msg
+			m.refs--
+			if m.refs == 0 && m.off == len(m.buf) && !s.keepFree(m) {
+				s.releaseBare(m)
+			}
+			r.msg, r.live, r.ticket = nil, false, r.ticket+1
+			s.freeRecs = append(s.freeRecs, e.idx)
+		} else {
+			s.drop(r, e.idx)
 		}
-		first, rel = r.first, r.rel
-		s.bySeq.Skip() // no reference to clear
-		s.drop(r, e.idx)
 		switch {
 		case s.inFlight == 0:
 			s.idle()
