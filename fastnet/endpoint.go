@@ -302,6 +302,15 @@ func (e *Endpoint) at(now clock.Time) {
 	}
 }
 
+// advance brings the endpoint's clock up to now, as at, and returns the
+// later of the two: the time a call given now acts at, never before what
+// the endpoint has seen (Close, CloseAll and Abort, whose ends N123
+// times from it).
+func (e *Endpoint) advance(now clock.Time) clock.Time {
+	e.at(now)
+	return e.now
+}
+
 // ctlQueue is a FIFO of channel -1 packets to send, consumed from head.
 // When the slice is full and at least half of it lies before head, the
 // live part moves to the front instead of the slice growing.
@@ -1038,6 +1047,7 @@ func (e *Endpoint) Close(now clock.Time, h Handle, reason string) error {
 	if c == nil {
 		return ErrUnknownConn
 	}
+	now = e.advance(now)
 	switch c.state {
 	case stateClosing:
 		return nil
@@ -1061,6 +1071,7 @@ func (e *Endpoint) Close(now clock.Time, h Handle, reason string) error {
 // waiting for its timeout. Connections are taken in the order of their
 // handles, so that the output is the same on every run.
 func (e *Endpoint) CloseAll(now clock.Time, reason string) {
+	now = e.advance(now)
 	hs := make([]Handle, 0, len(e.conns))
 	for h := range e.conns {
 		hs = append(hs, h)
@@ -1109,6 +1120,7 @@ func (e *Endpoint) Abort(now clock.Time, h Handle, reason string) error {
 	if c == nil {
 		return ErrUnknownConn
 	}
+	now = e.advance(now)
 	if !c.established() {
 		e.failHandshake(c, &LocalCloseError{Reason: reason})
 		return nil
