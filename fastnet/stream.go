@@ -25,24 +25,67 @@ type streamQueue struct {
 const streamKeep = 256 << 10
 
 type streamMsg struct {
-	ch  int16
-	enc []byte
-	id  MessageID // SendTracked's, 0 for Send (N55)
+	ch       int16
+	deferred bool // its MD5 checksum is still to be computed (fillSums)
+	enc      []byte
+	id       MessageID // SendTracked's, 0 for Send (N55)
 }
+
+// Deferred checksums on a Stream (N125): where digests computed together
+// cost less than one at a time (coalesce.Batched), a queued message of up
+// to streamMaxDeferred bytes gets its MD5 checksum (D3) as its packet is
+// written, with those of up to streamSumBatch-1 deferred messages queued
+// behind it, as a Datagram sender's are (channel.Sender's fillSums).
+const (
+	streamMaxDeferred = 4096
+	streamSumBatch    = 2 * coalesce.BatchLanes
+)
 
 func (s *streamQueue) empty() bool { return s.q.Len() == 0 }
 
 // push encodes and queues a message, tracked if id is not 0.
 func (s *streamQueue) push(ch int16, msg []byte, reliable bool, id MessageID) {
 	buf := s.bufs.Get(coalesce.EncodedLen(len(msg)))[:0]
-	enc := coalesce.AppendMessage(buf, msg, reliable)
-	s.q.Push(streamMsg{ch: ch, enc: enc, id: id})
+	var (
+		enc      []byte
+		deferred bool
+	)
+	if len(msg) <= streamMaxDeferred && coalesce.Batched() {
+		enc, deferred = coalesce.AppendMessageDeferred(buf, msg, reliable)
+	} else {
+		enc = coalesce.AppendMessage(buf, msg, reliable)
+	}
+	s.q.Push(streamMsg{ch: ch, deferred: deferred, enc: enc, id: id})
 	s.bytes += len(enc)
+}
+
+// fillSums computes the deferred checksums of the messages at the front
+// of the queue, the first among them, up to streamSumBatch of them.
+func (s *streamQueue) fillSums() {
+	var encs [streamSumBatch][]byte
+	k := 0
+	for i := 0; i < s.q.Len() && k < streamSumBatch; i++ {
+		m := s.q.At(i)
+		if !m.deferred {
+			break // the batch is the deferred messages at the front
+		}
+		encs[k] = m.enc
+		m.deferred = false
+		k++
+	}
+	if k == 1 {
+		coalesce.FillChecksum(encs[0]) // alone: nothing to compute it with
+		return
+	}
+	coalesce.FillChecksums(encs[:k])
 }
 
 // pop writes the next queued message as one packet, and returns its
 // tracking ID.
 func (s *streamQueue) pop(buf []byte) ([]byte, MessageID, bool) {
+	if s.q.Len() > 0 && s.q.At(0).deferred {
+		s.fillSums()
+	}
 	m, ok := s.q.Take()
 	if !ok {
 		return buf, 0, false
