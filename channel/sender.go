@@ -984,19 +984,18 @@ func (s *AckSum) Add(a Acked) {
 // acknowledges the oldest packet of channel ch in flight, as acks in order
 // do, moving it past them: it handles each such ack as HandleAck would and
 // adds what it freed to sum, as Add adds HandleAck's results. It returns
-// how many it took and the R of the last (D7), the newest of them. After
-// the first entry of a row of in-order entries for one channel, the others
-// take one call rather than one each (a shortcut of N116, with no change
-// of behaviour).
-func (s *Sender) HandleAcksInOrder(it *AckIter, ch int16, sum *AckSum) (n int, rel Seq) {
+// how many it took. After the first entry of a row of in-order entries for
+// one channel, the others take one call rather than one each (a shortcut
+// of N116, with no change of behaviour).
+func (s *Sender) HandleAcksInOrder(it *AckIter, ch int16, sum *AckSum) (n int) {
 	// HandleAck's in-order path, for as long as it applies: with headLive
 	// set, packets are in flight and the front entry is live. It is
 	// written out rather than shared with HandleAck through a call,
 	// which cost 30 instructions a reliable message in full bundles;
 	// TestHandleAcksInOrder holds the two to the same results. The sums
 	// are kept in locals, stored once: packets in order were sent in
-	// order, so the last one's First and R are the newest, and so is the
-	// last Last of those never resent.
+	// order, so the last one's First is the newest, and so is the last
+	// Last of those never resent.
 	b, k := it.b, 0
 	bytes, fresh, freshBytes := 0, 0, 0
 	var last, first clock.Time
@@ -1008,7 +1007,7 @@ func (s *Sender) HandleAcksInOrder(it *AckIter, ch int16, sum *AckSum) (n int, r
 		k += AckLen
 		r := &s.recs[e.idx]
 		bytes += r.n
-		first, rel = r.first, r.rel
+		first = r.first
 		s.bySeq.Skip() // no reference to clear
 		if r.resends == 0 {
 			fresh++
@@ -1048,7 +1047,7 @@ func (s *Sender) HandleAcksInOrder(it *AckIter, ch int16, sum *AckSum) (n int, r
 		sum.Last = max(sum.Last, last)
 		sum.First = max(sum.First, first)
 	}
-	return n, rel
+	return n
 }
 
 // free ends the life of in-flight record idx.

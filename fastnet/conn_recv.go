@@ -313,10 +313,12 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 			// depends on nothing the sender changes, and the
 			// sequence numbers of the entries are needed only to
 			// follow tracked messages, which are taken one entry at
-			// a time.
-			if n, rel := cs.snd.HandleAcksInOrder(&it, cs.id, &sum); n > 0 && e != nil {
-				e.newer(rel)
-			}
+			// a time. The newest R they ack needs no keeping for the
+			// loss check: they free the oldest packets in flight, so
+			// every packet left in flight is newer, and only an entry
+			// after them that acks one of those could show a loss
+			// (it moves e's R on itself).
+			cs.snd.HandleAcksInOrder(&it, cs.id, &sum)
 		}
 	}
 	if last != nil {
