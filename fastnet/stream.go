@@ -32,10 +32,14 @@ type streamMsg struct {
 }
 
 // Deferred checksums on a Stream (N125): where digests computed together
-// cost less than one at a time (coalesce.Batched), a queued message of up
-// to streamMaxDeferred bytes gets its MD5 checksum (D3) as its packet is
-// written, with those of up to streamSumBatch-1 deferred messages queued
-// behind it, as a Datagram sender's are (channel.Sender's fillSums).
+// cost less than one at a time (coalesce.Batched), a message of up to
+// streamMaxDeferred bytes queued behind others gets its MD5 checksum (D3)
+// as its packet is written, with those of up to streamSumBatch-1 deferred
+// messages queued behind it, as a Datagram sender's are (channel.Sender's
+// fillSums). A message queued alone is encoded with its checksum at once:
+// a transport that writes each message as it is sent, as the TCP driver
+// does, has nothing to compute it with, and a deferred checksum computed
+// alone costs a parse of the header more.
 const (
 	streamMaxDeferred = 4096
 	streamSumBatch    = 2 * coalesce.BatchLanes
@@ -50,7 +54,7 @@ func (s *streamQueue) push(ch int16, msg []byte, reliable bool, id MessageID) {
 		enc      []byte
 		deferred bool
 	)
-	if len(msg) <= streamMaxDeferred && coalesce.Batched() {
+	if s.q.Len() > 0 && len(msg) <= streamMaxDeferred && coalesce.Batched() {
 		enc, deferred = coalesce.AppendMessageDeferred(buf, msg, reliable)
 	} else {
 		enc = coalesce.AppendMessage(buf, msg, reliable)

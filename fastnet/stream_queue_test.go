@@ -34,8 +34,9 @@ func TestStreamQueueCompacts(t *testing.T) {
 // encodes them, checksums included, whether their checksums were
 // deferred and computed together (N125) or not: messages of every size
 // around the bounds of deferral, on several channels, pushed and popped
-// in random interleavings, tracked or not; and a batch takes the deferred
-// messages at the front of the queue, up to streamSumBatch of them.
+// in random interleavings, tracked or not; a batch takes the deferred
+// messages at the front of the queue, up to streamSumBatch of them; and a
+// message queued alone is not deferred.
 func TestStreamQueueChecksums(t *testing.T) {
 	sizes := []int{0, 1, coalesce.ShortChecksumMax, coalesce.ShortChecksumMax + 1, 64, 1000, streamMaxDeferred, streamMaxDeferred + 1}
 	rng := rand.New(rand.NewSource(1))
@@ -64,7 +65,11 @@ func TestStreamQueueChecksums(t *testing.T) {
 			if rng.Intn(5) == 0 {
 				id = MessageID(i + 1)
 			}
+			alone := s.empty()
 			s.push(ch, msg, reliable, id)
+			if alone && s.q.At(0).deferred {
+				t.Fatalf("message %d, queued alone, deferred", len(want))
+			}
 			want = append(want, coalesce.AppendMessage(appendPacketHeader(nil, ch), msg, reliable))
 			wantIDs = append(wantIDs, id)
 			continue
