@@ -55,12 +55,13 @@ func BenchmarkEngine64StreamEcho(b *testing.B) {
 	}
 }
 
-// BenchmarkEngine64StreamBurst is W2's engine part over the TCP driver:
-// on the Stream transport, 64-byte reliable messages sent 64 at a time,
-// then transmitted and delivered, the receiver taking the packets in one
-// batch as the TCP driver hands over what its read buffer holds (N121),
-// the sender computing their checksums together (N125). An op is one
-// message.
+// BenchmarkEngine64StreamBurst is a Stream endpoint driven in bursts:
+// 64-byte reliable messages sent 64 at a time, then transmitted and
+// delivered, the receiver taking the packets in one batch as the TCP
+// driver hands over what its read buffer holds (N121), the sender
+// computing their checksums together (N125). (The TCP driver itself
+// writes each Send's packet as it is sent, so its queue holds one message
+// at a time.) An op is one message.
 func BenchmarkEngine64StreamBurst(b *testing.B) {
 	cfg := Config{Transport: Stream}
 	p := newPair(b, cfg, cfg)

@@ -211,3 +211,36 @@ func TestEndTimedFromCall(t *testing.T) {
 		t.Fatal("a connect? past the record was refused")
 	}
 }
+
+// Close given a time behind the endpoint's acts at the endpoint's time, as
+// Send does: its linger is counted from the later of the two, not cut
+// short by the gap.
+func TestCloseLingerFromEndpointTime(t *testing.T) {
+	se := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}})
+	h, _ := se.connectServer()
+	if err := se.ep.Send(se.now, h, 0, make([]byte, 100), true); err != nil {
+		t.Fatal(err)
+	}
+	se.drain()
+	se.advance(time.Second) // the packet is never acked: the close lingers
+	se.sent, se.evs = nil, nil
+	late := se.now
+	if err := se.ep.Close(late.Add(-time.Second), h, "bye"); err != nil {
+		t.Fatal(err)
+	}
+	se.drain()
+	se.advance(DefaultLinger - 500*time.Millisecond)
+	for _, ev := range se.evs {
+		if ev.Kind == EventDisconnected {
+			t.Fatalf("ended %v after the endpoint's time, before its linger of %v", se.now.Sub(late), DefaultLinger)
+		}
+	}
+	se.advance(time.Second)
+	ended := false
+	for _, ev := range se.evs {
+		ended = ended || ev.Kind == EventDisconnected
+	}
+	if !ended {
+		t.Fatalf("not ended %v after the endpoint's time, past its linger", se.now.Sub(late))
+	}
+}

@@ -34,9 +34,9 @@ func TestStreamQueueCompacts(t *testing.T) {
 // encodes them, checksums included, whether their checksums were
 // deferred and computed together (N125) or not: messages of every size
 // around the bounds of deferral, on several channels, pushed and popped
-// in random interleavings, tracked or not; a batch takes the deferred
-// messages at the front of the queue, up to streamSumBatch of them; and a
-// message queued alone is not deferred.
+// in random interleavings, tracked or not. (TestStreamQueueDeferral
+// checks case by case which messages are deferred and what a batch
+// takes.)
 func TestStreamQueueChecksums(t *testing.T) {
 	sizes := []int{0, 1, coalesce.ShortChecksumMax, coalesce.ShortChecksumMax + 1, 64, 1000, streamMaxDeferred, streamMaxDeferred + 1}
 	rng := rand.New(rand.NewSource(1))
