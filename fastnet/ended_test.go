@@ -24,6 +24,7 @@ func TestLateRetryOfEndedConnection(t *testing.T) {
 	}{
 		{"just after the end", 0, time.Millisecond, true},
 		{"within the retry window", 500 * time.Millisecond, 400 * time.Millisecond, true},
+		{"at the retry window's end", 500 * time.Millisecond, 500 * time.Millisecond, false},
 		{"past the retry window", 500 * time.Millisecond, 600 * time.Millisecond, false},
 		{"ended past its retry window", 2 * time.Second, time.Millisecond, false},
 	} {
@@ -242,5 +243,45 @@ func TestCloseLingerFromEndpointTime(t *testing.T) {
 	}
 	if !ended {
 		t.Fatalf("not ended %v after the endpoint's time, past its linger", se.now.Sub(late))
+	}
+}
+
+// A record kept behind an older one that lasts longer (expire forgets
+// them in the order they ended) refuses a late retry until its own end
+// and not at it.
+func TestEndedRecordEndsOnTime(t *testing.T) {
+	var m endedConns
+	a, b := netip.MustParseAddrPort("192.0.2.1:1000"), netip.MustParseAddrPort("192.0.2.2:1000")
+	t0 := clock.Epoch.Add(time.Second)
+	m.add(a, t0, t0.Add(5*time.Second))
+	m.add(b, t0, t0.Add(time.Second))
+	if !m.retry(b, t0.Add(time.Second-1)) {
+		t.Error("a retry a nanosecond before the record's end was not taken as one")
+	}
+	if m.retry(b, t0.Add(time.Second)) {
+		t.Error("a retry at the record's end was taken as one")
+	}
+	if !m.retry(a, t0.Add(time.Second)) {
+		t.Error("the older record, which lasts longer, was forgotten")
+	}
+}
+
+// Over a Stream nothing is remembered (N123): a "connect?" is never
+// duplicated there, so one from the address of a connection just ended
+// opens a new connection.
+func TestStreamEndNotRemembered(t *testing.T) {
+	se := newTestEndpoint(t, Config{Role: Server, Transport: Stream})
+	se.recvControl(control{kind: ctlConnect})
+	ev := se.wantEvent("connected", EventConnected)
+	se.recv(chHeartbeat, appendHeartbeat(nil, 1)) // heard
+	if err := se.ep.Abort(se.now, ev.Conn, "bye"); err != nil {
+		t.Fatal(err)
+	}
+	se.drain()
+	se.advance(time.Millisecond)
+	se.sent, se.evs = nil, nil
+	se.recvControl(control{kind: ctlConnect})
+	if se.ep.NumConns() != 1 || se.ep.EndpointStats().LateRetriesRefused != 0 {
+		t.Fatalf("%d connections, %d late retries refused: want 1 and 0", se.ep.NumConns(), se.ep.EndpointStats().LateRetriesRefused)
 	}
 }
