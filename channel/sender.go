@@ -1013,21 +1013,8 @@ func (s *Sender) HandleAcksInOrder(it *AckIter, ch int16, sum *AckSum) (n int) {
 			fresh++
 			freshBytes += r.n
 			last = r.last
-			// drop's statements for a packet never resent, which
-			// has no resend entry, written out: the call cost 10
-			// instructions a reliable message in full bundles.
-			s.inFlight--
-			s.inFlightBytes -= r.n
-			m := r.msg
-			m.refs--
-			if m.refs == 0 && m.off == len(m.buf) && !s.keepFree(m) {
-				s.releaseBare(m)
-			}
-			r.msg, r.live, r.ticket = nil, false, r.ticket+1
-			s.freeRecs = append(s.freeRecs, e.idx)
-		} else {
-			s.drop(r, e.idx)
 		}
+		s.drop(r, e.idx)
 		switch {
 		case s.inFlight == 0:
 			s.idle()

@@ -598,12 +598,12 @@ func (c *conn) runChannel(now clock.Time) *chanState {
 // would write next, one after the other, as long as they fit and cs's
 // turn lasts (N122), in place (N101); runChannel found cs. If wrap is
 // set, b holds only first so far, and becomes a bundle of it before the
-// first packet goes in. It returns b and the number of packets appended. What poll would check
-// before each packet is checked here only where a packet of cs can
-// change it: the heartbeat a flooding connection brings forward
-// (floodBeat, at most once: called again within the run it would find
-// what it found, or, after a reliable packet, no flood), the ring, the
-// window, and the messages that expire behind a reliable one. The
+// first packet goes in. It returns b and the number of packets appended.
+// What poll would check before each packet is checked here only where a
+// packet of cs can change it: the heartbeat a flooding connection brings
+// forward (floodBeat, at most once: called again within the run it would
+// find what it found, or, after a reliable packet, no flood), the ring,
+// the window, and the messages that expire behind a reliable one. The
 // packets between two such checks that cannot change their outcome are
 // written by the sender in one call (channel.Sender.AppendRun, N111).
 func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanState) ([]byte, int) {

@@ -327,11 +327,13 @@ func (cc *congestion) next(rate float64) clock.Time {
 // sums (N77, N78, N124), with inFlight the bytes of the packets never
 // resent in flight before them, each counting its chunk bytes plus
 // wireOverhead; it returns inFlight after them. The packet is one event
-// for the controller, as an ACK frame is for QUIC's (RFC 9002): one
-// round-trip sample, from the newest packet never resent it acks (Karn),
-// smoothed and counted for HyStart++ once; a round ends if any packet it
-// acks was first sent after the round began; and the window grows once,
-// by everything it acked, if the window limited the sender before it.
+// for the controller: one round-trip sample, from the newest packet never
+// resent it acks (Karn), as QUIC takes one an ACK frame (RFC 9002), but
+// weighed in the smoothed RTT as its acks of packets never resent would
+// each have weighed (smooth) and counted for HyStart++ once; a round ends
+// if any packet it acks was first sent at or after the round began; and
+// the window grows once, by everything it acked, if the window limited
+// the sender before it.
 func (cc *congestion) onAcks(now clock.Time, sum *channel.AckSum, inFlight, mtu int) int {
 	f := inFlight
 	inFlight -= sum.FreshBytes + sum.Fresh*wireOverhead
