@@ -32,32 +32,22 @@ func withWidth(width int, f func()) {
 
 func BenchmarkBlock(b *testing.B) {
 	var h hasher
+	var blocks [Lanes]*byte
+	for l := range blocks {
+		blocks[l] = &idleBlock[0]
+	}
 	if hasAVX2() {
 		b.Run("8", func(b *testing.B) {
 			for b.Loop() {
-				block8(&h.state, &h.data)
+				block8(&h.state, &blocks, &h.data)
 			}
 		})
 	}
 	if hasAVX512() {
-		var blocks [Lanes]*byte
-		for l := range blocks {
-			blocks[l] = &idleBlock[0]
-		}
 		b.Run("16", func(b *testing.B) {
 			for b.Loop() {
 				block16(&h.state, &blocks)
 			}
 		})
-	}
-}
-
-func BenchmarkLoad16(b *testing.B) {
-	var h hasher
-	blk := make([]byte, 64)
-	for b.Loop() {
-		for l := 0; l < Lanes; l++ {
-			h.load(l, blk)
-		}
 	}
 }

@@ -4,9 +4,8 @@
 // block16 (AVX-512), which hash one MD5 block in each of 8 or 16 lanes at
 // once, RFC 1321's 64 steps with each lane a 32-bit element of a vector
 // register. Both keep lane l's state word w at byte 64*w+4*l of state;
-// block8 reads word w of lane l's block at byte 64*w+4*l of data (the
-// hasher transposes the blocks), block16 takes a pointer to each lane's
-// block and transposes them itself. Run it with go generate.
+// both take a pointer to each lane's block and transpose the blocks
+// themselves. Run it with go generate.
 package main
 
 import (
@@ -60,11 +59,50 @@ func main() {
 }
 
 // avx2 writes block8: lanes 0-7, YMM registers, rotations by two shifts.
+// Its blocks come as 8 pointers, one per lane, as block16's do: it loads
+// each half of the 8 blocks (words 0-7, then 8-15) as the rows of an 8x8
+// matrix of words, transposes it in registers and stores word w of every
+// lane at byte 64*w of data, which the steps then read, the 16 YMM
+// registers being too few to hold the words and the state together.
 func avx2() {
-	p("// func block8(state *[4][16]uint32, data *[16][16]uint32)")
-	p("TEXT ·block8(SB), NOSPLIT, $0-16")
+	p("// func block8(state *[4][16]uint32, blocks *[16]*byte, data *[16][16]uint32)")
+	p("TEXT ·block8(SB), NOSPLIT, $0-24")
 	p("\tMOVQ state+0(FP), SI")
-	p("\tMOVQ data+8(FP), DI")
+	p("\tMOVQ blocks+8(FP), DI")
+	p("\tMOVQ data+16(FP), DX")
+	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
+	for half := 0; half < 2; half++ {
+		for l := 0; l < 8; l++ {
+			p("\tMOVQ %d(DI), AX", 8*l)
+			p("\tVMOVDQU %d(AX), Y%d", 32*half, l)
+		}
+		// Pairs of rows interleaved by word, into Y8-Y15: t[2i] holds
+		// words 0, 1 (and 4, 5 in its upper 128 bits) of rows 2i and
+		// 2i+1, t[2i+1] words 2, 3 (6, 7).
+		for i := 0; i < 4; i++ {
+			p("\tVPUNPCKLDQ %s, %s, %s", y(2*i+1), y(2*i), y(8+2*i))
+			p("\tVPUNPCKHDQ %s, %s, %s", y(2*i+1), y(2*i), y(8+2*i+1))
+		}
+		// Quads, into Y0-Y7: u[4j+m] holds word m (and 4+m in its upper
+		// 128 bits) of rows 4j..4j+3.
+		for j := 0; j < 2; j++ {
+			t := 8 + 4*j
+			p("\tVPUNPCKLQDQ %s, %s, %s", y(t+2), y(t), y(4*j))
+			p("\tVPUNPCKHQDQ %s, %s, %s", y(t+2), y(t), y(4*j+1))
+			p("\tVPUNPCKLQDQ %s, %s, %s", y(t+3), y(t+1), y(4*j+2))
+			p("\tVPUNPCKHQDQ %s, %s, %s", y(t+3), y(t+1), y(4*j+3))
+		}
+		// Word m of rows 0-3 then 4-7 is the lower 128 bits of u[m] then
+		// of u[4+m]; word 4+m, their upper 128 bits.
+		for m := 0; m < 4; m++ {
+			w := 8*half + m
+			p("\tVPERM2I128 $0x20, %s, %s, Y8", y(4+m), y(m))
+			p("\tVMOVDQU Y8, %d(DX)", 64*w)
+			p("\tVPERM2I128 $0x31, %s, %s, Y9", y(4+m), y(m))
+			p("\tVMOVDQU Y9, %d(DX)", 64*(w+4))
+		}
+	}
+	p("\tMOVQ DX, DI")
 	for w := 0; w < 4; w++ {
 		p("\tVMOVDQU %d(SI), Y%d", 64*w, w)
 		p("\tVMOVDQA Y%d, Y%d", w, w+4)

@@ -17,11 +17,13 @@ var lanes = func() int {
 	return 1
 }()
 
-// block8 hashes one block in each of lanes 0-7: data[w][l] is word w of
-// lane l's block, state[w][l] word w of its state. It needs AVX2.
+// block8 hashes one block in each of lanes 0-7, lane l's 64 bytes at
+// blocks[l]; state[w][l] is word w of lane l's state. It transposes the
+// blocks into data (data[w][l] is word w of lane l's block), which it
+// only writes and reads. It needs AVX2.
 //
 //go:noescape
-func block8(state *[4][Lanes]uint32, data *[16][Lanes]uint32)
+func block8(state *[4][Lanes]uint32, blocks *[Lanes]*byte, data *[16][Lanes]uint32)
 
 // block16 hashes one block in each of the 16 lanes, lane l's 64 bytes at
 // blocks[l]; state is as for block8. It needs AVX-512 (F).

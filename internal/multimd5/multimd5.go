@@ -31,11 +31,14 @@ func Sums(dst [][Size]byte, msgs [][]byte) {
 		}
 		return
 	}
-	if lanes == Lanes {
-		if nb, ok := equalBlocks(msgs); ok {
-			sumsEqual(dst, msgs, nb)
-			return
+	if nb, ok := equalBlocks(msgs); ok {
+		if lanes == Lanes {
+			sumsEqual(dst, msgs, nb, Lanes, nil)
+		} else {
+			var data [16][Lanes]uint32
+			sumsEqual(dst, msgs, nb, lanes, &data)
 		}
+		return
 	}
 	var h hasher
 	h.run(dst, msgs)
@@ -60,23 +63,33 @@ type lane struct {
 }
 
 // hasher keeps the lanes' states, in the layout block8 and block16 take:
-// word w of lane l at state[w][l]. block8 uses lanes 0-7 only, and reads
-// message word w of lane l at data[w][l]; block16 takes a pointer to each
-// lane's block instead (run).
+// word w of lane l at state[w][l]. block8 uses lanes 0-7 only, and
+// transposes their blocks into data.
 type hasher struct {
 	state [4][Lanes]uint32
 	data  [16][Lanes]uint32 // block8's
 	lanes [Lanes]lane
 }
 
-// idleBlock is what an idle lane hashes, for block16. It is only read.
+// hash hashes one block in each of the first width lanes, 8 or 16, lane
+// l's at blocks[l]: block8, with data for its transposed blocks, or
+// block16.
+func hash(width int, state *[4][Lanes]uint32, blocks *[Lanes]*byte, data *[16][Lanes]uint32) {
+	if width == Lanes {
+		block16(state, blocks)
+	} else {
+		block8(state, blocks, data)
+	}
+}
+
+// idleBlock is what an idle lane hashes. It is only read.
 var idleBlock [64]byte
 
 func (h *hasher) run(dst [][Size]byte, msgs [][]byte) {
 	width := lanes
 	nextMsg := 0
-	// block16's blocks: kept apart from h, which they may point into,
-	// so that h stays on the stack.
+	// The kernels' blocks: kept apart from h, which they may point
+	// into, so that h stays on the stack.
 	var blocks [Lanes]*byte
 	for l := range h.lanes[:width] {
 		h.lanes[l].msg = -1
@@ -94,20 +107,12 @@ func (h *hasher) run(dst [][Size]byte, msgs [][]byte) {
 				continue
 			}
 			active++
-			if b := ln.block(msgs[ln.msg]); width == 16 {
-				blocks[l] = &b[0]
-			} else {
-				h.load(l, b)
-			}
+			blocks[l] = &ln.block(msgs[ln.msg])[0]
 		}
 		if active == 0 {
 			return
 		}
-		if width == 16 {
-			block16(&h.state, &blocks)
-		} else {
-			block8(&h.state, &h.data)
-		}
+		hash(width, &h.state, &blocks, &h.data)
 		for l := range h.lanes[:width] {
 			ln := &h.lanes[l]
 			if ln.msg < 0 {
@@ -147,24 +152,24 @@ func equalBlocks(msgs [][]byte) (nb int, ok bool) {
 	return nb, true
 }
 
-// sumsEqual is Sums for block16 and messages that all hash nb blocks:
-// 16 at a time in lockstep, with none of run's bookkeeping of lanes that
+// sumsEqual is Sums for messages that all hash nb blocks: width (8 or
+// 16) at a time in lockstep, with none of run's bookkeeping of lanes that
 // finish at different blocks, and none of its working memory (a hasher
-// is cleared at each call, and block8's part of it is not needed here).
-func sumsEqual(dst [][Size]byte, msgs [][]byte, nb int) {
+// is cleared at each call); data is block8's, nil for block16.
+func sumsEqual(dst [][Size]byte, msgs [][]byte, nb, width int, data *[16][Lanes]uint32) {
 	var (
 		state  [4][Lanes]uint32
 		blocks [Lanes]*byte
 		full   [Lanes]int
 		tails  [Lanes][2 * 64]byte
 	)
-	for g := 0; g < len(msgs); g += Lanes {
-		group := msgs[g:min(g+Lanes, len(msgs))]
+	for g := 0; g < len(msgs); g += width {
+		group := msgs[g:min(g+width, len(msgs))]
 		state = initState
 		for l, m := range group {
 			full[l] = padTail(&tails[l], m)
 		}
-		for l := len(group); l < Lanes; l++ {
+		for l := len(group); l < width; l++ {
 			blocks[l] = &idleBlock[0]
 		}
 		for b := 0; b < nb; b++ {
@@ -175,7 +180,7 @@ func sumsEqual(dst [][Size]byte, msgs [][]byte, nb int) {
 					blocks[l] = &tails[l][(b-f)*64]
 				}
 			}
-			block16(&state, &blocks)
+			hash(width, &state, &blocks, data)
 		}
 		for l := range group {
 			d := &dst[g+l]
@@ -246,13 +251,4 @@ func (ln *lane) block(m []byte) []byte {
 	}
 	k := ln.next - ln.full
 	return ln.tail[k*64 : k*64+64]
-}
-
-// load puts block b in lane l of the data.
-func (h *hasher) load(l int, b []byte) {
-	blk := (*[64]byte)(b)
-	l &= Lanes - 1
-	for w := 0; w < 16; w++ {
-		h.data[w][l] = binary.LittleEndian.Uint32(blk[4*w : 4*w+4])
-	}
 }
