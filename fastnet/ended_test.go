@@ -213,6 +213,41 @@ func TestEndTimedFromCall(t *testing.T) {
 	}
 }
 
+// Abort, too, acts at the time it is given: the unvalidated connection
+// of TestEndTimedFromCall, aborted 900 ms after its opening with nothing
+// handled in between, is remembered until 5.9 s after the opening, not
+// 5 s.
+func TestAbortTimedFromCall(t *testing.T) {
+	se := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}})
+	opened := se.now
+	se.recvControl(control{kind: ctlConnect})
+	var h Handle
+	for k := range se.ep.conns {
+		h = k
+	}
+	if se.ep.NumConns() != 1 || h == 0 {
+		t.Fatal("no connection")
+	}
+	se.now = opened.Add(900 * time.Millisecond)
+	if err := se.ep.Abort(se.now, h, "bye"); err != nil {
+		t.Fatal(err)
+	}
+	se.drain()
+	if se.ep.NumConns() != 0 {
+		t.Fatal("not ended")
+	}
+	se.advance(4600 * time.Millisecond) // 5.5 s after the opening
+	se.sent, se.evs = nil, nil
+	se.recvControl(control{kind: ctlConnect})
+	se.wantControl("a late retry", control{kind: ctlAbort, text: errConnEnded.Error()})
+	se.advance(500 * time.Millisecond) // 6 s: past the record
+	se.sent, se.evs = nil, nil
+	se.recvControl(control{kind: ctlConnect})
+	if se.ep.NumConns() != 1 {
+		t.Fatal("a connect? past the record was refused")
+	}
+}
+
 // Close given a time behind the endpoint's acts at the endpoint's time, as
 // Send does: its linger is counted from the later of the two, not cut
 // short by the gap.
