@@ -75,12 +75,20 @@ type hasher struct {
 // l's at blocks[l]: block8, with data for its transposed blocks, or
 // block16.
 func hash(width int, state *[4][Lanes]uint32, blocks *[Lanes]*byte, data *[16][Lanes]uint32) {
+	if onHash != nil {
+		onHash(width)
+	}
 	if width == Lanes {
 		block16(state, blocks)
 	} else {
 		block8(state, blocks, data)
 	}
 }
+
+// onHash, if set, is told the width of each kernel call: a test's way to
+// see that a width of 8 runs block8 on a processor where block16, which
+// gives the same digests, would run too. Set only by tests.
+var onHash func(width int)
 
 // idleBlock is what an idle lane hashes. It is only read.
 var idleBlock [64]byte
@@ -154,8 +162,8 @@ func equalBlocks(msgs [][]byte) (nb int, ok bool) {
 
 // sumsEqual is Sums for messages that all hash nb blocks: width (8 or
 // 16) at a time in lockstep, with none of run's bookkeeping of lanes that
-// finish at different blocks, and none of its working memory (a hasher
-// is cleared at each call); data is block8's, nil for block16.
+// finish at different blocks, nor its hasher, cleared at each call; data
+// is block8's scratch, nil for block16.
 func sumsEqual(dst [][Size]byte, msgs [][]byte, nb, width int, data *[16][Lanes]uint32) {
 	var (
 		state  [4][Lanes]uint32

@@ -58,8 +58,8 @@ func testSumsEqualBlocks(t *testing.T) {
 	}
 }
 
-// testSumsEqual hashes batches of messages of one length, which the
-// widest kernel runs in lockstep (sumsEqual), and batches where one
+// testSumsEqual hashes batches of messages of one length, which every
+// vector width runs in lockstep (sumsEqual), and batches where one
 // message has another length, which it does not.
 func testSumsEqual(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
@@ -126,14 +126,50 @@ func testSumsProperty(t *testing.T) {
 	})
 }
 
+// TestSumsAllocs checks that Sums allocates nothing, at every width, in
+// lockstep (lengths of one block count) and not (lengths that are not).
 func TestSumsAllocs(t *testing.T) {
-	msgs := make([][]byte, 20)
-	for i := range msgs {
-		msgs[i] = make([]byte, 64+i)
+	for _, w := range widths() {
+		for _, spread := range []int{1, 40} {
+			msgs := make([][]byte, 20)
+			for i := range msgs {
+				msgs[i] = make([]byte, 64+i*spread)
+			}
+			dst := make([][Size]byte, len(msgs))
+			withWidth(w, func() {
+				if n := testing.AllocsPerRun(100, func() { Sums(dst, msgs) }); n != 0 {
+					t.Errorf("width %d, lengths 64 + %d i: %v allocations per call", w, spread, n)
+				}
+			})
+		}
 	}
-	dst := make([][Size]byte, len(msgs))
-	if n := testing.AllocsPerRun(100, func() { Sums(dst, msgs) }); n != 0 {
-		t.Errorf("%v allocations per call", n)
+}
+
+// TestKernelOfWidth checks that each width runs its own kernel: on a
+// processor with AVX-512, block16 would give the same digests where
+// block8 should run, and fail only on one without it.
+func TestKernelOfWidth(t *testing.T) {
+	for _, w := range widths()[1:] {
+		for _, spread := range []int{0, 1} { // in lockstep, then not
+			var got []int
+			onHash = func(width int) { got = append(got, width) }
+			msgs := make([][]byte, 2*w+3)
+			for i := range msgs {
+				msgs[i] = make([]byte, 100+i*spread*64)
+			}
+			dst := make([][Size]byte, len(msgs))
+			withWidth(w, func() { Sums(dst, msgs) })
+			onHash = nil
+			checkSums(t, dst, msgs, fmt.Sprintf("width %d", w))
+			if len(got) == 0 {
+				t.Fatalf("width %d, spread %d: no kernel ran", w, spread)
+			}
+			for _, k := range got {
+				if k != w {
+					t.Fatalf("width %d, spread %d: a kernel of width %d ran", w, spread, k)
+				}
+			}
+		}
 	}
 }
 
