@@ -183,68 +183,49 @@ func TestLateRetryAfterUnvalidatedExpiry(t *testing.T) {
 // Close, CloseAll and Abort bring the endpoint's clock up to the time
 // they are given, as Send does: the end that N123 times its window from
 // is then not earlier than the call. Here an unvalidated connection ended
-// by CloseAll 900 ms after its opening, with nothing handled in between,
-// is remembered until 5.9 s after the opening (the end plus
+// by CloseAll, or by Abort, 900 ms after its opening, with nothing handled
+// in between, is remembered until 5.9 s after the opening (the end plus
 // ConnectTimeout, within the opening plus ConnectTimeout and a second);
 // timed from the endpoint's last time, the opening, its record would
 // have ended at 5 s.
 func TestEndTimedFromCall(t *testing.T) {
-	se := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}})
-	opened := se.now
-	se.recvControl(control{kind: ctlConnect})
-	if se.ep.NumConns() != 1 {
-		t.Fatal("no connection")
-	}
-	se.now = opened.Add(900 * time.Millisecond)
-	se.ep.CloseAll(se.now, "bye")
-	se.drain()
-	if se.ep.NumConns() != 0 {
-		t.Fatal("not ended")
-	}
-	se.advance(4600 * time.Millisecond) // 5.5 s after the opening
-	se.sent, se.evs = nil, nil
-	se.recvControl(control{kind: ctlConnect})
-	se.wantControl("a late retry", control{kind: ctlAbort, text: errConnEnded.Error()})
-	se.advance(500 * time.Millisecond) // 6 s: past the record
-	se.sent, se.evs = nil, nil
-	se.recvControl(control{kind: ctlConnect})
-	if se.ep.NumConns() != 1 {
-		t.Fatal("a connect? past the record was refused")
-	}
-}
-
-// Abort, too, acts at the time it is given: the unvalidated connection
-// of TestEndTimedFromCall, aborted 900 ms after its opening with nothing
-// handled in between, is remembered until 5.9 s after the opening, not
-// 5 s.
-func TestAbortTimedFromCall(t *testing.T) {
-	se := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}})
-	opened := se.now
-	se.recvControl(control{kind: ctlConnect})
-	var h Handle
-	for k := range se.ep.conns {
-		h = k
-	}
-	if se.ep.NumConns() != 1 || h == 0 {
-		t.Fatal("no connection")
-	}
-	se.now = opened.Add(900 * time.Millisecond)
-	if err := se.ep.Abort(se.now, h, "bye"); err != nil {
-		t.Fatal(err)
-	}
-	se.drain()
-	if se.ep.NumConns() != 0 {
-		t.Fatal("not ended")
-	}
-	se.advance(4600 * time.Millisecond) // 5.5 s after the opening
-	se.sent, se.evs = nil, nil
-	se.recvControl(control{kind: ctlConnect})
-	se.wantControl("a late retry", control{kind: ctlAbort, text: errConnEnded.Error()})
-	se.advance(500 * time.Millisecond) // 6 s: past the record
-	se.sent, se.evs = nil, nil
-	se.recvControl(control{kind: ctlConnect})
-	if se.ep.NumConns() != 1 {
-		t.Fatal("a connect? past the record was refused")
+	for _, tt := range []struct {
+		name string
+		end  func(ep *Endpoint, now clock.Time, h Handle) error
+	}{
+		{"CloseAll", func(ep *Endpoint, now clock.Time, _ Handle) error { ep.CloseAll(now, "bye"); return nil }},
+		{"Abort", func(ep *Endpoint, now clock.Time, h Handle) error { return ep.Abort(now, h, "bye") }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			se := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}})
+			opened := se.now
+			se.recvControl(control{kind: ctlConnect})
+			var h Handle
+			for k := range se.ep.conns {
+				h = k
+			}
+			if se.ep.NumConns() != 1 {
+				t.Fatal("no connection")
+			}
+			se.now = opened.Add(900 * time.Millisecond)
+			if err := tt.end(se.ep, se.now, h); err != nil {
+				t.Fatal(err)
+			}
+			se.drain()
+			if se.ep.NumConns() != 0 {
+				t.Fatal("not ended")
+			}
+			se.advance(4600 * time.Millisecond) // 5.5 s after the opening
+			se.sent, se.evs = nil, nil
+			se.recvControl(control{kind: ctlConnect})
+			se.wantControl("a late retry", control{kind: ctlAbort, text: errConnEnded.Error()})
+			se.advance(500 * time.Millisecond) // 6 s: past the record
+			se.sent, se.evs = nil, nil
+			se.recvControl(control{kind: ctlConnect})
+			if se.ep.NumConns() != 1 {
+				t.Fatal("a connect? past the record was refused")
+			}
+		})
 	}
 }
 
