@@ -9,27 +9,31 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// widths returns the kernel widths this processor runs, 1 being
-// crypto/md5 alone.
-func widths() []int {
-	w := []int{1}
-	if hasAVX2() {
-		w = append(w, 8)
-	}
-	if hasAVX512() {
-		w = append(w, 16)
-	}
-	return w
+// A kernel is a way Sums can run: crypto/md5 alone (lanes 1), block16y
+// (AVX2) or block16 (AVX-512, zmm).
+type kernel struct {
+	name  string
+	lanes int
+	zmm   bool
 }
 
-func hasAVX2() bool   { return lanes >= 8 || cpu.X86.HasAVX2 }
-func hasAVX512() bool { return lanes >= 16 || cpu.X86.HasAVX512F }
+// kernels returns the ways Sums can run on this processor.
+func kernels() []kernel {
+	k := []kernel{{"md5", 1, false}}
+	if cpu.X86.HasAVX2 {
+		k = append(k, kernel{"avx2", Lanes, false})
+	}
+	if cpu.X86.HasAVX512F {
+		k = append(k, kernel{"avx512", Lanes, true})
+	}
+	return k
+}
 
-// withWidth runs f with Sums limited to width lanes.
-func withWidth(width int, f func()) {
-	saved := lanes
-	lanes = width
-	defer func() { lanes = saved }()
+// withKernel runs f with Sums running k.
+func withKernel(k kernel, f func()) {
+	savedLanes, savedZmm := lanes, zmm
+	lanes, zmm = k.lanes, k.zmm
+	defer func() { lanes, zmm = savedLanes, savedZmm }()
 	f()
 }
 
@@ -39,14 +43,19 @@ func BenchmarkBlock(b *testing.B) {
 	for l := range blocks {
 		blocks[l] = &idleBlock[0]
 	}
-	if hasAVX2() {
+	if cpu.X86.HasAVX2 {
 		b.Run("8", func(b *testing.B) {
 			for b.Loop() {
 				block8(&h.state, &blocks, &h.data)
 			}
 		})
+		b.Run("16y", func(b *testing.B) {
+			for b.Loop() {
+				block16y(&h.state, &blocks, &h.data)
+			}
+		})
 	}
-	if hasAVX512() {
+	if cpu.X86.HasAVX512F {
 		b.Run("16", func(b *testing.B) {
 			for b.Loop() {
 				block16(&h.state, &blocks)
@@ -55,12 +64,51 @@ func BenchmarkBlock(b *testing.B) {
 	}
 }
 
+// TestBlock16y runs block16y alone on 16 one-block messages (48 to 55
+// bytes, each padded into its one block) and checks each lane's digest
+// against crypto/md5's: both groups of 8 lanes, whose steps interleave.
+func TestBlock16y(t *testing.T) {
+	if !cpu.X86.HasAVX2 {
+		t.Skip("no AVX2")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for round := range 20 {
+		var (
+			state  = initState
+			blocks [Lanes]*byte
+			data   [16][Lanes]uint32
+			tails  [Lanes][2 * 64]byte
+			msgs   [Lanes][]byte
+		)
+		for l := range msgs {
+			msgs[l] = make([]byte, 55-(l%8)*(round%2))
+			for i := range msgs[l] {
+				msgs[l][i] = byte(r.Uint32())
+			}
+			if padTail(&tails[l], msgs[l]) != 0 {
+				t.Fatal("a whole block")
+			}
+			blocks[l] = &tails[l][0]
+		}
+		block16y(&state, &blocks, &data)
+		for l, m := range msgs {
+			var d [Size]byte
+			for w := range 4 {
+				binary.LittleEndian.PutUint32(d[4*w:], state[w][l])
+			}
+			if want := md5.Sum(m); d != want {
+				t.Fatalf("round %d, lane %d: %x, want %x", round, l, d, want)
+			}
+		}
+	}
+}
+
 // TestBlock8 runs block8 alone on 8 one-block messages (55 bytes, padded
 // into their one block) and checks each lane's digest against
 // crypto/md5's, and that lanes 8-15 of the state, which it does not
 // hash, are left as they were.
 func TestBlock8(t *testing.T) {
-	if !hasAVX2() {
+	if !cpu.X86.HasAVX2 {
 		t.Skip("no AVX2")
 	}
 	r := rand.New(rand.NewPCG(7, 8))

@@ -1,10 +1,10 @@
 //go:build ignore
 
-// This program writes lanes_amd64.s: the bodies of block8 (AVX2) and
-// block16 (AVX-512), which hash one MD5 block in each of 8 or 16 lanes at
-// once, RFC 1321's 64 steps with each lane a 32-bit element of a vector
-// register. Both keep lane l's state word w at byte 64*w+4*l of state;
-// both take a pointer to each lane's block and transpose the blocks
+// This program writes lanes_amd64.s: the bodies of block8 and block16y
+// (AVX2) and block16 (AVX-512), which hash one MD5 block in each of 8 or
+// 16 lanes at once, RFC 1321's 64 steps with each lane a 32-bit element
+// of a vector register. All keep lane l's state word w at byte 64*w+4*l of state;
+// all take a pointer to each lane's block and transpose the blocks
 // themselves. Run it with go generate.
 package main
 
@@ -50,6 +50,8 @@ func main() {
 	p("GLOBL ·k(SB), RODATA|NOPTR, $256")
 	p("")
 	avx2()
+	p("")
+	avx2x2()
 	p("")
 	avx512()
 	if err := os.WriteFile("lanes_amd64.s", []byte(b.String()), 0o644); err != nil {
@@ -145,6 +147,146 @@ func avx2() {
 	for w := 0; w < 4; w++ {
 		p("\tVPADDD Y%d, Y%d, Y%d", w+4, w, w)
 		p("\tVMOVDQU Y%d, %d(SI)", w, 64*w)
+	}
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// avx2x2 writes block16y: the 16 lanes as two groups of 8, lanes 0-7 and
+// 8-15, in YMM registers, the two groups' steps interleaved. One group's
+// steps are a chain, each waiting on the one before, which leaves most of
+// the vector units idle; the other group's fill them, so that 16 lanes
+// take little more time than 8. Its blocks come as 16 pointers, one per
+// lane, as block16's do: it loads each half (words 0-7, then 8-15) of
+// each group's 8 blocks as the rows of an 8x8 matrix of words, transposes
+// it in registers and stores word w of lane l at byte 64*w+4*l of data,
+// which the steps then read, the 16 YMM registers being too few to hold
+// the words and the two states together. Each step's rotation is two
+// shifts and an OR.
+func avx2x2() {
+	p("// func block16y(state *[4][16]uint32, blocks *[16]*byte, data *[16][16]uint32)")
+	p("TEXT ·block16y(SB), NOSPLIT, $0-24")
+	p("\tMOVQ state+0(FP), SI")
+	p("\tMOVQ blocks+8(FP), DI")
+	p("\tMOVQ data+16(FP), DX")
+	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
+	for g := 0; g < 2; g++ {
+		for half := 0; half < 2; half++ {
+			for l := 0; l < 8; l++ {
+				p("\tMOVQ %d(DI), AX", 8*(8*g+l))
+				p("\tVMOVDQU %d(AX), Y%d", 32*half, l)
+			}
+			// Pairs of rows interleaved by word, into Y8-Y15: t[2i]
+			// holds words 0, 1 (and 4, 5 in its upper 128 bits) of
+			// rows 2i and 2i+1, t[2i+1] words 2, 3 (6, 7).
+			for i := 0; i < 4; i++ {
+				p("\tVPUNPCKLDQ %s, %s, %s", y(2*i+1), y(2*i), y(8+2*i))
+				p("\tVPUNPCKHDQ %s, %s, %s", y(2*i+1), y(2*i), y(8+2*i+1))
+			}
+			// Quads, into Y0-Y7: u[4j+m] holds word m (and 4+m in its
+			// upper 128 bits) of rows 4j..4j+3.
+			for j := 0; j < 2; j++ {
+				t := 8 + 4*j
+				p("\tVPUNPCKLQDQ %s, %s, %s", y(t+2), y(t), y(4*j))
+				p("\tVPUNPCKHQDQ %s, %s, %s", y(t+2), y(t), y(4*j+1))
+				p("\tVPUNPCKLQDQ %s, %s, %s", y(t+3), y(t+1), y(4*j+2))
+				p("\tVPUNPCKHQDQ %s, %s, %s", y(t+3), y(t+1), y(4*j+3))
+			}
+			// Word m of rows 0-3 then 4-7 is the lower 128 bits of
+			// u[m] then of u[4+m]; word 4+m, their upper 128 bits.
+			for m := 0; m < 4; m++ {
+				w := 8*half + m
+				p("\tVPERM2I128 $0x20, %s, %s, Y8", y(4+m), y(m))
+				p("\tVMOVDQU Y8, %d(DX)", 64*w+32*g)
+				p("\tVPERM2I128 $0x31, %s, %s, Y9", y(4+m), y(m))
+				p("\tVMOVDQU Y9, %d(DX)", 64*(w+4)+32*g)
+			}
+		}
+	}
+	p("\tMOVQ DX, DI")
+	// Group g's state in Y(4g)-Y(4g+3); its state before the block stays
+	// in memory, added back at the end.
+	for g := 0; g < 2; g++ {
+		for w := 0; w < 4; w++ {
+			p("\tVMOVDQU %d(SI), Y%d", 64*w+32*g, 4*g+w)
+		}
+	}
+	p("\tVPCMPEQD Y15, Y15, Y15") // all ones, for I's NOT
+	// Per group: the constant plus the message word (Y8, Y9), the
+	// function (Y10, Y11), the rotation's left shift (Y12, Y13); the
+	// constant itself, broadcast once for both, in Y14.
+	reg := [2][4]string{{"Y0", "Y1", "Y2", "Y3"}, {"Y4", "Y5", "Y6", "Y7"}}
+	for i := 0; i < 64; i++ {
+		g, s := schedule(i)
+		p("\tVPBROADCASTD ·k+%d(SB), Y14", 4*i)
+		for x := 0; x < 2; x++ {
+			p("\tVPADDD %d(DI), Y14, %s", 64*g+32*x, y(8+x))
+		}
+		for x := 0; x < 2; x++ {
+			a := reg[x][0]
+			p("\tVPADDD %s, %s, %s", y(8+x), a, a)
+		}
+		for op := 0; op < 3; op++ {
+			for x := 0; x < 2; x++ {
+				bb, c, d, f := reg[x][1], reg[x][2], reg[x][3], y(10+x)
+				switch i / 16 {
+				case 0: // F = d ^ (b & (c ^ d))
+					p("\t%s", [3]string{
+						fmt.Sprintf("VPXOR %s, %s, %s", d, c, f),
+						fmt.Sprintf("VPAND %s, %s, %s", bb, f, f),
+						fmt.Sprintf("VPXOR %s, %s, %s", d, f, f)}[op])
+				case 1: // G = c ^ (d & (b ^ c))
+					p("\t%s", [3]string{
+						fmt.Sprintf("VPXOR %s, %s, %s", c, bb, f),
+						fmt.Sprintf("VPAND %s, %s, %s", d, f, f),
+						fmt.Sprintf("VPXOR %s, %s, %s", c, f, f)}[op])
+				case 2: // H = b ^ c ^ d
+					if op < 2 {
+						p("\t%s", [2]string{
+							fmt.Sprintf("VPXOR %s, %s, %s", d, c, f),
+							fmt.Sprintf("VPXOR %s, %s, %s", bb, f, f)}[op])
+					}
+				case 3: // I = c ^ (b | ^d)
+					p("\t%s", [3]string{
+						fmt.Sprintf("VPXOR Y15, %s, %s", d, f),
+						fmt.Sprintf("VPOR %s, %s, %s", bb, f, f),
+						fmt.Sprintf("VPXOR %s, %s, %s", c, f, f)}[op])
+				}
+			}
+		}
+		for x := 0; x < 2; x++ {
+			a := reg[x][0]
+			p("\tVPADDD %s, %s, %s", y(10+x), a, a)
+		}
+		for x := 0; x < 2; x++ {
+			a := reg[x][0]
+			p("\tVPSLLD $%d, %s, %s", s, a, y(12+x))
+		}
+		for x := 0; x < 2; x++ {
+			a := reg[x][0]
+			p("\tVPSRLD $%d, %s, %s", 32-s, a, a)
+		}
+		for x := 0; x < 2; x++ {
+			a := reg[x][0]
+			p("\tVPOR %s, %s, %s", y(12+x), a, a)
+		}
+		for x := 0; x < 2; x++ {
+			a, bb := reg[x][0], reg[x][1]
+			p("\tVPADDD %s, %s, %s", bb, a, a)
+		}
+		for x := 0; x < 2; x++ {
+			r := reg[x]
+			reg[x] = [4]string{r[3], r[0], r[1], r[2]} // (a, b, c, d) = (d, a, b, c)
+		}
+	}
+	if reg != [2][4]string{{"Y0", "Y1", "Y2", "Y3"}, {"Y4", "Y5", "Y6", "Y7"}} {
+		panic("registers out of place")
+	}
+	for g := 0; g < 2; g++ {
+		for w := 0; w < 4; w++ {
+			p("\tVPADDD %d(SI), Y%d, Y%d", 64*w+32*g, 4*g+w, 4*g+w)
+			p("\tVMOVDQU Y%d, %d(SI)", 4*g+w, 64*w+32*g)
+		}
 	}
 	p("\tVZEROUPPER")
 	p("\tRET")

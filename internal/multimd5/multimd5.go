@@ -1,10 +1,11 @@
 // Package multimd5 computes the MD5 digests of many independent messages
 // at once. The checksum of D3 is an MD5 digest per message; MD5 is a chain
 // of dependent steps, so one message at a time leaves most of a processor's
-// arithmetic idle. Where the processor has AVX-512, Sums runs sixteen
-// messages side by side, one in each 32-bit lane of the vector registers,
-// and with AVX2 eight, each group for about what one message costs alone.
-// Elsewhere, and for a single message, it is crypto/md5.
+// arithmetic idle. Where the processor has AVX-512 or AVX2, Sums runs
+// sixteen messages side by side, one in each 32-bit lane of the vector
+// registers (with AVX2 as two groups of eight whose steps interleave),
+// for a few times what one message costs alone. Elsewhere, and for a
+// single message, it is crypto/md5.
 package multimd5
 
 import (
@@ -32,11 +33,11 @@ func Sums(dst [][Size]byte, msgs [][]byte) {
 		return
 	}
 	if nb, ok := equalBlocks(msgs); ok {
-		if lanes == Lanes {
-			sumsEqual(dst, msgs, nb, Lanes, nil)
+		if zmm {
+			sumsEqual(dst, msgs, nb, nil)
 		} else {
 			var data [16][Lanes]uint32
-			sumsEqual(dst, msgs, nb, lanes, &data)
+			sumsEqual(dst, msgs, nb, &data)
 		}
 		return
 	}
@@ -62,49 +63,81 @@ type lane struct {
 	tail    [2 * 64]byte
 }
 
-// hasher keeps the lanes' states, in the layout block8 and block16 take:
-// word w of lane l at state[w][l]. block8 uses lanes 0-7 only, and
-// transposes their blocks into data.
+// hasher keeps the lanes' states, in the layout the kernels take: word w
+// of lane l at state[w][l]; block8 and block16y transpose the blocks into
+// data.
 type hasher struct {
 	state [4][Lanes]uint32
-	data  [16][Lanes]uint32 // block8's
+	data  [16][Lanes]uint32 // block8's and block16y's
 	lanes [Lanes]lane
 }
 
-// hash hashes one block in each of the first width lanes, 8 or 16, lane
-// l's at blocks[l]: block8, with data for its transposed blocks, or
-// block16.
-func hash(width int, state *[4][Lanes]uint32, blocks *[Lanes]*byte, data *[16][Lanes]uint32) {
-	if onHash != nil {
-		onHash(width)
+// The kernels, as hash tells onHash which one it runs.
+const (
+	kernel8   = iota // block8, AVX2, lanes 0-7
+	kernel16y        // block16y, AVX2
+	kernel16         // block16, AVX-512
+)
+
+// narrow is the most messages for which block8, half as wide as
+// block16y, runs in its place: on 8 messages of 64 bytes Sums took 1.6x
+// its time with block16y, whose idle lanes cost as much as busy ones, and
+// on 12 0.86x.
+const narrow = 8
+
+// width returns how many lanes hash uses for n messages: 8 where block8
+// runs (narrow), else 16.
+func width(n int) int {
+	if !zmm && n <= narrow {
+		return 8
 	}
-	if width == Lanes {
+	return Lanes
+}
+
+// hash hashes one block in each of the first w lanes (width), lane l's at
+// blocks[l]: block16 with AVX-512; with AVX2 block16y, or block8 with w
+// 8; block8 and block16y transpose the blocks into data.
+func hash(w int, state *[4][Lanes]uint32, blocks *[Lanes]*byte, data *[16][Lanes]uint32) {
+	switch {
+	case zmm:
+		if onHash != nil {
+			onHash(kernel16)
+		}
 		block16(state, blocks)
-	} else {
+	case w == Lanes:
+		if onHash != nil {
+			onHash(kernel16y)
+		}
+		block16y(state, blocks, data)
+	default:
+		if onHash != nil {
+			onHash(kernel8)
+		}
 		block8(state, blocks, data)
 	}
 }
 
-// onHash, if set, is told the width of each kernel call: a test's way to
-// see that a width of 8 runs block8 on a processor where block16, which
-// gives the same digests, would run too. Set only by tests.
-var onHash func(width int)
+// onHash, if set, is told which kernel each call of hash runs: a test's
+// way to see that the AVX2 kernels run where they should, on a processor
+// where block16, which gives the same digests, would run too. Set only by
+// tests.
+var onHash func(kernel int)
 
 // idleBlock is what an idle lane hashes. It is only read.
 var idleBlock [64]byte
 
 func (h *hasher) run(dst [][Size]byte, msgs [][]byte) {
-	width := lanes
+	w := width(len(msgs))
 	nextMsg := 0
 	// The kernels' blocks: kept apart from h, which they may point
 	// into, so that h stays on the stack.
 	var blocks [Lanes]*byte
-	for l := range h.lanes[:width] {
+	for l := range h.lanes[:w] {
 		h.lanes[l].msg = -1
 	}
 	for {
 		active := 0
-		for l := range h.lanes[:width] {
+		for l := range h.lanes[:w] {
 			ln := &h.lanes[l]
 			if ln.msg < 0 && nextMsg < len(msgs) {
 				h.start(l, nextMsg, msgs[nextMsg])
@@ -120,8 +153,8 @@ func (h *hasher) run(dst [][Size]byte, msgs [][]byte) {
 		if active == 0 {
 			return
 		}
-		hash(width, &h.state, &blocks, &h.data)
-		for l := range h.lanes[:width] {
+		hash(w, &h.state, &blocks, &h.data)
+		for l := range h.lanes[:w] {
 			ln := &h.lanes[l]
 			if ln.msg < 0 {
 				continue
@@ -160,24 +193,25 @@ func equalBlocks(msgs [][]byte) (nb int, ok bool) {
 	return nb, true
 }
 
-// sumsEqual is Sums for messages that all hash nb blocks: width (8 or
-// 16) at a time in lockstep, with none of run's bookkeeping of lanes that
-// finish at different blocks, nor its hasher, cleared at each call; data
-// is block8's scratch, nil for block16.
-func sumsEqual(dst [][Size]byte, msgs [][]byte, nb, width int, data *[16][Lanes]uint32) {
+// sumsEqual is Sums for messages that all hash nb blocks: 16 at a time in
+// lockstep, with none of run's bookkeeping of lanes that finish at
+// different blocks, nor its hasher, cleared at each call; data is
+// block16y's scratch, nil for block16.
+func sumsEqual(dst [][Size]byte, msgs [][]byte, nb int, data *[16][Lanes]uint32) {
 	var (
 		state  [4][Lanes]uint32
 		blocks [Lanes]*byte
 		full   [Lanes]int
 		tails  [Lanes][2 * 64]byte
 	)
-	for g := 0; g < len(msgs); g += width {
-		group := msgs[g:min(g+width, len(msgs))]
+	for g := 0; g < len(msgs); g += Lanes {
+		group := msgs[g:min(g+Lanes, len(msgs))]
+		w := width(len(group))
 		state = initState
 		for l, m := range group {
 			full[l] = padTail(&tails[l], m)
 		}
-		for l := len(group); l < width; l++ {
+		for l := len(group); l < w; l++ {
 			blocks[l] = &idleBlock[0]
 		}
 		for b := 0; b < nb; b++ {
@@ -188,7 +222,7 @@ func sumsEqual(dst [][Size]byte, msgs [][]byte, nb, width int, data *[16][Lanes]
 					blocks[l] = &tails[l][(b-f)*64]
 				}
 			}
-			hash(width, &state, &blocks, data)
+			hash(w, &state, &blocks, data)
 		}
 		for l := range group {
 			d := &dst[g+l]

@@ -13,8 +13,8 @@ import (
 // around the block and padding boundaries and batches of every size up to
 // past two rounds of lanes.
 func TestSums(t *testing.T) {
-	for _, w := range widths() {
-		t.Run(fmt.Sprint(w), func(t *testing.T) { withWidth(w, func() { testSums(t) }) })
+	for _, k := range kernels() {
+		t.Run(k.name, func(t *testing.T) { withKernel(k, func() { testSums(t) }) })
 	}
 }
 
@@ -107,8 +107,8 @@ func testSumsMixed(t *testing.T) {
 }
 
 func TestSumsProperty(t *testing.T) {
-	for _, w := range widths() {
-		t.Run(fmt.Sprint(w), func(t *testing.T) { withWidth(w, func() { testSumsProperty(t) }) })
+	for _, k := range kernels() {
+		t.Run(k.name, func(t *testing.T) { withKernel(k, func() { testSumsProperty(t) }) })
 	}
 }
 
@@ -126,48 +126,59 @@ func testSumsProperty(t *testing.T) {
 	})
 }
 
-// TestSumsAllocs checks that Sums allocates nothing, at every width, in
-// lockstep (lengths of one block count) and not (lengths that are not).
+// TestSumsAllocs checks that Sums allocates nothing, with every kernel,
+// in lockstep (lengths of one block count) and not (lengths that are
+// not).
 func TestSumsAllocs(t *testing.T) {
-	for _, w := range widths() {
+	for _, k := range kernels() {
 		for _, spread := range []int{1, 40} {
 			msgs := make([][]byte, 20)
 			for i := range msgs {
 				msgs[i] = make([]byte, 64+i*spread)
 			}
 			dst := make([][Size]byte, len(msgs))
-			withWidth(w, func() {
+			withKernel(k, func() {
 				if n := testing.AllocsPerRun(100, func() { Sums(dst, msgs) }); n != 0 {
-					t.Errorf("width %d, lengths 64 + %d i: %v allocations per call", w, spread, n)
+					t.Errorf("%s, lengths 64 + %d i: %v allocations per call", k.name, spread, n)
 				}
 			})
 		}
 	}
 }
 
-// TestKernelOfWidth checks that each width runs its own kernel: on a
-// processor with AVX-512, block16 would give the same digests where
-// block8 should run, and fail only on one without it.
-func TestKernelOfWidth(t *testing.T) {
-	for _, w := range widths()[1:] {
-		for _, spread := range []int{0, 1} { // in lockstep, then not
-			var got []int
-			onHash = func(width int) { got = append(got, width) }
-			msgs := make([][]byte, 2*w+3)
+// TestKernelRuns checks that each kernel runs where it is chosen: with
+// AVX-512 block16 alone; with AVX2 block8 for a group of 8 messages or
+// fewer and block16y for more. On a processor with AVX-512, block16
+// would give the same digests where an AVX2 kernel should run, and fail
+// only on one without it.
+func TestKernelRuns(t *testing.T) {
+	for _, k := range kernels()[1:] {
+		for _, tt := range []struct {
+			batch, spread int
+			want          [3]bool // kernel8, kernel16y, kernel16 run
+		}{
+			{5, 0, [3]bool{true, false, false}},
+			{5, 1, [3]bool{true, false, false}},
+			{2*Lanes + 3, 0, [3]bool{true, true, false}}, // the last group, of 3, on block8
+			{2*Lanes + 12, 0, [3]bool{false, true, false}},
+			{2*Lanes + 3, 1, [3]bool{false, true, false}},
+		} {
+			var ran [3]bool
+			onHash = func(kernel int) { ran[kernel] = true }
+			msgs := make([][]byte, tt.batch)
 			for i := range msgs {
-				msgs[i] = make([]byte, 100+i*spread*64)
+				msgs[i] = make([]byte, 100+i*tt.spread*64)
 			}
 			dst := make([][Size]byte, len(msgs))
-			withWidth(w, func() { Sums(dst, msgs) })
+			withKernel(k, func() { Sums(dst, msgs) })
 			onHash = nil
-			checkSums(t, dst, msgs, fmt.Sprintf("width %d", w))
-			if len(got) == 0 {
-				t.Fatalf("width %d, spread %d: no kernel ran", w, spread)
+			checkSums(t, dst, msgs, k.name)
+			want := tt.want
+			if k.zmm {
+				want = [3]bool{false, false, true}
 			}
-			for _, k := range got {
-				if k != w {
-					t.Fatalf("width %d, spread %d: a kernel of width %d ran", w, spread, k)
-				}
+			if ran != want {
+				t.Errorf("%s, batch %d, spread %d: kernels 8, 16y, 16 ran %v, want %v", k.name, tt.batch, tt.spread, ran, want)
 			}
 		}
 	}
@@ -176,13 +187,14 @@ func TestKernelOfWidth(t *testing.T) {
 func FuzzSums(f *testing.F) {
 	f.Add([]byte("abc"), uint8(3))
 	f.Add(make([]byte, 1000), uint8(9))
-	ws := widths()
+	ks := kernels()
 	f.Fuzz(func(t *testing.T, data []byte, cuts uint8) {
-		// The width comes from the input too, so that every kernel
+		// The kernel comes from the input too, so that every kernel
 		// sees every input shape.
-		saved := lanes
-		lanes = ws[int(cuts)%len(ws)]
-		defer func() { lanes = saved }()
+		kern := ks[int(cuts)%len(ks)]
+		savedLanes, savedZmm := lanes, zmm
+		lanes, zmm = kern.lanes, kern.zmm
+		defer func() { lanes, zmm = savedLanes, savedZmm }()
 		// Cut data into up to 20 messages at points the fuzzer chooses.
 		var msgs [][]byte
 		k := int(cuts)%20 + 1
