@@ -9,8 +9,9 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// A kernel is a way Sums can run: crypto/md5 alone (lanes 1), block16y
-// (AVX2) or block16 (AVX-512, zmm).
+// A kernel is a way Sums can run: crypto/md5 alone (lanes 1), the AVX2
+// kernels (block8 for 8 messages or fewer, block16y for more) or block16
+// (AVX-512, zmm).
 type kernel struct {
 	name  string
 	lanes int
@@ -64,9 +65,11 @@ func BenchmarkBlock(b *testing.B) {
 	}
 }
 
-// TestBlock16y runs block16y alone on 16 one-block messages (48 to 55
-// bytes, each padded into its one block) and checks each lane's digest
-// against crypto/md5's: both groups of 8 lanes, whose steps interleave.
+// TestBlock16y runs block16y alone on 16 messages of two blocks (112 to
+// 119 bytes: a block of the message, then its tail with the padding, in
+// two calls, so that the state the second call starts from is each
+// lane's own) and checks each lane's digest against crypto/md5's: both
+// groups of 8 lanes, whose steps interleave.
 func TestBlock16y(t *testing.T) {
 	if !cpu.X86.HasAVX2 {
 		t.Skip("no AVX2")
@@ -81,13 +84,17 @@ func TestBlock16y(t *testing.T) {
 			msgs   [Lanes][]byte
 		)
 		for l := range msgs {
-			msgs[l] = make([]byte, 55-(l%8)*(round%2))
+			msgs[l] = make([]byte, 119-(l%8)*(round%2))
 			for i := range msgs[l] {
 				msgs[l][i] = byte(r.Uint32())
 			}
-			if padTail(&tails[l], msgs[l]) != 0 {
-				t.Fatal("a whole block")
+			if padTail(&tails[l], msgs[l]) != 1 {
+				t.Fatal("not one whole block")
 			}
+			blocks[l] = &msgs[l][0]
+		}
+		block16y(&state, &blocks, &data)
+		for l := range blocks {
 			blocks[l] = &tails[l][0]
 		}
 		block16y(&state, &blocks, &data)
@@ -100,6 +107,18 @@ func TestBlock16y(t *testing.T) {
 				t.Fatalf("round %d, lane %d: %x, want %x", round, l, d, want)
 			}
 		}
+	}
+}
+
+// TestDefaultKernel checks the kernel Sums runs on this processor when
+// no test chose one: every other test chooses.
+func TestDefaultKernel(t *testing.T) {
+	wantLanes := 1
+	if cpu.X86.HasAVX2 || cpu.X86.HasAVX512F {
+		wantLanes = Lanes
+	}
+	if lanes != wantLanes || zmm != cpu.X86.HasAVX512F {
+		t.Errorf("lanes %d, zmm %v; want %d, %v", lanes, zmm, wantLanes, cpu.X86.HasAVX512F)
 	}
 }
 

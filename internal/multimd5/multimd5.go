@@ -82,8 +82,12 @@ const (
 // narrow is the most messages for which block8, half as wide as
 // block16y, runs in its place: on 8 messages of 64 bytes Sums took 1.6x
 // its time with block16y, whose idle lanes cost as much as busy ones, and
-// on 12 0.86x.
+// on 12 0.80-0.86x. It is at most 8, block8's lanes: sumsEqual gives
+// block8 a whole group of up to narrow messages (the guard below fails
+// to compile otherwise).
 const narrow = 8
+
+const _ = uint(Lanes/2 - narrow)
 
 // width returns how many lanes hash uses for n messages: 8 where block8
 // runs (narrow), else 16.
@@ -196,7 +200,7 @@ func equalBlocks(msgs [][]byte) (nb int, ok bool) {
 // sumsEqual is Sums for messages that all hash nb blocks: 16 at a time in
 // lockstep, with none of run's bookkeeping of lanes that finish at
 // different blocks, nor its hasher, cleared at each call; data is
-// block16y's scratch, nil for block16.
+// block8's and block16y's scratch, nil for block16.
 func sumsEqual(dst [][Size]byte, msgs [][]byte, nb int, data *[16][Lanes]uint32) {
 	var (
 		state  [4][Lanes]uint32

@@ -63,7 +63,7 @@ func testSumsEqualBlocks(t *testing.T) {
 // message has another length, which it does not.
 func testSumsEqual(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, batch := range []int{2, 15, 16, 17, 33} {
+	for _, batch := range []int{2, 8, 9, 15, 16, 17, 33} {
 		for n := 0; n <= 200; n++ {
 			for odd := range 2 {
 				msgs := make([][]byte, batch)
@@ -159,6 +159,10 @@ func TestKernelRuns(t *testing.T) {
 		}{
 			{5, 0, [3]bool{true, false, false}},
 			{5, 1, [3]bool{true, false, false}},
+			{8, 0, [3]bool{true, false, false}}, // narrow
+			{8, 1, [3]bool{true, false, false}},
+			{9, 0, [3]bool{false, true, false}},
+			{9, 1, [3]bool{false, true, false}},
 			{2*Lanes + 3, 0, [3]bool{true, true, false}}, // the last group, of 3, on block8
 			{2*Lanes + 12, 0, [3]bool{false, true, false}},
 			{2*Lanes + 3, 1, [3]bool{false, true, false}},
@@ -187,6 +191,10 @@ func TestKernelRuns(t *testing.T) {
 func FuzzSums(f *testing.F) {
 	f.Add([]byte("abc"), uint8(3))
 	f.Add(make([]byte, 1000), uint8(9))
+	// Seeds whose cuts pick each kernel (cuts % len(kernels())), so that
+	// go test alone runs each on these inputs.
+	f.Add(make([]byte, 700), uint8(1))
+	f.Add(make([]byte, 1500), uint8(2))
 	ks := kernels()
 	f.Fuzz(func(t *testing.T, data []byte, cuts uint8) {
 		// The kernel comes from the input too, so that every kernel
