@@ -99,11 +99,7 @@ func TestBlock16y(t *testing.T) {
 		}
 		block16y(&state, &blocks, &data)
 		for l, m := range msgs {
-			var d [Size]byte
-			for w := range 4 {
-				binary.LittleEndian.PutUint32(d[4*w:], state[w][l])
-			}
-			if want := md5.Sum(m); d != want {
+			if d, want := laneDigest(&state, l), md5.Sum(m); d != want {
 				t.Fatalf("round %d, lane %d: %x, want %x", round, l, d, want)
 			}
 		}
@@ -156,11 +152,7 @@ func TestBlock8(t *testing.T) {
 		}
 		block8(&state, &blocks, &data)
 		for l, m := range msgs {
-			var d [Size]byte
-			for w := range 4 {
-				binary.LittleEndian.PutUint32(d[4*w:], state[w][l])
-			}
-			if want := md5.Sum(m); d != want {
+			if d, want := laneDigest(&state, l), md5.Sum(m); d != want {
 				t.Fatalf("round %d, lane %d: %x, want %x", round, l, d, want)
 			}
 		}
@@ -172,4 +164,13 @@ func TestBlock8(t *testing.T) {
 			}
 		}
 	}
+}
+
+// laneDigest returns the digest lane l's state holds once its message's
+// last block is hashed.
+func laneDigest(state *[4][Lanes]uint32, l int) (d [Size]byte) {
+	for w := range 4 {
+		binary.LittleEndian.PutUint32(d[4*w:], state[w][l])
+	}
+	return d
 }

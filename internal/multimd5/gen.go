@@ -60,22 +60,16 @@ func main() {
 	}
 }
 
-// avx2 writes block8: lanes 0-7, YMM registers, rotations by two shifts.
-// Its blocks come as 8 pointers, one per lane, as block16's do: it loads
-// each half of the 8 blocks (words 0-7, then 8-15) as the rows of an 8x8
-// matrix of words, transposes it in registers and stores word w of every
-// lane at byte 64*w of data, which the steps then read, the 16 YMM
-// registers being too few to hold the words and the state together.
-func avx2() {
-	p("// func block8(state *[4][16]uint32, blocks *[16]*byte, data *[16][16]uint32)")
-	p("TEXT ·block8(SB), NOSPLIT, $0-24")
-	p("\tMOVQ state+0(FP), SI")
-	p("\tMOVQ blocks+8(FP), DI")
-	p("\tMOVQ data+16(FP), DX")
+// transpose8 writes the loading and transposition of the blocks of lanes
+// 8g to 8g+7, whose pointers are at DI, into the data at DX: each half of
+// them (words 0-7, then 8-15) loaded as the rows of an 8x8 matrix of
+// words into Y0-Y7, transposed in registers, and word w of lane 8g+l
+// stored at byte 64*w+32*g+4*l. It uses Y0-Y15 and AX.
+func transpose8(g int) {
 	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
 	for half := 0; half < 2; half++ {
 		for l := 0; l < 8; l++ {
-			p("\tMOVQ %d(DI), AX", 8*l)
+			p("\tMOVQ %d(DI), AX", 8*(8*g+l))
 			p("\tVMOVDQU %d(AX), Y%d", 32*half, l)
 		}
 		// Pairs of rows interleaved by word, into Y8-Y15: t[2i] holds
@@ -99,11 +93,26 @@ func avx2() {
 		for m := 0; m < 4; m++ {
 			w := 8*half + m
 			p("\tVPERM2I128 $0x20, %s, %s, Y8", y(4+m), y(m))
-			p("\tVMOVDQU Y8, %d(DX)", 64*w)
+			p("\tVMOVDQU Y8, %d(DX)", 64*w+32*g)
 			p("\tVPERM2I128 $0x31, %s, %s, Y9", y(4+m), y(m))
-			p("\tVMOVDQU Y9, %d(DX)", 64*(w+4))
+			p("\tVMOVDQU Y9, %d(DX)", 64*(w+4)+32*g)
 		}
 	}
+}
+
+// avx2 writes block8: lanes 0-7, YMM registers, rotations by two shifts.
+// Its blocks come as 8 pointers, one per lane, as block16's do: it loads
+// each half of the 8 blocks (words 0-7, then 8-15) as the rows of an 8x8
+// matrix of words, transposes it in registers and stores word w of every
+// lane at byte 64*w of data, which the steps then read, the 16 YMM
+// registers being too few to hold the words and the state together.
+func avx2() {
+	p("// func block8(state *[4][16]uint32, blocks *[16]*byte, data *[16][16]uint32)")
+	p("TEXT ·block8(SB), NOSPLIT, $0-24")
+	p("\tMOVQ state+0(FP), SI")
+	p("\tMOVQ blocks+8(FP), DI")
+	p("\tMOVQ data+16(FP), DX")
+	transpose8(0)
 	p("\tMOVQ DX, DI")
 	for w := 0; w < 4; w++ {
 		p("\tVMOVDQU %d(SI), Y%d", 64*w, w)
@@ -169,40 +178,9 @@ func avx2x2() {
 	p("\tMOVQ state+0(FP), SI")
 	p("\tMOVQ blocks+8(FP), DI")
 	p("\tMOVQ data+16(FP), DX")
+	transpose8(0)
+	transpose8(1)
 	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
-	for g := 0; g < 2; g++ {
-		for half := 0; half < 2; half++ {
-			for l := 0; l < 8; l++ {
-				p("\tMOVQ %d(DI), AX", 8*(8*g+l))
-				p("\tVMOVDQU %d(AX), Y%d", 32*half, l)
-			}
-			// Pairs of rows interleaved by word, into Y8-Y15: t[2i]
-			// holds words 0, 1 (and 4, 5 in its upper 128 bits) of
-			// rows 2i and 2i+1, t[2i+1] words 2, 3 (6, 7).
-			for i := 0; i < 4; i++ {
-				p("\tVPUNPCKLDQ %s, %s, %s", y(2*i+1), y(2*i), y(8+2*i))
-				p("\tVPUNPCKHDQ %s, %s, %s", y(2*i+1), y(2*i), y(8+2*i+1))
-			}
-			// Quads, into Y0-Y7: u[4j+m] holds word m (and 4+m in its
-			// upper 128 bits) of rows 4j..4j+3.
-			for j := 0; j < 2; j++ {
-				t := 8 + 4*j
-				p("\tVPUNPCKLQDQ %s, %s, %s", y(t+2), y(t), y(4*j))
-				p("\tVPUNPCKHQDQ %s, %s, %s", y(t+2), y(t), y(4*j+1))
-				p("\tVPUNPCKLQDQ %s, %s, %s", y(t+3), y(t+1), y(4*j+2))
-				p("\tVPUNPCKHQDQ %s, %s, %s", y(t+3), y(t+1), y(4*j+3))
-			}
-			// Word m of rows 0-3 then 4-7 is the lower 128 bits of
-			// u[m] then of u[4+m]; word 4+m, their upper 128 bits.
-			for m := 0; m < 4; m++ {
-				w := 8*half + m
-				p("\tVPERM2I128 $0x20, %s, %s, Y8", y(4+m), y(m))
-				p("\tVMOVDQU Y8, %d(DX)", 64*w+32*g)
-				p("\tVPERM2I128 $0x31, %s, %s, Y9", y(4+m), y(m))
-				p("\tVMOVDQU Y9, %d(DX)", 64*(w+4)+32*g)
-			}
-		}
-	}
 	p("\tMOVQ DX, DI")
 	// Group g's state in Y(4g)-Y(4g+3); its state before the block stays
 	// in memory, added back at the end.
