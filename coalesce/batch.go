@@ -54,7 +54,12 @@ func FillChecksum(enc []byte) {
 // FillChecksums computes and writes the deferred checksums of encs, each
 // exactly one message encoded by AppendMessageDeferred with its checksum
 // deferred. An encoding that is not one such message is left as it is.
+// One alone is FillChecksum's, with no batch set up.
 func FillChecksums(encs [][]byte) {
+	if len(encs) == 1 {
+		FillChecksum(encs[0])
+		return
+	}
 	var (
 		payloads [maxBatch][]byte
 		sums     [maxBatch][]byte

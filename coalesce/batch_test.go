@@ -32,12 +32,7 @@ func TestDeferredChecksums(t *testing.T) {
 			encs[i] = enc
 		}
 		for i := 0; i < len(encs); i += batch {
-			part := encs[i:min(i+batch, len(encs))]
-			if len(part) == 1 {
-				FillChecksum(part[0])
-			} else {
-				FillChecksums(part)
-			}
+			FillChecksums(encs[i:min(i+batch, len(encs))])
 		}
 		for i := range encs {
 			if !bytes.Equal(encs[i], want[i]) {

@@ -77,10 +77,6 @@ func (s *streamQueue) fillSums() {
 		m.deferred = false
 		k++
 	}
-	if k == 1 {
-		coalesce.FillChecksum(encs[0]) // alone: nothing to compute it with
-		return
-	}
 	coalesce.FillChecksums(encs[:k])
 }
 
