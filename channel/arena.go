@@ -132,6 +132,46 @@ func (a *Arena) Carve(n int) (*Block, []byte) {
 	return a.carve(n)
 }
 
+// Room returns how many bytes Span can carve out of the current block:
+// a span longer than that starts a block of its own.
+func (a *Arena) Room() int {
+	if a.Reuse {
+		if b := a.cur; b != nil {
+			return ArenaBlock - b.used
+		}
+		return 0
+	}
+	return cap(a.block) - len(a.block)
+}
+
+// Span carves n bytes, 0 < n <= ArenaBlock, for the caller to cut k
+// buffers out of: a run of small messages that lay one after the other
+// in a datagram, copied at once with what lies between them and each
+// then sliced out with its capacity equal to its length (N127). It
+// returns the bytes and, if the Arena reuses its blocks, the Block they
+// were carved out of, whose count of buffers not yet released goes up by
+// k: the caller releases k buffers in all (Release), as after k calls of
+// Carve. Without Reuse the buffers are the caller's, as from Alloc. The
+// span is carved out of the current block if it has Room, else out of
+// the next.
+func (a *Arena) Span(n, k int) (*Block, []byte) {
+	if !a.Reuse {
+		if cap(a.block)-len(a.block) < n {
+			a.block = make([]byte, 0, ArenaBlock)
+		}
+		i := len(a.block)
+		a.block = a.block[:i+n]
+		return nil, a.block[i : i+n : i+n]
+	}
+	b := a.cur
+	if b == nil || n > ArenaBlock-b.used {
+		b = a.next()
+	}
+	i := b.used
+	b.used, b.live = i+n, b.live+k
+	return b, b.mem[i : i+n : i+n]
+}
+
 // carve is Carve past the current block.
 func (a *Arena) carve(n int) (*Block, []byte) {
 	if !a.Reuse || n == 0 || n > ArenaMax {

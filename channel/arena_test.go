@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // Buffers from an Arena hold their copies, have no room past their
@@ -340,5 +341,92 @@ func TestArenaOwner(t *testing.T) {
 	}
 	if a.Owner(old) != nil {
 		t.Error("found the owner of a buffer older than the blocks looked in")
+	}
+}
+
+// Span carves n bytes for k buffers (N127): out of the current block
+// while it has Room, else out of the next, the span's capacity its
+// length, following the span before in the same block; with Reuse, the
+// block counts k buffers more, so that it is carved again only once k
+// are released and it is retired; without, spans are the caller's and a
+// span past Room starts a block of its own.
+func TestArenaSpan(t *testing.T) {
+	for _, reuse := range []bool{true, false} {
+		a := Arena{Reuse: reuse}
+		if r := a.Room(); r != 0 {
+			t.Fatalf("reuse %v: Room %d before any carving, want 0", reuse, r)
+		}
+		steps := []struct {
+			n, k    int
+			sameBlk bool // out of the block of the step before
+		}{
+			{100, 3, false}, {ArenaBlock - 300, 5, true}, {200, 1, true},
+			{1, 1, false}, // 0 bytes of room left: a block of its own
+			{ArenaBlock - 1, 2, true},
+			{ArenaBlock, 4, false},
+		}
+		var prev []byte
+		var prevBlk *Block
+		type held struct {
+			b *Block
+			k int
+		}
+		var lent []held
+		for i, s := range steps {
+			room := a.Room()
+			b, span := a.Span(s.n, s.k)
+			if len(span) != s.n || cap(span) != s.n {
+				t.Fatalf("reuse %v, step %d: Span(%d) %d bytes, capacity %d", reuse, i, s.n, len(span), cap(span))
+			}
+			if (b != nil) != reuse {
+				t.Fatalf("reuse %v, step %d: block %p", reuse, i, b)
+			}
+			follows := prev != nil && unsafe.Pointer(unsafe.SliceData(span)) == unsafe.Add(unsafe.Pointer(unsafe.SliceData(prev)), len(prev))
+			// A new block may lie just after the one before: only a
+			// span of the same block must follow the span before.
+			if s.sameBlk && !follows || s.sameBlk != (s.n <= room) {
+				t.Fatalf("reuse %v, step %d: Span(%d) with room %d follows the span before: %v, want %v", reuse, i, s.n, room, follows, s.sameBlk)
+			}
+			if want := room - s.n; s.sameBlk && a.Room() != want || !s.sameBlk && a.Room() != ArenaBlock-s.n {
+				t.Fatalf("reuse %v, step %d: Room %d after Span(%d) from %d", reuse, i, a.Room(), s.n, room)
+			}
+			if reuse {
+				if s.sameBlk != (b == prevBlk) {
+					t.Fatalf("step %d: block %p after %p", i, b, prevBlk)
+				}
+				if s.sameBlk {
+					lent[len(lent)-1].k += s.k
+				} else {
+					lent = append(lent, held{b, s.k})
+				}
+				if got := lent[len(lent)-1].k; b.live != got {
+					t.Fatalf("step %d: block counts %d buffers, want %d", i, b.live, got)
+				}
+			}
+			prev, prevBlk = span, b
+		}
+		if !reuse {
+			continue
+		}
+		// Every block but the current one retired: released all but
+		// one buffer, none is carved again; released whole, each is.
+		for _, h := range lent[:len(lent)-1] {
+			if !h.b.done {
+				t.Fatalf("a block carved before the current one is not retired")
+			}
+			a.Release(h.b, h.k-1)
+		}
+		if len(a.free) != 0 {
+			t.Fatalf("%d blocks free with a buffer of each still lent", len(a.free))
+		}
+		for _, h := range lent[:len(lent)-1] {
+			a.Release(h.b, 1)
+		}
+		if len(a.free) != len(lent)-1 {
+			t.Fatalf("%d blocks free, want %d", len(a.free), len(lent)-1)
+		}
+		if b, _ := a.Span(ArenaBlock, 1); b != lent[len(lent)-2].b {
+			t.Fatalf("a full span carved out of a new block, not the last freed")
+		}
 	}
 }

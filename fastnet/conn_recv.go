@@ -132,7 +132,7 @@ func (c *conn) takeWhole(ch int16, b []byte, s *bundleSums, j, n int) int {
 	c.ackWhole(ch, ws)
 	c.stats.MessagesDelivered += uint64(taken)
 	c.ep.estats.MessagesDelivered += uint64(taken)
-	c.ep.emitWhole(c, ch, ws, s.payloads[j:j+taken])
+	c.ep.emitWhole(c, ch, b, ws, s.payloads[j:j+taken])
 	c.ep.runTaken += uint64(taken)
 	c.receiverIdle(cs)
 	return taken

@@ -313,36 +313,34 @@ func TestReuseMessageBuffersGap(t *testing.T) {
 }
 
 // With ReuseMessageBuffers, the messages of a run that emitWhole lends
-// in one loop (Arena.Carve, a note for each run of events that share a
-// block) leave the same notes of lent buffers as messages lent one at a
-// time (emitMessage, through Arena.Take and Owner): two pairs play the
-// same traffic and polls, one of them with its server's event queue
-// clipped before each datagram so that emitWhole has no room and lends
-// one at a time, and after each datagram both servers' notes name the
-// same events and corresponding blocks (N103).
-func TestReuseLentLikeOneByOne(t *testing.T) {
+// in spans (lendWhole, Arena.Span: N127) are the messages lent one at a
+// time (emitMessage, through Arena.Take and Owner), intact until polled:
+// two pairs play the same traffic and polls, one of them with its
+// server's event queue clipped before each datagram so that emitWhole
+// has no room and lends one at a time, and every event polled from
+// either has the same data. A lent buffer's capacity is its length, so
+// that an append never writes over what lies after it in the span, and
+// the notes of lent buffers name events in order, each once (N103).
+func TestReuseLentInRuns(t *testing.T) {
 	for _, mtu := range []int{1200, fullBundleMTU} {
 		cfg := Config{InitialPayloadMTU: mtu, MTU: MTUConfig{Disabled: true}, ReuseMessageBuffers: true}
 		a, b := newPair(t, cfg, cfg), newPair(t, cfg, cfg)
 		a.keep, b.keep = false, false
 		rng := rand.New(rand.NewPCG(41, uint64(mtu)))
-		blocks := map[*channel.Block]*channel.Block{} // b's for each of a's
 		oneByOne, sent, polled := 0, 0, 0
 		compare := func(when string) {
 			t.Helper()
-			la, lb := &a.srv.lent, &b.srv.lent
-			if la.Len() != lb.Len() {
-				t.Fatalf("mtu %d, %s: %d notes of lent buffers, %d one by one", mtu, when, la.Len(), lb.Len())
-			}
-			for i := range la.Len() {
-				na, nb := *la.At(i), *lb.At(i)
-				if na.ev != nb.ev || na.n != nb.n {
-					t.Fatalf("mtu %d, %s: note %d is of events %d..%d, one by one %d..%d", mtu, when, i, na.ev, na.ev+na.n-1, nb.ev, nb.ev+nb.n-1)
+			for _, e := range []*Endpoint{a.srv, b.srv} {
+				next := e.evBase + e.evHead // none polled is noted
+				for i := range e.lent.Len() {
+					if l := e.lent.At(i); l.block == nil || l.n <= 0 || l.ev+l.n <= next {
+						t.Fatalf("mtu %d, %s: note %d of %d is of events %d..%d, block %p, after %d", mtu, when, i, e.lent.Len(), l.ev, l.ev+l.n-1, l.block, next)
+					} else {
+						next = l.ev + l.n
+					}
 				}
-				if m, ok := blocks[na.block]; !ok {
-					blocks[na.block] = nb.block
-				} else if m != nb.block {
-					t.Fatalf("mtu %d, %s: note %d is of another block than one by one", mtu, when, i)
+				if next > e.evBase+len(e.events) {
+					t.Fatalf("mtu %d, %s: notes of events up to %d, of %d", mtu, when, next, e.evBase+len(e.events))
 				}
 			}
 		}
@@ -352,6 +350,9 @@ func TestReuseLentLikeOneByOne(t *testing.T) {
 				eb, okb := b.srv.PollEvent()
 				if oka != okb || ea.Kind != eb.Kind || !bytes.Equal(ea.Data, eb.Data) {
 					t.Fatalf("mtu %d: event %d differs: %v %v %x; one by one %v %v %x", mtu, polled, oka, ea.Kind, ea.Data, okb, eb.Kind, eb.Data)
+				}
+				if cap(ea.Data) != len(ea.Data) {
+					t.Fatalf("mtu %d: event %d lent %d bytes with capacity %d", mtu, polled, len(ea.Data), cap(ea.Data))
 				}
 				if !oka {
 					return

@@ -1,0 +1,143 @@
+package fastnet
+
+import (
+	"bytes"
+	"net/netip"
+	"slices"
+	"testing"
+	"unsafe"
+
+	"github.com/fastnet-engine/fastnet/channel"
+	"github.com/fastnet-engine/fastnet/coalesce"
+)
+
+// wholeBundle lays out messages of the given sizes in a bundle as a
+// datagram carries them, each after a gap of frame and packet headers
+// and followed by its checksum, and returns the bundle and their places
+// (channel.Whole). A negative size is a message placed before the one
+// before it, out of order.
+func wholeBundle(sizes []int) ([]byte, []channel.Whole) {
+	const gap, hl = 11, 2
+	b := make([]byte, 0, 1<<16)
+	ws := make([]channel.Whole, len(sizes))
+	for i, n := range sizes {
+		back := n < 0
+		n = max(n, -n)
+		b = append(b, make([]byte, gap)...)
+		off := len(b)
+		b = append(b, 0xee, 0xee)
+		for k := range n {
+			b = append(b, byte(i*31+k))
+		}
+		b = append(b, make([]byte, coalesce.MD5Len)...)
+		ws[i] = channel.Whole{H: channel.Header{Reliable: i%2 == 0}, Msg: coalesce.Header{Len: n, HeaderLen: hl}, Off: off, End: len(b)}
+		if back && i > 0 {
+			ws[i], ws[i-1] = ws[i-1], ws[i]
+		}
+	}
+	return b, ws
+}
+
+// lendWhole lends the messages of a run in spans, each copied at once
+// out of the bundle (Arena.Span), and a message of 0 or more than
+// ArenaMax bytes alone, as Lend does (N127): every event has its
+// message's bytes, in a buffer whose capacity is its length; the notes
+// of lent buffers name each lent event once, in order, and the events of
+// one span together; a span never takes more than the room of its block;
+// and once every event is polled and given back, lending the same
+// messages again allocates nothing.
+func TestLendWhole(t *testing.T) {
+	many := func(n, size int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = size
+		}
+		return s
+	}
+	tests := []struct {
+		name  string
+		used  int // bytes carved out of the current block before
+		sizes []int
+		notes []lentNote
+	}{
+		{"one span", 0, many(10, 64), []lentNote{{0, 10, 1}}},
+		{"alone between", 0, []int{64, 0, 64, channel.ArenaMax + 1, 64, 64, channel.ArenaMax},
+			[]lentNote{{0, 1, 1}, {2, 1, 1}, {4, 3, 1}}},
+		// 64-byte messages 29 bytes apart: two in 157 bytes, three in
+		// 250, so with 200 left the third starts a block.
+		{"room ends a span", channel.ArenaBlock - 200, many(5, 64), []lentNote{{0, 2, 1}, {2, 3, 2}}},
+		{"first past room", channel.ArenaBlock - 40, many(3, 64), []lentNote{{0, 3, 2}}},
+		// A message that lies before the one before it ends the span;
+		// the next span, in the same block, joins its note.
+		{"out of order", 0, []int{64, 64, -64, 64}, []lentNote{{0, 4, 1}}},
+		// 285 bytes a message: 14 to a block.
+		{"many blocks", 0, many(40, channel.ArenaMax),
+			[]lentNote{{0, 14, 1}, {14, 14, 2}, {28, 12, 3}}},
+	}
+	c := &conn{handle: 3, addr: netip.MustParseAddrPort("192.0.2.7:9")}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, ws := wholeBundle(tt.sizes)
+			e := &Endpoint{}
+			e.arena.Reuse = true
+			first, _ := e.arena.Carve(1) // the block before, its room as the test sets
+			if tt.used > 1 {
+				e.arena.Span(tt.used-1, 0)
+			}
+			e.evBase = 5 // events polled before
+			evs := make([]Event, len(ws))
+			lend := func() {
+				e.events = evs
+				e.lendWhole(c, 9, b, ws, e.events)
+			}
+			lend()
+			blocks := map[*channel.Block]int{first: 1}
+			var got []lentNote
+			for i := range e.lent.Len() {
+				l := *e.lent.At(i)
+				if _, ok := blocks[l.block]; !ok {
+					blocks[l.block] = len(blocks) + 1
+				}
+				got = append(got, lentNote{l.ev - e.evBase, l.n, blocks[l.block]})
+			}
+			if !slices.Equal(got, tt.notes) {
+				t.Errorf("notes %v, want %v", got, tt.notes)
+			}
+			for i := range ws {
+				ev := &e.events[i]
+				want := ws[i].Payload(b)
+				if ev.Kind != EventMessage || ev.Conn != 3 || ev.Addr != c.addr || ev.Channel != 9 || ev.Reliable != ws[i].H.Reliable || !bytes.Equal(ev.Data, want) {
+					t.Fatalf("event %d: %+v, want %x", i, ev, want)
+				}
+				if cap(ev.Data) != len(ev.Data) {
+					t.Errorf("event %d: %d bytes, capacity %d", i, len(ev.Data), cap(ev.Data))
+				}
+				if len(ev.Data) > 0 && unsafe.SliceData(ev.Data) == unsafe.SliceData(want) {
+					t.Errorf("event %d: not copied", i)
+				}
+			}
+			// Polled and given back, the blocks are carved again.
+			cycle := func() {
+				e.evBase += len(e.events)
+				e.events = e.events[:0]
+				e.giveBack()
+				lend()
+			}
+			alone := 0 // allocated each time, as Lend allocates them
+			for _, n := range tt.sizes {
+				if n > channel.ArenaMax {
+					alone++
+				}
+			}
+			cycle()
+			if a := testing.AllocsPerRun(20, cycle); a != float64(alone) {
+				t.Errorf("%.0f allocations a round of lending, want %d", a, alone)
+			}
+		})
+	}
+}
+
+// lentNote is a note of lent buffers as TestLendWhole expects it: its
+// events, counted from the first lent, and its block, numbered in order
+// of first use, the block carved before the messages 1.
+type lentNote struct{ ev, n, block int }
