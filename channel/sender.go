@@ -203,14 +203,16 @@ func (s *Sender) QueueAt(msg []byte, reliable bool, now clock.Time) int {
 		m.buf = s.bufs.Get(n)
 	}
 	// m.buf holds n bytes (Get, or kept): the encoding is written into it
-	// and m.buf re-sliced, not set anew, for the same reason.
-	var enc []byte
+	// and m.buf re-sliced, not set anew, for the same reason; a message
+	// whose checksum is deferred is written in place, each byte once
+	// (N128).
+	m.buf = m.buf[:n] // past its capacity, this would panic
 	if len(msg) <= maxDeferred && coalesce.Batched() {
-		enc, m.deferred = coalesce.AppendMessageDeferred(m.buf[:0], msg, reliable)
+		m.deferred = coalesce.PutMessageDeferred(m.buf, msg, reliable)
 	} else {
-		enc, m.deferred = coalesce.AppendMessage(m.buf[:0], msg, reliable), false
+		coalesce.AppendMessage(m.buf[:0], msg, reliable)
+		m.deferred = false
 	}
-	m.buf = m.buf[:len(enc)] // enc is n bytes, in m.buf's array; past its capacity, this would panic
 	m.off, m.refs, m.reliable, m.at = 0, 0, reliable, now
 	s.pending.Push(m)
 	s.queued += n

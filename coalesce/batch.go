@@ -38,6 +38,46 @@ func AppendMessageDeferred(b, payload []byte, reliable bool) (enc []byte, deferr
 	return append(b, make([]byte, MD5Len)...), true
 }
 
+// PutMessageDeferred writes into enc, EncodedLen(len(payload)) bytes,
+// the encoding AppendMessageDeferred appends, and reports whether its
+// checksum was deferred, in which case the checksum's place is left as
+// it was, for FillChecksum or FillChecksums to write: a queue that
+// encodes each message into a buffer of its size, and fills the
+// checksums before they leave, writes each byte once, with no append's
+// test of capacity (N128). It panics if enc is shorter, and, as
+// AppendMessage, for a payload of 4 GiB or more.
+func PutMessageDeferred(enc, payload []byte, reliable bool) (deferred bool) {
+	n := len(payload)
+	if n <= ShortChecksumMax {
+		// A short checksum, never deferred, written as AppendMessage
+		// writes it, within enc.
+		_ = enc[EncodedLen(n)-1]
+		AppendMessage(enc[:0:len(enc)], payload, reliable)
+		return false
+	}
+	var f byte
+	if reliable {
+		f = FlagReliable
+	}
+	hl := 2
+	if n <= 0xff {
+		_ = enc[hl+n+MD5Len-1]
+		enc[0], enc[1] = f, byte(n)
+	} else {
+		if uint64(n) > 0xffffffff {
+			panic("coalesce: payload of 4 GiB or more")
+		}
+		hl = 1 + lengthLen(n)
+		_ = enc[hl+n+MD5Len-1]
+		enc[0] = f | byte(hl-2)<<flagLenShift
+		for i, u := hl-1, uint(n); i > 0; i, u = i-1, u>>8 {
+			enc[i] = byte(u)
+		}
+	}
+	copy(enc[hl:], payload)
+	return true
+}
+
 // FillChecksum computes and writes the deferred checksum of enc, one
 // message encoded by AppendMessageDeferred with its checksum deferred.
 // Anything else is left as it is.

@@ -42,6 +42,53 @@ func TestDeferredChecksums(t *testing.T) {
 	}
 }
 
+// PutMessageDeferred writes what AppendMessageDeferred appends, into a
+// buffer of EncodedLen bytes whatever it held, but for the place of a
+// deferred checksum, which it leaves as it was; once filled, the
+// encoding is AppendMessage's (N127). A buffer shorter than EncodedLen
+// panics rather than be written past.
+func TestPutMessageDeferred(t *testing.T) {
+	lengths := []int{0, 1, ShortChecksumMax, ShortChecksumMax + 1, 64, 0xff, 0x100, 1024, 4096, 0xffff, 0x10000, 70000}
+	for _, n := range lengths {
+		for _, reliable := range []bool{false, true} {
+			p := make([]byte, n)
+			for i := range p {
+				p[i] = byte(n*7 + i)
+			}
+			want, wantDeferred := AppendMessageDeferred(nil, p, reliable)
+			enc := bytes.Repeat([]byte{0xa5}, EncodedLen(n))
+			deferred := PutMessageDeferred(enc, p, reliable)
+			if deferred != wantDeferred {
+				t.Fatalf("%d bytes, reliable %v: deferred %v, want %v", n, reliable, deferred, wantDeferred)
+			}
+			end := len(want)
+			if deferred {
+				end -= MD5Len
+				if !bytes.Equal(enc[end:], bytes.Repeat([]byte{0xa5}, MD5Len)) {
+					t.Errorf("%d bytes: the checksum's place was written: %x", n, enc[end:])
+				}
+			}
+			if !bytes.Equal(enc[:end], want[:end]) {
+				t.Fatalf("%d bytes, reliable %v: %x, want %x", n, reliable, enc[:min(end, 40)], want[:min(end, 40)])
+			}
+			FillChecksum(enc)
+			if full := AppendMessage(nil, p, reliable); !bytes.Equal(enc, full) {
+				t.Fatalf("%d bytes, reliable %v: filled, not AppendMessage's encoding", n, reliable)
+			}
+			if n > 0 {
+				func() {
+					defer func() {
+						if recover() == nil {
+							t.Errorf("%d bytes into %d: no panic", n, EncodedLen(n)-1)
+						}
+					}()
+					PutMessageDeferred(make([]byte, EncodedLen(n)-1), p, reliable)
+				}()
+			}
+		}
+	}
+}
+
 // FillChecksums leaves alone what is not one message with a deferred
 // checksum: a truncated encoding, one with bytes after it.
 func TestFillChecksumsLeavesOthers(t *testing.T) {
