@@ -248,8 +248,15 @@ func TestNATHairpinning(t *testing.T) {
 				if l := b.waitLine(t, "message "); l != "message udp "+ma[2]+" id="+x[1]+` channel=0 reliable "hairpin"` {
 					t.Errorf("B printed %q", l)
 				}
-			} else if want := "fastnet peer: introduction failed: no direct path and no relay"; r.code != 1 || !strings.Contains(r.stderr, want) {
-				t.Fatalf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
+			} else if r.code != 1 || !strings.Contains(r.stderr, "fastnet peer: introduction failed: no direct path and no relay") &&
+				!strings.Contains(r.stderr, "fastnet peer: introduction failed: no answer from the peer") {
+				// B gives up punching 3 s after its go, A waits 3 s
+				// more for B's word through the introducer: a stall
+				// of 3 s or more of any of the four processes (a
+				// loaded machine) lets A give up first, with "no
+				// answer"; either way no direct path opened, which
+				// the nat's counters below show.
+				t.Fatalf("exit %d, stderr %q; want 1 and no direct path and no relay, or no answer from the peer", r.code, r.stderr)
 			}
 			b.stop(t, syscall.SIGINT)
 			c := stopNAT(t, nat)
