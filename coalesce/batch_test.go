@@ -45,10 +45,11 @@ func TestDeferredChecksums(t *testing.T) {
 // PutMessageDeferred writes what AppendMessageDeferred appends, into a
 // buffer of EncodedLen bytes whatever it held, but for the place of a
 // deferred checksum, which it leaves as it was; once filled, the
-// encoding is AppendMessage's (N127). A buffer shorter than EncodedLen
-// panics rather than be written past.
+// encoding is AppendMessage's (N128), for length fields of 1 to 4
+// bytes. A buffer shorter than EncodedLen panics rather than be written
+// past.
 func TestPutMessageDeferred(t *testing.T) {
-	lengths := []int{0, 1, ShortChecksumMax, ShortChecksumMax + 1, 64, 0xff, 0x100, 1024, 4096, 0xffff, 0x10000, 70000}
+	lengths := []int{0, 1, ShortChecksumMax, ShortChecksumMax + 1, 64, 0xff, 0x100, 1024, 4096, 0xffff, 0x10000, 70000, 0xffffff, 0x1000000}
 	for _, n := range lengths {
 		for _, reliable := range []bool{false, true} {
 			p := make([]byte, n)
