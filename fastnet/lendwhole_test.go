@@ -78,12 +78,7 @@ func TestLendWhole(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b, ws := wholeBundle(tt.sizes)
-			e := &Endpoint{}
-			e.arena.Reuse = true
-			first, _ := e.arena.Carve(1) // the block before, its room as the test sets
-			if tt.used > 1 {
-				e.arena.Span(tt.used-1, 0)
-			}
+			e, first := lendingEndpoint(tt.used)
 			e.evBase = 5 // events polled before
 			evs := make([]Event, len(ws))
 			lend := func() {
@@ -190,12 +185,7 @@ func TestLendWholeSpans(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b, ws := wholeBundle(tt.sizes)
-			e := &Endpoint{}
-			e.arena.Reuse = true
-			first, _ := e.arena.Carve(1)
-			if tt.used > 1 {
-				e.arena.Span(tt.used-1, 0)
-			}
+			e, first := lendingEndpoint(tt.used)
 			e.evBase = 5
 			e.events = make([]Event, len(ws))
 			e.lendWhole(c, 9, b, ws, e.events)
@@ -292,4 +282,17 @@ func TestLendWholeHeldUntilPolled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lendingEndpoint returns an endpoint that lends message buffers, with
+// used bytes (at least 1) carved out of the arena's current block, which
+// it returns: the block before the messages of a test.
+func lendingEndpoint(used int) (*Endpoint, *channel.Block) {
+	e := &Endpoint{}
+	e.arena.Reuse = true
+	first, _ := e.arena.Carve(1)
+	if used > 1 {
+		e.arena.Span(used-1, 0)
+	}
+	return e, first
 }
