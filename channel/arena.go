@@ -74,6 +74,12 @@ func (a *Arena) Alloc(n int) []byte {
 	if a == nil || n == 0 || n > ArenaMax {
 		return make([]byte, n)
 	}
+	return a.slice(n)
+}
+
+// slice carves n bytes, at most ArenaBlock, out of the current block of
+// an Arena without Reuse, or out of a new one if it has not the room.
+func (a *Arena) slice(n int) []byte {
 	if cap(a.block)-len(a.block) < n {
 		a.block = make([]byte, 0, ArenaBlock)
 	}
@@ -156,12 +162,7 @@ func (a *Arena) Room() int {
 // the next.
 func (a *Arena) Span(n, k int) (*Block, []byte) {
 	if !a.Reuse {
-		if cap(a.block)-len(a.block) < n {
-			a.block = make([]byte, 0, ArenaBlock)
-		}
-		i := len(a.block)
-		a.block = a.block[:i+n]
-		return nil, a.block[i : i+n : i+n]
+		return nil, a.slice(n)
 	}
 	b := a.cur
 	if b == nil || n > ArenaBlock-b.used {

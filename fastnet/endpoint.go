@@ -515,10 +515,9 @@ func (e *Endpoint) lendWhole(c *conn, ch int16, b []byte, ws []channel.Whole, ev
 	for i := 0; i < len(evs); {
 		n := ws[i].Msg.Len
 		if n == 0 || n > channel.ArenaMax {
-			// Not lent: Carve gives such a buffer of its own.
-			_, data := a.Carve(n)
+			// Not lent: a buffer of its own, as Carve gives one.
+			data := a.Copy(ws[i].Payload(b))
 			evs[i].setMessage(c, ch, ws[i].H.Reliable, data)
-			copy(data, ws[i].Payload(b))
 			i++
 			continue
 		}
