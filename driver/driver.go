@@ -229,6 +229,12 @@ type Engine struct {
 
 	timer    *timer.Alarm
 	deadline clock.Time // when timer fires; 0: not armed
+	// overdueSince is when the timer last fired overdue and its deadline
+	// was put off for the input waiting (overdueLocked); 0 if it was not.
+	overdueSince clock.Time
+	iw           InputWaiter // the transport, if it is one
+	// inHand: the read role's holder read datagrams not yet fed.
+	inHand atomic.Bool
 	// idle hands a read role left free to the background reader; its
 	// delay is maxIdleDelay, or MinResendRTT/2 if shorter (read.go).
 	idle *timer.IdleTimer
@@ -358,6 +364,7 @@ func (e *Engine) Start(tr Transport) {
 	e.pauser, _ = tr.(Pauser)
 	e.ender, _ = tr.(Ender)
 	e.reporter, _ = tr.(StatsReporter)
+	e.iw, _ = tr.(InputWaiter)
 	e.timer = timer.NewAlarm(true)
 	e.idleTimers = timer.NewIdleTimers(true)
 	e.idle = e.idleTimers.NewTimer(max(min(maxIdleDelay, e.cfg.MinResendRTT/2), minIdleDelay))
@@ -402,7 +409,7 @@ func (e *Engine) timerLoop() {
 			e.unlock()
 		case <-e.timer.C:
 			e.mu.Lock()
-			if !e.closed {
+			if !e.closed && !e.overdueLocked() {
 				e.deadline = 0
 				now := e.clk.Now()
 				e.ep.HandleTimeout(now)
@@ -549,6 +556,7 @@ func (e *Engine) feedLocked(msgs []datagram.Message, now clock.Time) clock.Time 
 	e.ep.HandleDatagrams(now, in)
 	clear(in)
 	e.in = in[:0]
+	e.inHand.Store(false)
 	return now
 }
 
@@ -681,6 +689,62 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 	if d, ok := e.ep.NextDeadline(); ok {
 		e.armLocked(d, now)
 	}
+}
+
+// Overdue deadlines (N129). A timer that fires overdueAfter or more past
+// its deadline was held up, most often because the whole process was
+// (stopped, swapped out, its virtual machine descheduled, starved by
+// other work), and what arrived meanwhile waits to be read: heartbeats
+// that keep the connection alive, acks of the packets it would resend.
+// Handled at once, such a deadline would end a connection whose peer never
+// went silent, or resend, and count as lost, packets acked long ago. So
+// it is put off by overdueGrace, while the goroutines that read, woken in
+// the same instant, hand over what waits; then again by overdueGrace for
+// as long as input still waits unread, up to overdueMax in all: the input
+// then comes before the deadline, as it would have had the process run.
+// That input waits is known of datagrams read and not yet handed over,
+// and of a transport that can tell (InputWaiter, the UDP driver's
+// socket); of another, the deadline is put off once.
+const (
+	overdueAfter = 20 * time.Millisecond
+	overdueGrace = 2 * time.Millisecond
+	overdueMax   = 200 * time.Millisecond
+)
+
+// overdueLocked reports whether the timer, just fired, is to wait for the
+// input that may be waiting (see overdueAfter), and if so arms it to
+// fire again in overdueGrace. The deadline stays set (armLocked leaves an
+// earlier one as it is), so input handled meanwhile does not move it.
+func (e *Engine) overdueLocked() bool {
+	now := e.clk.Now()
+	switch {
+	case e.deadline == 0 || now.Sub(e.deadline) < overdueAfter:
+		e.overdueSince = 0
+		return false
+	case e.overdueSince == 0:
+		e.overdueSince = now
+		// A read role left free goes to the background reader now,
+		// not when the idle timer, as overdue, gets to it.
+		e.checkReadLocked(now)
+	case now.Sub(e.overdueSince) >= overdueMax || !e.inputWaitingLocked():
+		e.overdueSince = 0
+		return false
+	}
+	e.timer.Reset(overdueGrace)
+	return true
+}
+
+// inputWaitingLocked reports whether input is known to wait: datagrams
+// read and not yet handed over, or in the transport (InputWaiter).
+func (e *Engine) inputWaitingLocked() bool {
+	if e.inHand.Load() {
+		return true
+	}
+	if e.iw != nil {
+		waiting, _ := e.iw.InputWaiting()
+		return waiting
+	}
+	return false
 }
 
 // armLocked makes the timer fire by d. A timer armed earlier is left as it

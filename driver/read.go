@@ -51,6 +51,15 @@ type WaitReporter interface {
 	ReadWaited() (waited, known bool)
 }
 
+// An InputWaiter is a transport that can say whether input waits to be
+// read, as the UDP driver's socket can: a deadline that comes overdue
+// (the process was held up) is then put off while any does, so that the
+// heartbeats and acks that arrived meanwhile count before it (N129).
+// known is false where it cannot tell.
+type InputWaiter interface {
+	InputWaiting() (waiting, known bool)
+}
+
 // StreamRole is the stream whose read role a StreamReader's TakeRole or
 // WaitRole dealt with, the transport's own value, handed back to
 // UnwaitRole and ReadFor: they act on that stream even if another one
@@ -239,6 +248,7 @@ func (e *Engine) read() (int, error) {
 		e.rmsgs[e.nbufs].Buf = udpio.GetBuffer()
 	}
 	n, err := e.rd.ReadBatch(e.rmsgs[:k])
+	e.inHand.Store(n > 0) // until fed (feedLocked)
 	switch {
 	case k == 1:
 		if n == 1 && !e.readWaited(start, timed) {

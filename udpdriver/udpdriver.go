@@ -281,3 +281,6 @@ func (t *transport) SetReadDeadline(tm time.Time) error { return t.uc.SetReadDea
 
 // ReadWaited makes the transport a driver.WaitReporter.
 func (t *transport) ReadWaited() (waited, known bool) { return t.uc.ReadWaited() }
+
+// InputWaiting implements driver.InputWaiter.
+func (t *transport) InputWaiting() (waiting, known bool) { return t.uc.InputWaiting() }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // batchSupported says whether the platform has recvmmsg and sendmmsg.
@@ -198,4 +199,24 @@ func (c *Conn) Connect(ap netip.AddrPort) error {
 		return os.NewSyscallError("connect", cerr)
 	}
 	return nil
+}
+
+// InputWaiting reports whether a datagram waits in the socket's receive
+// queue, and whether it could tell. It asks the kernel for the size of
+// the next datagram (SIOCINQ), which, unlike a peek, leaves a pending
+// socket error for the read that reports it; an empty datagram waiting
+// is not seen.
+func (c *Conn) InputWaiting() (waiting, known bool) {
+	rc, err := c.uc.SyscallConn()
+	if err != nil {
+		return false, false
+	}
+	var n int32 // the kernel writes an int
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	}); err != nil || errno != 0 {
+		return false, false
+	}
+	return n > 0, true
 }

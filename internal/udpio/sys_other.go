@@ -40,3 +40,7 @@ func kernelAtLeast(int, int) bool { return false }
 // may fail on a connected socket here, so the socket stays unconnected and
 // an ICMP port unreachable goes unheard, as before.
 func (c *Conn) Connect(netip.AddrPort) error { return nil }
+
+// InputWaiting reports that it cannot tell whether a datagram waits: on
+// this platform it is not asked.
+func (c *Conn) InputWaiting() (waiting, known bool) { return false, false }
