@@ -35,17 +35,17 @@ const stallTimeout = time.Second
 // it alive are waiting to be read: the driver reads them before it
 // handles the overdue deadline (N129), so the connection survives, as it
 // would have had the process never stopped. The same holds for an
-// overdue resend and the acks waiting for it. Handling the timer first
-// ended the connection in most runs.
+// overdue resend and the acks waiting for it.
 func TestStalledProcessReadsBeforeTimers(t *testing.T) {
 	if addr := os.Getenv(stallHelperEnv); addr != "" {
 		stallClient(addr)
 		return
 	}
 	if testing.Short() {
-		t.Skip("stops a process for 2 s")
+		t.Skip("stops a process for 2 s, three times")
 	}
-	for round := range 2 {
+	// Handling the deadline first failed about one round in three.
+	for round := range 3 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) { stallRound(t) })
 	}
 }
