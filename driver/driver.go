@@ -229,10 +229,11 @@ type Engine struct {
 
 	timer    *timer.Alarm
 	deadline clock.Time // when timer fires; 0: not armed
-	// overdueSince is when the timer last fired overdue and its deadline
-	// was put off for the input waiting (overdueLocked); 0 if it was not.
-	overdueSince clock.Time
-	iw           InputWaiter // the transport, if it is one
+	// While a deadline that fired overdue is put off (overdueLocked):
+	// when it last was, and how much more running time it may be.
+	overdueLast clock.Time // 0 if none is
+	overdueLeft time.Duration
+	iw          InputWaiter // the transport, if it is one
 	// inHand: the read role's holder read datagrams not yet fed.
 	inHand atomic.Bool
 	// idle hands a read role left free to the background reader; its
@@ -700,11 +701,17 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 // went silent, or resend, and count as lost, packets acked long ago. So
 // it is put off by overdueGrace, while the goroutines that read, woken in
 // the same instant, hand over what waits; then again by overdueGrace for
-// as long as input still waits unread, up to overdueMax in all: the input
-// then comes before the deadline, as it would have had the process run.
-// That input waits is known of datagrams read and not yet handed over,
-// and of a transport that can tell (InputWaiter, the UDP driver's
-// socket); of another, the deadline is put off once.
+// as long as input still waits unread, within a budget of running time:
+// a quarter of how late the timer fired, from overdueGrace to
+// overdueMax. A put-off that is itself held up overdueAfter or more (the
+// process stalled again) starts over with the budget of that delay. The
+// input then comes before the deadline, as it would have had the process
+// run, and on a busy socket, never empty, a deadline waits for a quarter
+// of its delay at most. That input waits is known of datagrams read and
+// not yet handed over (a Reader's), and of datagrams still in a
+// transport that can tell (InputWaiter, the UDP driver's socket); a
+// transport that is neither (the TCP driver's) gets the first put-off
+// only.
 const (
 	overdueAfter = 20 * time.Millisecond
 	overdueGrace = 2 * time.Millisecond
@@ -717,19 +724,28 @@ const (
 // earlier one as it is), so input handled meanwhile does not move it.
 func (e *Engine) overdueLocked() bool {
 	now := e.clk.Now()
+	putOff := e.overdueLast != 0
+	late := now.Sub(e.deadline)
+	if putOff {
+		late = now.Sub(e.overdueLast) // the wait since the last put-off
+	}
 	switch {
-	case e.deadline == 0 || now.Sub(e.deadline) < overdueAfter:
-		e.overdueSince = 0
+	case e.deadline == 0 || !putOff && late < overdueAfter:
+		e.overdueLast = 0
 		return false
-	case e.overdueSince == 0:
-		e.overdueSince = now
+	case late >= overdueAfter:
+		// Held up, first or again: a budget for that delay.
+		e.overdueLeft = min(max(late/4, overdueGrace), overdueMax)
 		// A read role left free goes to the background reader now,
 		// not when the idle timer, as overdue, gets to it.
 		e.checkReadLocked(now)
-	case now.Sub(e.overdueSince) >= overdueMax || !e.inputWaitingLocked():
-		e.overdueSince = 0
-		return false
+	default:
+		if e.overdueLeft -= late; e.overdueLeft <= 0 || !e.inputWaitingLocked() {
+			e.overdueLast = 0
+			return false
+		}
 	}
+	e.overdueLast = now
 	e.timer.Reset(overdueGrace)
 	return true
 }

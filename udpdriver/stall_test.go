@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -35,26 +36,48 @@ const stallTimeout = time.Second
 // it alive are waiting to be read: the driver reads them before it
 // handles the overdue deadline (N129), so the connection survives, as it
 // would have had the process never stopped. The same holds for an
-// overdue resend and the acks waiting for it.
+// overdue resend and the acks waiting for it. The heartbeats may wait
+// behind thousands of other datagrams, more than one put-off's worth to
+// read; and the process may stop again while the deadline is put off,
+// after a stop too short to end the connection.
 func TestStalledProcessReadsBeforeTimers(t *testing.T) {
 	if addr := os.Getenv(stallHelperEnv); addr != "" {
 		stallClient(addr)
 		return
 	}
 	if testing.Short() {
-		t.Skip("stops a process for 2 s, three times")
+		t.Skip("stops processes for 2 s, six times")
 	}
-	// Handling the deadline first failed about one round in three.
-	for round := range 3 {
-		t.Run(fmt.Sprint(round), func(t *testing.T) { stallRound(t) })
+	tests := []struct {
+		name string
+		junk int // datagrams sent to the client ahead of the heartbeats
+		// hiccup, if set, stops the client for that long first, and
+		// the long stop then begins within a put-off.
+		hiccup time.Duration
+	}{
+		// Handling the deadline first failed about one round in three
+		// of each.
+		{name: "stop"},
+		{name: "stop"},
+		{name: "backlog", junk: 3000},
+		{name: "backlog", junk: 3000},
+		{name: "again", hiccup: 250 * time.Millisecond},
+		{name: "again", hiccup: 250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { stallRound(t, tt.junk, tt.hiccup) })
 	}
 }
 
 // stallRound runs one client process, stops it and lets it go on.
-func stallRound(t *testing.T) {
+func stallRound(t *testing.T, junk int, hiccup time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := udpdriver.Listen(ctx, "127.0.0.1:0", udpdriver.Config{})
+	pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := udpdriver.ListenPacket(ctx, pc, udpdriver.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,19 +113,38 @@ func stallRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
+	p := cmd.Process
+	signal := func(sig syscall.Signal) {
+		t.Helper()
+		if err := p.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// The server's heartbeats (every second) and a message arrive while
-	// the client is stopped.
+	if hiccup > 0 {
+		// Longer than the client's heartbeat interval (50 ms): a
+		// deadline fires overdue as it goes on, and the stop below
+		// begins while it is put off (overdueGrace).
+		signal(syscall.SIGSTOP)
+		time.Sleep(hiccup)
+		signal(syscall.SIGCONT)
+		for start := time.Now(); time.Since(start) < 700*time.Microsecond; {
+		}
+	}
+	signal(syscall.SIGSTOP)
+	// Datagrams the client's driver reads and drops, then the server's
+	// heartbeats (every second) and a message arrive while it is
+	// stopped.
+	to := net.UDPAddrFromAddrPort(c.RemoteAddr())
+	b := make([]byte, 64)
+	for range junk {
+		pc.WriteTo(b, to)
+	}
 	time.Sleep(2*stallTimeout - 200*time.Millisecond)
 	if err := c.Send(ctx, 1, []byte("during"), true); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	signal(syscall.SIGCONT)
 	time.Sleep(300 * time.Millisecond)
 	if err := c.Send(ctx, 1, []byte("after"), true); err != nil {
 		t.Fatalf("server: %v", err)
@@ -118,7 +160,8 @@ func stallRound(t *testing.T) {
 	if want := "message during|message after"; strings.Join(got, "|") != want {
 		t.Errorf("client printed %q, want %q", got, want)
 	}
-	// The client closes once told to: until then, the server's end is up.
+	// The client closes once told to: until then, the server's end is
+	// up.
 	if err := c.Err(); err != nil {
 		t.Errorf("server's connection: %v", err)
 	}
