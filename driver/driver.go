@@ -228,12 +228,9 @@ type Engine struct {
 	streamInput netip.AddrPort
 
 	timer    *timer.Alarm
-	deadline clock.Time // when timer fires; 0: not armed
-	// While a deadline that fired overdue is put off (overdueLocked):
-	// when it last was, and how much more running time it may be.
-	overdueLast clock.Time // 0 if none is
-	overdueLeft time.Duration
-	iw          InputWaiter // the transport, if it is one
+	deadline clock.Time  // when timer fires; 0: not armed
+	overdue  overdue     // a deadline that fired overdue, put off for input
+	iw       InputWaiter // the transport, if it is one
 	// inHand: the read role's holder read datagrams not yet fed.
 	inHand atomic.Bool
 	// idle hands a read role left free to the background reader; its
@@ -702,9 +699,9 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 // it is put off by overdueGrace, while the goroutines that read, woken in
 // the same instant, hand over what waits; then again by overdueGrace for
 // as long as input still waits unread, within a budget of running time:
-// a quarter of how late the timer fired, from overdueGrace to
-// overdueMax. A put-off that is itself held up overdueAfter or more (the
-// process stalled again) starts over with the budget of that delay. The
+// a quarter of how late the timer fired, overdueMax at most. A put-off
+// that is itself held up overdueAfter or more (the process stalled
+// again) gets the budget of that delay if it is more than what is left. The
 // input then comes before the deadline, as it would have had the process
 // run, and on a busy socket, never empty, a deadline waits for a quarter
 // of its delay at most. That input waits is known of datagrams read and
@@ -724,30 +721,53 @@ const (
 // earlier one as it is), so input handled meanwhile does not move it.
 func (e *Engine) overdueLocked() bool {
 	now := e.clk.Now()
-	putOff := e.overdueLast != 0
-	late := now.Sub(e.deadline)
-	if putOff {
-		late = now.Sub(e.overdueLast) // the wait since the last put-off
-	}
-	switch {
-	case e.deadline == 0 || !putOff && late < overdueAfter:
-		e.overdueLast = 0
+	wait, held := e.overdue.step(now, e.deadline, e.inputWaitingLocked)
+	if !wait {
 		return false
-	case late >= overdueAfter:
-		// Held up, first or again: a budget for that delay.
-		e.overdueLeft = min(max(late/4, overdueGrace), overdueMax)
+	}
+	if held {
 		// A read role left free goes to the background reader now,
 		// not when the idle timer, as overdue, gets to it.
 		e.checkReadLocked(now)
-	default:
-		if e.overdueLeft -= late; e.overdueLeft <= 0 || !e.inputWaitingLocked() {
-			e.overdueLast = 0
-			return false
-		}
 	}
-	e.overdueLast = now
 	e.timer.Reset(overdueGrace)
 	return true
+}
+
+// overdue is the state of a deadline put off for input (overdueAfter).
+type overdue struct {
+	last clock.Time    // when it was last put off; 0 if it is not
+	left time.Duration // how much more running time it may be put off
+}
+
+// step decides, for the timer fired at now with deadline set (0 if none),
+// whether the deadline waits overdueGrace more (wait), and whether the
+// timer was held up, first or again (held). waiting reports whether
+// input is known to wait; it is asked only within a put-off's budget.
+func (o *overdue) step(now, deadline clock.Time, waiting func() bool) (wait, held bool) {
+	putOff := o.last != 0
+	late := now.Sub(deadline)
+	if putOff {
+		late = now.Sub(o.last) // the wait since the last put-off
+	}
+	switch {
+	case deadline == 0 || !putOff && late < overdueAfter:
+		*o = overdue{}
+		return false, false
+	case late >= overdueAfter:
+		// Held up, first or again: a budget for that delay, or what
+		// is left of the one before if more (at least overdueAfter/4,
+		// over 2 put-offs).
+		o.left = min(max(o.left, late/4), overdueMax)
+		held = true
+	default:
+		if o.left -= late; o.left <= 0 || !waiting() {
+			*o = overdue{}
+			return false, false
+		}
+	}
+	o.last = now
+	return true, held
 }
 
 // inputWaitingLocked reports whether input is known to wait: datagrams

@@ -1,0 +1,129 @@
+package driver
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+)
+
+// TestOverdueStep runs the put-off of an overdue deadline (N129) in
+// virtual time: each row is the timer firing at a time (ms from the
+// start) with the deadline armed then, and whether input waits, and the
+// decision expected. Each sequence starts from a deadline not put off.
+func TestOverdueStep(t *testing.T) {
+	type fire struct {
+		at, deadline float64 // ms; deadline 0: none armed
+		waiting      bool
+		wait, held   bool
+		asked        bool // waiting was asked
+	}
+	const d = 1000.0 // the deadline of most rows
+	tests := []struct {
+		name  string
+		fires []fire
+	}{
+		{"on time", []fire{{at: d, deadline: d, waiting: true}}},
+		{"late by less than overdueAfter", []fire{{at: d + 19.9, deadline: d, waiting: true}}},
+		{"none armed", []fire{{at: d + 500, deadline: 0, waiting: true}}},
+		{"early (a stale value of the alarm)", []fire{{at: d - 5, deadline: d, waiting: true}}},
+		{"overdue, nothing waits: one put-off", []fire{
+			{at: d + 20, deadline: d, wait: true, held: true},
+			{at: d + 22, deadline: d, asked: true},
+		}},
+		{"overdue by 20 ms: a budget of 5 ms", []fire{
+			{at: d + 20, deadline: d, wait: true, held: true},
+			{at: d + 22, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 24, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 25, deadline: d, waiting: true}, // 5 ms run: not asked
+		}},
+		{"overdue by 2 s: a budget of overdueMax", append([]fire{
+			{at: d + 2000, deadline: d, wait: true, held: true},
+		}, func() []fire {
+			var fs []fire
+			for i := 1; i < 100; i++ {
+				fs = append(fs, fire{at: d + 2000 + 2*float64(i), deadline: d, waiting: true, wait: true, asked: true})
+			}
+			return append(fs, fire{at: d + 2200, deadline: d, waiting: true})
+		}()...)},
+		{"input stops waiting", []fire{
+			{at: d + 400, deadline: d, wait: true, held: true},
+			{at: d + 402, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 404, deadline: d, asked: true},
+			// Handled: the next deadline starts anew.
+			{at: d + 1010, deadline: d + 1000},
+		}},
+		{"a put-off held up again: the budget of that delay", []fire{
+			{at: d + 40, deadline: d, wait: true, held: true}, // 10 ms
+			{at: d + 42, deadline: d, waiting: true, wait: true, asked: true},
+			// Stopped 100 ms within the put-off: 25 ms more, not the 8
+			// left of the first.
+			{at: d + 142, deadline: d, wait: true, held: true},
+			{at: d + 161, deadline: d, waiting: true, wait: true, asked: true}, // 19 ms run
+			{at: d + 167, deadline: d, waiting: true},                          // 25 ms run: not asked
+		}},
+		{"a put-off held up again: what is left of the first, if more", []fire{
+			{at: d + 800, deadline: d, wait: true, held: true}, // 200 ms
+			{at: d + 802, deadline: d, waiting: true, wait: true, asked: true},
+			// Stopped 20 ms: 198 ms left, more than 5.
+			{at: d + 822, deadline: d, wait: true, held: true},
+			{at: d + 841, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 860, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 879, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 898, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 917, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 936, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 955, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 974, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 993, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 1012, deadline: d, waiting: true, wait: true, asked: true}, // 190 ms run
+			{at: d + 1020.1, deadline: d, waiting: true},                        // 198.1
+		}},
+		{"a put-off held up again: never more than overdueMax", []fire{
+			{at: d + 800, deadline: d, wait: true, held: true}, // 200 ms
+			// Stopped 2 s: 200 ms, no more.
+			{at: d + 2800, deadline: d, wait: true, held: true},
+			{at: d + 2819, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 2838, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 2857, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 2876, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 2895, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 2914, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 2933, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 2952, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 2971, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 2990, deadline: d, waiting: true, wait: true, asked: true}, // 190 ms run
+			{at: d + 3000, deadline: d, waiting: true},                          // 200
+		}},
+		{"held up by just less than overdueAfter: the budget runs on", []fire{
+			{at: d + 40, deadline: d, wait: true, held: true}, // 10 ms
+			{at: d + 49.9, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 51, deadline: d, waiting: true}, // 11 ms run: not asked
+		}},
+		{"an earlier deadline armed during a put-off", []fire{
+			{at: d + 100, deadline: d, wait: true, held: true},
+			{at: d + 101, deadline: d + 99, waiting: true, wait: true, asked: true},
+			{at: d + 103, deadline: d + 99, asked: true},
+		}},
+	}
+	ms := func(v float64) clock.Time { return clock.Time(v * float64(time.Millisecond)) }
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o overdue
+			for i, f := range tt.fires {
+				asked := false
+				wait, held := o.step(ms(f.at), ms(f.deadline), func() bool {
+					asked = true
+					return f.waiting
+				})
+				if wait != f.wait || held != f.held || asked != f.asked {
+					t.Fatalf("fire %d at %v ms: step = %v, %v, waiting asked %v; want %v, %v, %v",
+						i, f.at, wait, held, asked, f.wait, f.held, f.asked)
+				}
+				if !wait && o.last != 0 {
+					t.Fatalf("fire %d: handled, but still marked as put off", i)
+				}
+			}
+		})
+	}
+}
