@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -19,6 +20,15 @@ func TestOverdueStep(t *testing.T) {
 		asked        bool // waiting was asked
 	}
 	const d = 1000.0 // the deadline of most rows
+	// run is n fires step ms apart from at, with input waiting, each
+	// put off again.
+	run := func(at, step float64, n int) []fire {
+		fs := make([]fire, n)
+		for i := range fs {
+			fs[i] = fire{at: at + step*float64(i), deadline: d, waiting: true, wait: true, asked: true}
+		}
+		return fs
+	}
 	tests := []struct {
 		name  string
 		fires []fire
@@ -37,15 +47,11 @@ func TestOverdueStep(t *testing.T) {
 			{at: d + 24, deadline: d, waiting: true, wait: true, asked: true},
 			{at: d + 25, deadline: d, waiting: true}, // 5 ms run: not asked
 		}},
-		{"overdue by 2 s: a budget of overdueMax", append([]fire{
+		{"overdue by 2 s: a budget of overdueMax", slices.Concat([]fire{
 			{at: d + 2000, deadline: d, wait: true, held: true},
-		}, func() []fire {
-			var fs []fire
-			for i := 1; i < 100; i++ {
-				fs = append(fs, fire{at: d + 2000 + 2*float64(i), deadline: d, waiting: true, wait: true, asked: true})
-			}
-			return append(fs, fire{at: d + 2200, deadline: d, waiting: true})
-		}()...)},
+		}, run(d+2002, 2, 99), []fire{ // 198 ms run
+			{at: d + 2200, deadline: d, waiting: true}, // 200 ms run: not asked
+		})},
 		{"input stops waiting", []fire{
 			{at: d + 400, deadline: d, wait: true, held: true},
 			{at: d + 402, deadline: d, waiting: true, wait: true, asked: true},
@@ -62,39 +68,21 @@ func TestOverdueStep(t *testing.T) {
 			{at: d + 161, deadline: d, waiting: true, wait: true, asked: true}, // 19 ms run
 			{at: d + 167, deadline: d, waiting: true},                          // 25 ms run: not asked
 		}},
-		{"a put-off held up again: what is left of the first, if more", []fire{
+		{"a put-off held up again: what is left of the first, if more", slices.Concat([]fire{
 			{at: d + 800, deadline: d, wait: true, held: true}, // 200 ms
 			{at: d + 802, deadline: d, waiting: true, wait: true, asked: true},
 			// Stopped 20 ms: 198 ms left, more than 5.
 			{at: d + 822, deadline: d, wait: true, held: true},
-			{at: d + 841, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 860, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 879, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 898, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 917, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 936, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 955, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 974, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 993, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 1012, deadline: d, waiting: true, wait: true, asked: true}, // 190 ms run
-			{at: d + 1020.1, deadline: d, waiting: true},                        // 198.1
-		}},
-		{"a put-off held up again: never more than overdueMax", []fire{
+		}, run(d+841, 19, 10), []fire{ // 190 ms run
+			{at: d + 1020.1, deadline: d, waiting: true}, // 198.1 ms run: not asked
+		})},
+		{"a put-off held up again: never more than overdueMax", slices.Concat([]fire{
 			{at: d + 800, deadline: d, wait: true, held: true}, // 200 ms
 			// Stopped 2 s: 200 ms, no more.
 			{at: d + 2800, deadline: d, wait: true, held: true},
-			{at: d + 2819, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 2838, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 2857, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 2876, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 2895, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 2914, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 2933, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 2952, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 2971, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 2990, deadline: d, waiting: true, wait: true, asked: true}, // 190 ms run
-			{at: d + 3000, deadline: d, waiting: true},                          // 200
-		}},
+		}, run(d+2819, 19, 10), []fire{ // 190 ms run
+			{at: d + 3000, deadline: d, waiting: true}, // 200 ms run: not asked
+		})},
 		{"held up by just less than overdueAfter: the budget runs on", []fire{
 			{at: d + 40, deadline: d, wait: true, held: true}, // 10 ms
 			{at: d + 49.9, deadline: d, waiting: true, wait: true, asked: true},
