@@ -643,8 +643,20 @@ func (e *Engine) flushLocked() { e.flushAtLocked(e.clk.Now()) }
 // flushAtLocked is flushLocked with the clock already read for the input
 // it follows.
 func (e *Engine) flushAtLocked(now clock.Time) {
-	e.unsent, e.held = false, false
 	var ev fastnet.Event
+	if e.overdue.last != 0 || e.deadline != 0 && now.Sub(e.deadline) >= overdueAfter && e.overdueLocked() {
+		// A deadline is put off for the input waiting (N129), from
+		// here if its timer has not fired yet: what the endpoint has
+		// to send waits for that input too, since the resends due
+		// among it may be of packets whose acks are in it, and goes
+		// out once the deadline is handled (timerLoop). Messages go
+		// to their connections meanwhile.
+		for e.ep.NextEvent(&ev) {
+			e.dispatchLocked(&ev)
+		}
+		return
+	}
+	e.unsent, e.held = false, false
 	for e.ep.NextEvent(&ev) {
 		e.dispatchLocked(&ev)
 	}
@@ -689,26 +701,29 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 	}
 }
 
-// Overdue deadlines (N129). A timer that fires overdueAfter or more past
-// its deadline was held up, most often because the whole process was
-// (stopped, swapped out, its virtual machine descheduled, starved by
-// other work), and what arrived meanwhile waits to be read: heartbeats
-// that keep the connection alive, acks of the packets it would resend.
-// Handled at once, such a deadline would end a connection whose peer never
-// went silent, or resend, and count as lost, packets acked long ago. So
-// it is put off by overdueGrace, while the goroutines that read, woken in
-// the same instant, hand over what waits; then again by overdueGrace for
-// as long as input still waits unread, within a budget of running time:
-// a quarter of how late the timer fired, overdueMax at most. A put-off
-// that is itself held up overdueAfter or more (the process stalled
-// again) gets the budget of that delay if it is more than what is left. The
-// input then comes before the deadline, as it would have had the process
-// run, and on a busy socket, never empty, a deadline waits for a quarter
-// of its delay at most. That input waits is known of datagrams read and
-// not yet handed over (a Reader's), and of datagrams still in a
-// transport that can tell (InputWaiter, the UDP driver's socket); a
-// transport that is neither (the TCP driver's) gets the first put-off
-// only.
+// Overdue deadlines (N129). A deadline overdueAfter or more past, when
+// its timer fires or a flush finds it so first, was held up, most often
+// because the whole process was (stopped, swapped out, its virtual
+// machine descheduled, starved by other work), and what arrived meanwhile
+// waits to be read: heartbeats that keep the connection alive, acks of
+// the packets it would resend. Handled at once, such a deadline would end
+// a connection whose peer never went silent, or resend, and count as
+// lost, packets acked long ago. So it is put off by overdueGrace, while
+// the goroutines that read, woken in the same instant, hand over what
+// waits; then again by overdueGrace for as long as input still waits
+// unread, within a budget of running time: a quarter of how late it was,
+// overdueMax at most. A put-off that is itself held up overdueAfter or
+// more (the process stalled again) gets the budget of that delay if it is
+// more than what is left. While a deadline is put off, flushes hand the
+// events over but poll nothing to send: the resends that came due are
+// polled once the input that may ack them is in, when the deadline is
+// handled. The input so comes before the deadline, as it would have had
+// the process run, and on a busy socket, never empty, a deadline and what
+// there is to send wait a quarter of its delay at most. That input waits
+// is known of datagrams read and not yet handed over (a Reader's), and
+// of datagrams still in a transport that can tell (InputWaiter, the UDP
+// driver's socket); a transport that is neither (the TCP driver's) gets
+// the first put-off only.
 const (
 	overdueAfter = 20 * time.Millisecond
 	overdueGrace = 2 * time.Millisecond

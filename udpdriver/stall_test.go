@@ -24,6 +24,11 @@ import (
 // binary run again, stallClient) connects to.
 const stallHelperEnv = "FASTNET_STALL_SERVER"
 
+// stallModeEnv says what the client does: "resend" for
+// TestStalledProcessResendsNothingAcked, else
+// TestStalledProcessReadsBeforeTimers's part.
+const stallModeEnv = "FASTNET_STALL_MODE"
+
 // stallTimeout is the stalled client's Timeout: it sends heartbeats every
 // 50 ms (D16) and hears the server's echoes as often, so while it runs
 // it never comes near it.
@@ -83,28 +88,7 @@ func stallRound(t *testing.T, junk int, hiccup time.Duration) {
 	}
 	defer l.Close()
 
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestStalledProcessReadsBeforeTimers$", "-test.count=1")
-	cmd.Env = append(os.Environ(), stallHelperEnv+"="+l.Addr().String())
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	lines := bufio.NewScanner(out)
-	next := func() string {
-		if !lines.Scan() {
-			return ""
-		}
-		return lines.Text()
-	}
+	cmd, next, in := startStallClient(t, ctx, l.Addr().String(), "")
 	if l := next(); l != "connected" {
 		t.Fatalf("client printed %q, want connected", l)
 	}
@@ -171,6 +155,109 @@ func stallRound(t *testing.T, junk int, hiccup time.Duration) {
 	}
 }
 
+// startStallClient starts the client process (stallClient) for the
+// server at addr, in mode, and returns it, a function that returns the
+// next line it prints ("" once it prints no more), and its input, whose
+// end makes it close its connection and exit.
+func startStallClient(t *testing.T, ctx context.Context, addr, mode string) (*exec.Cmd, func() string, io.WriteCloser) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestStalledProcessReadsBeforeTimers$", "-test.count=1")
+	cmd.Env = append(os.Environ(), stallHelperEnv+"="+addr, stallModeEnv+"="+mode)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	lines := bufio.NewScanner(out)
+	return cmd, func() string {
+		if !lines.Scan() {
+			return ""
+		}
+		return lines.Text()
+	}, in
+}
+
+// TestStalledProcessResendsNothingAcked stops a client's process (it
+// stops itself) 1 ms after it sent a reliable message, before the
+// server's ack, which the server holds for a reply for up to 5 ms (N75),
+// came; the ack arrives while it is stopped, among 3,000 other
+// datagrams. When it goes on 300 ms
+// later, the packet's resend (due about 20 ms after it was sent, D14) is
+// long overdue and its ack waits in the socket: the driver reads the ack
+// first (N129), so nothing is resent, as nothing would have been had
+// the process run.
+func TestStalledProcessResendsNothingAcked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops processes")
+	}
+	for round := range 4 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := udpdriver.ListenPacket(ctx, pc, udpdriver.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			cmd, next, in := startStallClient(t, ctx, l.Addr().String(), "resend")
+			if l := next(); l != "connected" {
+				t.Fatalf("client printed %q, want connected", l)
+			}
+			c, err := l.Accept(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The server waits in Receive, as an application does: the
+			// ack of what it receives waits for a reply (N75).
+			got := make(chan string, 1)
+			go func() {
+				m, err := c.Receive(ctx)
+				if err != nil {
+					got <- err.Error()
+					return
+				}
+				got <- string(m.Data)
+			}()
+			if l := next(); l != "stopping" {
+				t.Fatalf("client printed %q, want stopping", l)
+			}
+			// Datagrams for the client to read and drop, some before
+			// the ack and some after.
+			to := net.UDPAddrFromAddrPort(c.RemoteAddr())
+			b := make([]byte, 64)
+			for range 3000 {
+				pc.WriteTo(b, to)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			if l := next(); l != "resent 0" {
+				t.Errorf("client printed %q, want resent 0", l)
+			}
+			if m := <-got; m != "ping" {
+				t.Errorf("server received %q, want ping", m)
+			}
+			in.Close()
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("client: %v", err)
+			}
+		})
+	}
+}
+
 // stallClient is the client process: it connects, then prints each
 // message it receives until it has two, or the error that ended its
 // connection, and exits with status 1 on an error; with two, it closes
@@ -187,6 +274,23 @@ func stallClient(addr string) {
 		fail(err)
 	}
 	fmt.Println("connected")
+	if os.Getenv(stallModeEnv) == "resend" {
+		// Sent, then stopped before the ack can come (the read role
+		// is the background reader's, or free, with no Receive).
+		time.Sleep(300 * time.Millisecond)
+		if err := c.Send(ctx, 1, []byte("ping"), true); err != nil {
+			fail(err)
+		}
+		for start := time.Now(); time.Since(start) < time.Millisecond; {
+		}
+		fmt.Println("stopping")
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		time.Sleep(200 * time.Millisecond)
+		fmt.Println("resent", c.Stats().PacketsResent)
+		io.Copy(io.Discard, os.Stdin)
+		c.Close()
+		os.Exit(0)
+	}
 	for range 2 {
 		m, err := c.Receive(ctx)
 		if err != nil {
