@@ -78,24 +78,7 @@ func TestStalledProcessReadsBeforeTimers(t *testing.T) {
 func stallRound(t *testing.T, junk int, hiccup time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := udpdriver.ListenPacket(ctx, pc, udpdriver.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-
-	cmd, next, in := startStallClient(t, ctx, l.Addr().String(), "")
-	if l := next(); l != "connected" {
-		t.Fatalf("client printed %q, want connected", l)
-	}
-	c, err := l.Accept(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, c, cmd, next, in := startStall(t, ctx, "")
 	time.Sleep(200 * time.Millisecond)
 	p := cmd.Process
 	signal := func(sig syscall.Signal) {
@@ -155,21 +138,31 @@ func stallRound(t *testing.T, junk int, hiccup time.Duration) {
 	}
 }
 
-// startStallClient starts the client process (stallClient) for the
-// server at addr, in mode, and returns it, a function that returns the
-// next line it prints ("" once it prints no more), and its input, whose
-// end makes it close its connection and exit.
-func startStallClient(t *testing.T, ctx context.Context, addr, mode string) (*exec.Cmd, func() string, io.WriteCloser) {
+// startStall starts a server on a socket of its own, pc, and the client
+// process (stallClient) in mode, and waits for their connection, c, the
+// server's end. It returns them with the process, a function that
+// returns the next line it prints ("" once it prints no more), and its
+// input, whose end makes it close its connection and exit. The server
+// closes when the test ends.
+func startStall(t *testing.T, ctx context.Context, mode string) (pc *net.UDPConn, c *udpdriver.Conn, cmd *exec.Cmd, next func() string, in io.WriteCloser) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestStalledProcessReadsBeforeTimers$", "-test.count=1")
-	cmd.Env = append(os.Environ(), stallHelperEnv+"="+addr, stallModeEnv+"="+mode)
+	pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := udpdriver.ListenPacket(ctx, pc, udpdriver.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	cmd = exec.CommandContext(ctx, os.Args[0], "-test.run=^TestStalledProcessReadsBeforeTimers$", "-test.count=1")
+	cmd.Env = append(os.Environ(), stallHelperEnv+"="+l.Addr().String(), stallModeEnv+"="+mode)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := cmd.StdinPipe()
-	if err != nil {
+	if in, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
@@ -177,12 +170,19 @@ func startStallClient(t *testing.T, ctx context.Context, addr, mode string) (*ex
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
 	lines := bufio.NewScanner(out)
-	return cmd, func() string {
+	next = func() string {
 		if !lines.Scan() {
 			return ""
 		}
 		return lines.Text()
-	}, in
+	}
+	if l := next(); l != "connected" {
+		t.Fatalf("client printed %q, want connected", l)
+	}
+	if c, err = l.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return pc, c, cmd, next, in
 }
 
 // TestStalledProcessResendsNothingAcked stops a client's process (it
@@ -202,23 +202,7 @@ func TestStalledProcessResendsNothingAcked(t *testing.T) {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := udpdriver.ListenPacket(ctx, pc, udpdriver.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			cmd, next, in := startStallClient(t, ctx, l.Addr().String(), "resend")
-			if l := next(); l != "connected" {
-				t.Fatalf("client printed %q, want connected", l)
-			}
-			c, err := l.Accept(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			pc, c, cmd, next, in := startStall(t, ctx, "resend")
 			// The server waits in Receive, as an application does: the
 			// ack of what it receives waits for a reply (N75).
 			got := make(chan string, 1)
