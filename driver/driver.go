@@ -644,7 +644,8 @@ func (e *Engine) flushLocked() { e.flushAtLocked(e.clk.Now()) }
 // it follows.
 func (e *Engine) flushAtLocked(now clock.Time) {
 	var ev fastnet.Event
-	if e.overdue.last != 0 || e.deadline != 0 && now.Sub(e.deadline) >= overdueAfter && e.overdueLocked() {
+	if e.cfg.Transport == fastnet.Datagram && (e.overdue.last != 0 ||
+		e.deadline != 0 && now.Sub(e.deadline) >= overdueAfter && e.overdueLocked()) {
 		// A deadline is put off for the input waiting (N129), from
 		// here if its timer has not fired yet: what the endpoint has
 		// to send waits for that input too, since the resends due
@@ -711,7 +712,7 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 // lost, packets acked long ago. So it is put off by overdueGrace, while
 // the goroutines that read, woken in the same instant, hand over what
 // waits; then again by overdueGrace for as long as input still waits
-// unread, within a budget of running time: a quarter of how late it was,
+// unread (until two checks in a row find none), within a budget of running time: a quarter of how late it was,
 // overdueMax at most. A put-off that is itself held up overdueAfter or
 // more (the process stalled again) gets the budget of that delay if it is
 // more than what is left. While a deadline is put off, flushes hand the
@@ -753,12 +754,18 @@ func (e *Engine) overdueLocked() bool {
 type overdue struct {
 	last clock.Time    // when it was last put off; 0 if it is not
 	left time.Duration // how much more running time it may be put off
+	// quiet: no input was known to wait at the last step. A put-off
+	// ends at the second such step in a row: a read that has taken
+	// datagrams from the socket and not yet said so (inHand) is seen
+	// at the next.
+	quiet bool
 }
 
 // step decides, for the timer fired at now with deadline set (0 if none),
 // whether the deadline waits overdueGrace more (wait), and whether the
 // timer was held up, first or again (held). waiting reports whether
-// input is known to wait; it is asked only within a put-off's budget.
+// input is known to wait; it is asked only within a put-off's budget,
+// and the put-off ends once it says no twice in a row.
 func (o *overdue) step(now, deadline clock.Time, waiting func() bool) (wait, held bool) {
 	putOff := o.last != 0
 	late := now.Sub(deadline)
@@ -774,11 +781,20 @@ func (o *overdue) step(now, deadline clock.Time, waiting func() bool) (wait, hel
 		// is left of the one before if more (at least overdueAfter/4,
 		// over 2 put-offs).
 		o.left = min(max(o.left, late/4), overdueMax)
+		o.quiet = false
 		held = true
 	default:
-		if o.left -= late; o.left <= 0 || !waiting() {
+		if o.left -= late; o.left <= 0 {
 			*o = overdue{}
 			return false, false
+		}
+		if waiting() {
+			o.quiet = false
+		} else if o.quiet {
+			*o = overdue{}
+			return false, false
+		} else {
+			o.quiet = true
 		}
 	}
 	o.last = now
@@ -1081,6 +1097,23 @@ func (e *Engine) Close() error {
 	// progress, then write what is left.
 	for e.writing {
 		e.written.Wait()
+	}
+	if e.overdue.last != 0 {
+		// Flushes held for an overdue deadline (N129) polled nothing:
+		// a graceful close's "disconnect", or an abort's, is still in
+		// the endpoint, its connection ended already.
+		e.overdue, e.deadline = overdue{}, 0
+		for {
+			e.flushLocked()
+			if len(e.out) > 0 {
+				e.tr.WriteBatch(e.out)
+				clear(e.out)
+				e.out = e.out[:0]
+			}
+			if !e.unsent { // a full batch left the rest (CombineWrites)
+				break
+			}
+		}
 	}
 	if len(e.out) > 0 {
 		e.tr.WriteBatch(e.out)

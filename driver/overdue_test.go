@@ -37,9 +37,17 @@ func TestOverdueStep(t *testing.T) {
 		{"late by less than overdueAfter", []fire{{at: d + 19.9, deadline: d, waiting: true}}},
 		{"none armed", []fire{{at: d + 500, deadline: 0, waiting: true}}},
 		{"early (a stale value of the alarm)", []fire{{at: d - 5, deadline: d, waiting: true}}},
-		{"overdue, nothing waits: one put-off", []fire{
+		{"overdue, nothing waits: put off until two checks find none", []fire{
 			{at: d + 20, deadline: d, wait: true, held: true},
-			{at: d + 22, deadline: d, asked: true},
+			{at: d + 22, deadline: d, wait: true, asked: true},
+			{at: d + 24, deadline: d, asked: true},
+		}},
+		{"input seen between two checks that find none", []fire{
+			{at: d + 100, deadline: d, wait: true, held: true},
+			{at: d + 102, deadline: d, wait: true, asked: true},
+			{at: d + 104, deadline: d, waiting: true, wait: true, asked: true},
+			{at: d + 106, deadline: d, wait: true, asked: true},
+			{at: d + 108, deadline: d, asked: true},
 		}},
 		{"overdue by 20 ms: a budget of 5 ms", []fire{
 			{at: d + 20, deadline: d, wait: true, held: true},
@@ -55,7 +63,8 @@ func TestOverdueStep(t *testing.T) {
 		{"input stops waiting", []fire{
 			{at: d + 400, deadline: d, wait: true, held: true},
 			{at: d + 402, deadline: d, waiting: true, wait: true, asked: true},
-			{at: d + 404, deadline: d, asked: true},
+			{at: d + 404, deadline: d, wait: true, asked: true},
+			{at: d + 406, deadline: d, asked: true},
 			// Handled: the next deadline starts anew.
 			{at: d + 1010, deadline: d + 1000},
 		}},
@@ -91,7 +100,8 @@ func TestOverdueStep(t *testing.T) {
 		{"an earlier deadline armed during a put-off", []fire{
 			{at: d + 100, deadline: d, wait: true, held: true},
 			{at: d + 101, deadline: d + 99, waiting: true, wait: true, asked: true},
-			{at: d + 103, deadline: d + 99, asked: true},
+			{at: d + 103, deadline: d + 99, wait: true, asked: true},
+			{at: d + 105, deadline: d + 99, asked: true},
 		}},
 	}
 	ms := func(v float64) clock.Time { return clock.Time(v * float64(time.Millisecond)) }
