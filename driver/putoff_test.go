@@ -110,38 +110,35 @@ func peerClosed(ev *fastnet.Event) bool {
 	return ev != nil && errors.As(ev.Err, &pc)
 }
 
-// A listener closed while a deadline is put off still tells its clients.
-func TestListenerCloseDuringPutOff(t *testing.T) {
-	for _, putOff := range []bool{false, true} {
-		s := newPutOffSetup(t, fastnet.Datagram, Options{CombineWrites: true})
-		if putOff {
-			s.putOff()
-		}
-		if err := s.l.CloseWithReason("bye"); err != nil {
-			t.Fatal(err)
-		}
-		s.toClient()
-		if ev := s.events(fastnet.EventDisconnected); !peerClosed(ev) {
-			t.Errorf("put off %v: client heard %v, want the server's disconnect", putOff, ev)
-		}
+// TestCloseDuringPutOff closes, with and without a deadline put off
+// (N129), a listener over a Datagram transport, whose Close writes what
+// held flushes left, and a connection over a Stream (TCP: an Ender, no
+// acks, no resends), whose disconnect reaches the transport before Close
+// returns, since the transport ends its stream once told the connection
+// ended: either way the client hears the server's disconnect.
+func TestCloseDuringPutOff(t *testing.T) {
+	tests := []struct {
+		name      string
+		transport fastnet.Transport
+		opts      Options
+		close     func(s *putOffSetup) error
+	}{
+		{"listener, datagram", fastnet.Datagram, Options{CombineWrites: true}, func(s *putOffSetup) error { return s.l.CloseWithReason("bye") }},
+		{"connection, stream", fastnet.Stream, Options{}, func(s *putOffSetup) error { return s.conn.CloseWithReason("bye") }},
 	}
-}
-
-// Over a Stream (TCP: Ender, no acks, no resends), a connection's close
-// hands its disconnect to the transport before Close returns, put-off or
-// not: the transport ends its stream once told the connection ended.
-func TestStreamCloseDuringPutOff(t *testing.T) {
-	for _, putOff := range []bool{false, true} {
-		s := newPutOffSetup(t, fastnet.Stream, Options{})
-		if putOff {
-			s.putOff()
-		}
-		if err := s.conn.CloseWithReason("bye"); err != nil {
-			t.Fatal(err)
-		}
-		s.toClient()
-		if ev := s.events(fastnet.EventDisconnected); !peerClosed(ev) {
-			t.Errorf("put off %v: client heard %v by the time Close returned, want the server's disconnect", putOff, ev)
+	for _, tt := range tests {
+		for _, putOff := range []bool{false, true} {
+			s := newPutOffSetup(t, tt.transport, tt.opts)
+			if putOff {
+				s.putOff()
+			}
+			if err := tt.close(s); err != nil {
+				t.Fatal(err)
+			}
+			s.toClient()
+			if ev := s.events(fastnet.EventDisconnected); !peerClosed(ev) {
+				t.Errorf("%s, put off %v: client heard %v when Close returned, want the server's disconnect", tt.name, putOff, ev)
+			}
 		}
 	}
 }
