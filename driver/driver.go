@@ -712,10 +712,11 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 // lost, packets acked long ago. So it is put off by overdueGrace, while
 // the goroutines that read, woken in the same instant, hand over what
 // waits; then again by overdueGrace for as long as input still waits
-// unread (until two checks in a row find none), within a budget of running time: a quarter of how late it was,
-// overdueMax at most. A put-off that is itself held up overdueAfter or
-// more (the process stalled again) gets the budget of that delay if it is
-// more than what is left. While a deadline is put off, flushes hand the
+// unread (until two checks in a row find none), within a budget of
+// running time: a quarter of how late it was, overdueMax at most. A
+// put-off that is itself held up overdueAfter or more (the process
+// stalled again) gets the budget of that delay if it is more than what
+// is left. While a deadline is put off, flushes hand the
 // events over but poll nothing to send: the resends that came due are
 // polled once the input that may ack them is in, when the deadline is
 // handled. The input so comes before the deadline, as it would have had
@@ -1098,27 +1099,21 @@ func (e *Engine) Close() error {
 	for e.writing {
 		e.written.Wait()
 	}
-	if e.overdue.last != 0 {
-		// Flushes held for an overdue deadline (N129) polled nothing:
-		// a graceful close's "disconnect", or an abort's, is still in
-		// the endpoint, its connection ended already.
+	// Flushes held for an overdue deadline (N129) polled nothing: a
+	// graceful close's "disconnect", or an abort's, is still in the
+	// endpoint, its connection ended already.
+	putOff := e.overdue.last != 0
+	if putOff {
 		e.overdue, e.deadline = overdue{}, 0
-		for {
-			e.flushLocked()
-			if len(e.out) > 0 {
-				e.tr.WriteBatch(e.out)
-				clear(e.out)
-				e.out = e.out[:0]
-			}
-			if !e.unsent { // a full batch left the rest (CombineWrites)
-				break
-			}
-		}
+		e.flushLocked()
 	}
-	if len(e.out) > 0 {
+	for len(e.out) > 0 {
 		e.tr.WriteBatch(e.out)
 		clear(e.out)
 		e.out = e.out[:0]
+		if putOff && e.unsent {
+			e.flushLocked() // a full batch left the rest (CombineWrites)
+		}
 	}
 	e.pending = 0
 	for _, c := range e.conns {
