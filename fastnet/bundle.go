@@ -575,10 +575,8 @@ func (c *conn) runChannel(now clock.Time) *chanState {
 	if c.responder != nil && c.responder.Pending() || c.estimator != nil && !c.mtuQuiet(now) && c.probeReady(now) {
 		return nil
 	}
-	if !c.newTurn {
-		if resend, _ := c.sendTimes(); resend != 0 && resend <= now {
-			return nil
-		}
+	if !c.newTurn && c.resendDue(now) {
+		return nil
 	}
 	pos := c.ringPos
 	if pos >= len(c.ring) {
@@ -616,11 +614,7 @@ func (c *conn) appendRun(now clock.Time, b, first []byte, wrap bool, cs *chanSta
 	// A run that had first sends' turn (N80) takes one packet if a
 	// resend is due: the next is the resend's. Packets of the run are
 	// resent later than now, so the test holds for the run.
-	one := false
-	if c.newTurn {
-		resend, _ := c.sendTimes()
-		one = resend != 0 && resend <= now
-	}
+	one := c.newTurn && c.resendDue(now)
 	for {
 		size := len(b) + bundleLenSize + 2 + channel.HeaderLen + cs.snd.NextLen(mtu)
 		if wrap {

@@ -428,6 +428,9 @@ func (c *conn) nextDeadline() clock.Time {
 		d = clock.Earliest(d, c.validateBy)
 	}
 	resend, oldest := c.sendTimes()
+	if c.ep.resendsHeld {
+		resend = 0 // scheduled again once no longer held (HoldResends)
+	}
 	mtuAt := c.mtuDeadline()
 	if c.cc.on {
 		// What waits for the pacer goes when it has tokens again (D30).
@@ -494,6 +497,16 @@ func (c *conn) sendTimes() (resend, oldest clock.Time) {
 		c.timesFirst = channel.ResendInterval(0, rtt, maxI)
 	}
 	return c.resendAt, c.oldestAt
+}
+
+// resendDue reports whether a resend is due at now and may go: not held
+// back (Endpoint.HoldResends).
+func (c *conn) resendDue(now clock.Time) bool {
+	if c.ep.resendsHeld {
+		return false
+	}
+	resend, _ := c.sendTimes()
+	return resend != 0 && resend <= now
 }
 
 // sentReliable folds a reliable packet sent for the first time at now into

@@ -34,8 +34,7 @@ func (c *conn) wantsTransmit(now clock.Time) bool {
 	if c.newDataAllowed() {
 		return true
 	}
-	resend, _ := c.sendTimes()
-	return resend != 0 && resend <= now
+	return c.resendDue(now)
 }
 
 // newDataAllowed reports whether some channel has a first-time packet that
@@ -208,7 +207,7 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 			return b, true
 		}
 	}
-	if resend, _ := c.sendTimes(); resend != 0 && resend <= now {
+	if c.resendDue(now) {
 		rtt := c.resendRTT()
 		c.timesStale = true // a resend moves its packet later; nothing due means the times were early
 		// The channel whose resend is due first: the pacer may let only

@@ -93,6 +93,8 @@ type Endpoint struct {
 	// noRuns, set only by tests (SetRuns), has bundle poll every packet
 	// into scratch rather than write first-time packets in place (N101).
 	noRuns bool
+	// resendsHeld: no resend is polled or scheduled (HoldResends, N130).
+	resendsHeld bool
 	// runSent and runTaken count the packets appendRun wrote in place
 	// and takeWhole took, for tests (Runs).
 	runSent, runTaken uint64
@@ -868,6 +870,27 @@ func (e *Endpoint) HandleTimeout(now clock.Time) {
 				e.pushReady(c)
 			}
 		}
+	}
+}
+
+// HoldResends holds back, from now while hold is set, every resend that
+// comes due (D14): PollTransmit still sends acks, heartbeats and
+// first-time data, but no packet again, and NextDeadline leaves resends
+// out; cleared, the resends due go with the next PollTransmit. It is for
+// a driver whose process was held up, and has datagrams that arrived
+// meanwhile still to read: the acks among them may free the packets that
+// came due, which resent would count as lost (N130). A resend held back
+// is only late: nothing else changes, and the endpoint holds none back
+// unless told to.
+func (e *Endpoint) HoldResends(now clock.Time, hold bool) {
+	if hold == e.resendsHeld {
+		return
+	}
+	now = e.advance(now)
+	e.resendsHeld = hold
+	// Every connection's deadline and readiness to transmit may change.
+	for _, c := range e.conns {
+		e.touch(c, now)
 	}
 }
 
