@@ -228,9 +228,12 @@ type Engine struct {
 	streamInput netip.AddrPort
 
 	timer    *timer.Alarm
-	deadline clock.Time  // when timer fires; 0: not armed
-	overdue  overdue     // a deadline that fired overdue, put off for input
-	iw       InputWaiter // the transport, if it is one
+	deadline clock.Time // when timer fires; 0: not armed
+	overdue  overdue    // a deadline that fired overdue, put off for input
+	// resendsHeld: the endpoint holds its resends back (N130), as the
+	// last flush told it.
+	resendsHeld bool
+	iw          InputWaiter // the transport, if it is one
 	// inHand: the read role's holder read datagrams not yet fed.
 	inHand atomic.Bool
 	// idle hands a read role left free to the background reader; its
@@ -644,18 +647,20 @@ func (e *Engine) flushLocked() { e.flushAtLocked(e.clk.Now()) }
 // it follows.
 func (e *Engine) flushAtLocked(now clock.Time) {
 	var ev fastnet.Event
-	if e.cfg.Transport == fastnet.Datagram && (e.overdue.last != 0 ||
-		e.deadline != 0 && now.Sub(e.deadline) >= overdueAfter && e.overdueLocked()) {
-		// A deadline is put off for the input waiting (N129), from
-		// here if its timer has not fired yet: what the endpoint has
-		// to send waits for that input too, since the resends due
-		// among it may be of packets whose acks are in it, and goes
-		// out once the deadline is handled (timerLoop). Messages go
-		// to their connections meanwhile.
-		for e.ep.NextEvent(&ev) {
-			e.dispatchLocked(&ev)
+	if e.cfg.Transport == fastnet.Datagram {
+		// While a deadline is, or now is, put off for the input
+		// waiting (N129), the resends due wait for that input too:
+		// the acks that free their packets may be in it (N130). A
+		// flush that finds none waiting lets them go, put-off or not:
+		// every ack that came is in. Everything else goes at once.
+		hold := (e.overdue.last != 0 || e.deadline != 0 && now.Sub(e.deadline) >= overdueAfter) && e.inputWaitingLocked()
+		if hold && e.overdue.last == 0 {
+			e.overdueLocked()
 		}
-		return
+		if hold != e.resendsHeld {
+			e.resendsHeld = hold
+			e.ep.HoldResends(now, hold)
+		}
 	}
 	e.unsent, e.held = false, false
 	for e.ep.NextEvent(&ev) {
@@ -716,20 +721,32 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 // running time: a quarter of how late it was, overdueMax at most. A
 // put-off that is itself held up overdueAfter or more (the process
 // stalled again) gets the budget of that delay if it is more than what
-// is left. While a deadline is put off, flushes hand the
-// events over but poll nothing to send: the resends that came due are
-// polled once the input that may ack them is in, when the deadline is
-// handled. The input so comes before the deadline, as it would have had
-// the process run, and on a busy socket, never empty, a deadline and what
-// there is to send wait a quarter of its delay at most. That input waits
-// is known of datagrams read and not yet handed over (a Reader's), and
-// of datagrams still in a transport that can tell (InputWaiter, the UDP
-// driver's socket); a transport that is neither (the TCP driver's) gets
-// the first put-off only.
+// is left, up to overdueAgain times; past that, the delay spends the
+// budget. A flush that finds a deadline overdue, or put off, while
+// input waits has the endpoint hold its resends back
+// (fastnet.Endpoint.HoldResends), and sends the rest: the resends that
+// came due go once the input that may ack them is in, with the first
+// flush that finds none waiting, or once the deadline is handled (N130:
+// N129 held every flush until the put-off ended, which held the acks
+// and replies of a process starved of processor time, late at every
+// turn, and its peers resent what they had not heard acked). The input
+// so comes before the deadline, as it would have had the process run,
+// and on a busy socket, never empty, a deadline waits its budget at
+// most, given anew at most overdueAgain times. That input waits is known of datagrams read and
+// not yet handed over (a Reader's), and of datagrams still in a
+// transport that can tell (InputWaiter, the UDP driver's socket); a
+// transport that is neither (the TCP driver's) gets the first put-off
+// only.
 const (
 	overdueAfter = 20 * time.Millisecond
 	overdueGrace = 2 * time.Millisecond
 	overdueMax   = 200 * time.Millisecond
+	// overdueAgain bounds the times one put-off held up again gets a
+	// budget anew: a process stopped once more within a put-off is, a
+	// process starved of processor time is late at every step, and
+	// with a budget anew at each, its put-off never ended while input
+	// kept coming (N130).
+	overdueAgain = 2
 )
 
 // overdueLocked reports whether the timer, just fired, is to wait for the
@@ -760,6 +777,7 @@ type overdue struct {
 	// datagrams from the socket and not yet said so (inHand) is seen
 	// at the next.
 	quiet bool
+	again int // times it was held up again, and given a budget anew
 }
 
 // step decides, for the timer fired at now with deadline set (0 if none),
@@ -777,14 +795,19 @@ func (o *overdue) step(now, deadline clock.Time, waiting func() bool) (wait, hel
 	case deadline == 0 || !putOff && late < overdueAfter:
 		*o = overdue{}
 		return false, false
-	case late >= overdueAfter:
+	case late >= overdueAfter && (!putOff || o.again < overdueAgain):
 		// Held up, first or again: a budget for that delay, or what
 		// is left of the one before if more (at least overdueAfter/4,
 		// over 2 put-offs).
+		if putOff {
+			o.again++
+		}
 		o.left = min(max(o.left, late/4), overdueMax)
 		o.quiet = false
 		held = true
 	default:
+		// On time, or held up again past overdueAgain: the process is
+		// starved, not stopped, and the delay spends the budget.
 		if o.left -= late; o.left <= 0 {
 			*o = overdue{}
 			return false, false
@@ -1099,21 +1122,10 @@ func (e *Engine) Close() error {
 	for e.writing {
 		e.written.Wait()
 	}
-	// Flushes held for an overdue deadline (N129) polled nothing: a
-	// graceful close's "disconnect", or an abort's, is still in the
-	// endpoint, its connection ended already.
-	putOff := e.overdue.last != 0
-	if putOff {
-		e.overdue, e.deadline = overdue{}, 0
-		e.flushLocked()
-	}
-	for len(e.out) > 0 {
+	if len(e.out) > 0 {
 		e.tr.WriteBatch(e.out)
 		clear(e.out)
 		e.out = e.out[:0]
-		if putOff && e.unsent {
-			e.flushLocked() // a full batch left the rest (CombineWrites)
-		}
 	}
 	e.pending = 0
 	for _, c := range e.conns {

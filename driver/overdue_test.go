@@ -92,6 +92,25 @@ func TestOverdueStep(t *testing.T) {
 		}, run(d+2819, 19, 10), []fire{ // 190 ms run
 			{at: d + 3000, deadline: d, waiting: true}, // 200 ms run: not asked
 		})},
+		// A process starved of processor time is late at every step
+		// (N130): past overdueAgain budgets anew, a delay spends the
+		// budget.
+		{"held up again a third time: the delay spends the budget", []fire{
+			{at: d + 40, deadline: d, wait: true, held: true},          // 10 ms
+			{at: d + 140, deadline: d, wait: true, held: true},         // again: 25 ms
+			{at: d + 240, deadline: d, wait: true, held: true},         // again: 25 ms
+			{at: d + 340, deadline: d, waiting: true},                  // 100 ms spent of 25: not asked
+			{at: d + 1010, deadline: d + 1000},                         // handled: the next deadline starts anew
+			{at: d + 1040, deadline: d + 1000, wait: true, held: true}, // a put-off of its own
+		}},
+		{"held up again a third time, within what is left", []fire{
+			{at: d + 800, deadline: d, wait: true, held: true},                  // 200 ms
+			{at: d + 830, deadline: d, wait: true, held: true},                  // again: 200 ms
+			{at: d + 860, deadline: d, wait: true, held: true},                  // again: 200 ms
+			{at: d + 890, deadline: d, waiting: true, wait: true, asked: true},  // 30 ms spent: 170 left
+			{at: d + 1000, deadline: d, waiting: true, wait: true, asked: true}, // 110 spent: 60 left
+			{at: d + 1060, deadline: d, waiting: true},                          // 60 spent: none left, not asked
+		}},
 		{"held up by just less than overdueAfter: the budget runs on", []fire{
 			{at: d + 40, deadline: d, wait: true, held: true}, // 10 ms
 			{at: d + 49.9, deadline: d, waiting: true, wait: true, asked: true},

@@ -1,10 +1,12 @@
 package driver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,16 +30,24 @@ type putOffSetup struct {
 
 func newPutOffSetup(t *testing.T, transport fastnet.Transport, opts Options) *putOffSetup {
 	t.Helper()
+	tr := &captureTransport{}
+	return newPutOffSetupOn(t, transport, opts, tr, tr)
+}
+
+// newPutOffSetupOn is newPutOffSetup with the server engine started on
+// transport tr, whose output goes to capture.
+func newPutOffSetupOn(t *testing.T, transport fastnet.Transport, opts Options, capture *captureTransport, tr Transport) *putOffSetup {
+	t.Helper()
 	e, err := NewEngine(fastnet.Config{Role: fastnet.Server, Transport: transport}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &putOffSetup{e: e, tr: &captureTransport{}, clk: clock.NewReal(),
+	s := &putOffSetup{e: e, tr: capture, clk: clock.NewReal(),
 		server: netip.MustParseAddrPort("192.0.2.1:7000"),
 		client: netip.MustParseAddrPort("192.0.2.2:1000"),
 		buf:    make([]byte, fastnet.DefaultMaxDatagram)}
 	s.l = e.NewListener(net.UDPAddrFromAddrPort(s.server))
-	e.Start(s.tr)
+	e.Start(tr)
 	t.Cleanup(func() { e.Close() })
 	if s.ep, err = fastnet.NewEndpoint(fastnet.Config{Role: fastnet.Client, Transport: transport}); err != nil {
 		t.Fatal(err)
@@ -143,28 +153,98 @@ func TestCloseDuringPutOff(t *testing.T) {
 	}
 }
 
-// While a deadline is put off, a flush polls nothing, whether input waits
-// or not: only the timer ends the put-off, and handles the deadline.
-func TestFlushHeldThroughPutOff(t *testing.T) {
-	s := newPutOffSetup(t, fastnet.Datagram, Options{})
-	s.putOff()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.conn.Send(ctx, 0, []byte("held"), true); err != nil {
-		t.Fatal(err)
+// waitingTransport is a captureTransport that tells whether input waits
+// (InputWaiter) as its test sets it.
+type waitingTransport struct {
+	captureTransport
+	waiting atomic.Bool
+}
+
+func (t *waitingTransport) InputWaiting() (waiting, known bool) { return t.waiting.Load(), true }
+
+// While a deadline is put off (N129), the resends that come due are held
+// back while input waits, since the acks that free their packets may be
+// in that input, and go with the first flush that finds none waiting; a
+// first-time message goes at once, and with no input waiting, a resend
+// due goes with it (N130).
+func TestResendsHeldThroughPutOff(t *testing.T) {
+	first, second := []byte("first, its ack lost"), []byte("second, sent anew")
+	tests := []struct {
+		name    string
+		waiting bool
+	}{
+		{"input waiting", true},
+		{"no input waiting", false},
 	}
-	s.e.mu.Lock()
-	last := s.e.overdue.last
-	s.e.mu.Unlock()
-	if n := s.toClient(); n != 0 || last == 0 {
-		t.Fatalf("wrote %d datagrams during the put-off (still put off: %v)", n, last != 0)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := &waitingTransport{}
+			tr.waiting.Store(tt.waiting)
+			s := newPutOffSetupOn(t, fastnet.Datagram, Options{}, &tr.captureTransport, tr)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := s.conn.Send(ctx, 1, first, true); err != nil {
+				t.Fatal(err)
+			}
+			s.waitWritten(t, "for the first message") // and lost: the client never acks it
+			s.putOff()
+			// flush runs a flush of the server's, as input or a Send
+			// does, and reports whether what it wrote carried msg.
+			flush := func(msg []byte) bool {
+				s.e.mu.Lock()
+				s.e.flushLocked()
+				last := s.e.overdue.last
+				s.e.mu.Unlock()
+				if last == 0 {
+					t.Fatal("the put-off ended before the test")
+				}
+				for _, m := range s.tr.take() {
+					if bytes.Contains(m.Buf[:m.N], msg) {
+						return true
+					}
+				}
+				return false
+			}
+			time.Sleep(200 * time.Millisecond) // the first resend long due (D14)
+			if flush(first) {
+				t.Fatal("resent before the connection was polled") // the timer is stopped
+			}
+			// A Send has the connection polled: its message goes at
+			// once, and the resend due with it unless held back.
+			if err := s.conn.Send(ctx, 2, second, true); err != nil {
+				t.Fatal(err)
+			}
+			s.e.mu.Lock()
+			s.e.flushLocked()
+			s.e.mu.Unlock()
+			var sent, resent bool
+			for _, m := range s.tr.take() {
+				sent = sent || bytes.Contains(m.Buf[:m.N], second)
+				resent = resent || bytes.Contains(m.Buf[:m.N], first)
+			}
+			if !sent {
+				t.Fatal("a first-time message did not go during the put-off")
+			}
+			if resent != !tt.waiting {
+				t.Fatalf("resent %v during the put-off, input waiting %v", resent, tt.waiting)
+			}
+			if !tt.waiting {
+				return
+			}
+			tr.waiting.Store(false) // the input read
+			if !flush(first) {
+				t.Fatal("no resend once no input waited")
+			}
+		})
 	}
-	s.e.mu.Lock()
-	s.e.timer.Reset(0) // the put-off ends: nothing waits
-	s.e.mu.Unlock()
+}
+
+// waitWritten waits for the server to write something to the client.
+func (s *putOffSetup) waitWritten(t *testing.T, when string) {
+	t.Helper()
 	for start := time.Now(); s.toClient() == 0; time.Sleep(time.Millisecond) {
 		if time.Since(start) > 2*time.Second {
-			t.Fatal("nothing written once the put-off ended")
+			t.Fatalf("nothing written %s", when)
 		}
 	}
 }
