@@ -33,6 +33,12 @@
 // back into the caller, with one exception: a server's Config.Accept hook
 // runs inside HandleDatagram.
 //
+// A loop that finds itself held up (a deadline long past, datagrams
+// waiting to be read) can call HoldResends(now, true) until it has fed
+// what waits, and HoldResends(now, false) then: the acks in that input
+// free their packets before they are resent, and everything else still
+// goes at once. The drivers do so (N129, N130).
+//
 // # Buffers
 //
 // HandleDatagram and HandleDatagrams do not keep the slices they are given. PollTransmit writes
