@@ -76,6 +76,10 @@ type simSetup struct {
 	// Loose makes the ledgers check only that long messages are intact
 	// (see ledger.loose).
 	Loose bool
+	// HoldResends, if positive, has each side hold its resends back
+	// (Endpoint.HoldResends) after input, for up to that long at a time
+	// (holdingResends, N130); not with OneByOne or Drain.
+	HoldResends time.Duration
 }
 
 // received is one delivered message, as sim.got keeps it.
@@ -108,6 +112,7 @@ type sim struct {
 	// corrupting is set when a link corrupts: a damaged "connected" that
 	// escapes the checksum, if any, gives the client a wrong ID.
 	corrupting bool
+	holds      [2]*holdingResends // with HoldResends
 }
 
 func newSim(t simT, s simSetup) *sim {
@@ -137,6 +142,12 @@ func newSim(t simT, s simSetup) *sim {
 	if s.OneByOne {
 		n.Add(srvAddr, oneByOne{sm.ep[srvSide]})
 		n.Add(cliAddr, oneByOne{sm.ep[cliSide]})
+	} else if s.HoldResends > 0 {
+		for side, addr := range [2]netip.AddrPort{cliAddr, srvAddr} {
+			h := &holdingResends{Endpoint: sm.ep[side], max: s.HoldResends, rng: s.Seed + uint64(side)}
+			sm.holds[side] = h
+			n.Add(addr, h)
+		}
 	} else if s.Drain > 0 {
 		n.Add(srvAddr, &partialDrain{Endpoint: sm.ep[srvSide], drain: s.Drain})
 		n.Add(cliAddr, &partialDrain{Endpoint: sm.ep[cliSide], drain: s.Drain})
