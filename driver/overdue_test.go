@@ -99,9 +99,29 @@ func TestOverdueStep(t *testing.T) {
 			{at: d + 40, deadline: d, wait: true, held: true},          // 10 ms
 			{at: d + 140, deadline: d, wait: true, held: true},         // again: 25 ms
 			{at: d + 240, deadline: d, wait: true, held: true},         // again: 25 ms
-			{at: d + 340, deadline: d, waiting: true},                  // 100 ms spent of 25: not asked
-			{at: d + 1010, deadline: d + 1000},                         // handled: the next deadline starts anew
-			{at: d + 1040, deadline: d + 1000, wait: true, held: true}, // a put-off of its own
+			{at: d + 340, deadline: d, waiting: true},                  // 100 ms spent of 25: not asked, handled
+			{at: d + 1040, deadline: d + 1000, wait: true, held: true}, // the next deadline late: a put-off of its own,
+			{at: d + 1140, deadline: d + 1000, wait: true, held: true}, // held up again: a budget anew,
+			{at: d + 1240, deadline: d + 1000, wait: true, held: true}, // twice
+		}},
+		{"held up again twice, then input stops waiting: the next put-off starts anew", []fire{
+			{at: d + 40, deadline: d, wait: true, held: true},          // 10 ms
+			{at: d + 140, deadline: d, wait: true, held: true},         // again: 25 ms
+			{at: d + 240, deadline: d, wait: true, held: true},         // again: 25 ms
+			{at: d + 242, deadline: d, wait: true, asked: true},        // quiet
+			{at: d + 244, deadline: d, asked: true},                    // quiet again: handled
+			{at: d + 1040, deadline: d + 1000, wait: true, held: true}, // a put-off of its own,
+			{at: d + 1140, deadline: d + 1000, wait: true, held: true}, // held up again: a budget anew,
+			{at: d + 1240, deadline: d + 1000, wait: true, held: true}, // twice
+		}},
+		{"held up again twice, then no deadline: the next put-off starts anew", []fire{
+			{at: d + 40, deadline: d, wait: true, held: true},  // 10 ms
+			{at: d + 140, deadline: d, wait: true, held: true}, // again: 25 ms
+			{at: d + 240, deadline: d, wait: true, held: true}, // again: 25 ms
+			{at: d + 242}, // none armed: ended
+			{at: d + 1040, deadline: d + 1000, wait: true, held: true}, // a put-off of its own,
+			{at: d + 1140, deadline: d + 1000, wait: true, held: true}, // held up again: a budget anew,
+			{at: d + 1240, deadline: d + 1000, wait: true, held: true}, // twice
 		}},
 		{"held up again a third time, within what is left", []fire{
 			{at: d + 800, deadline: d, wait: true, held: true},                  // 200 ms

@@ -248,3 +248,30 @@ func (s *putOffSetup) waitWritten(t *testing.T, when string) {
 		}
 	}
 }
+
+// With no deadline overdue, input waiting holds nothing back: a packet
+// whose ack never comes is resent on time (N130).
+func TestResendsNotHeldOnTime(t *testing.T) {
+	first := []byte("first, its ack lost")
+	tr := &waitingTransport{}
+	tr.waiting.Store(true)
+	s := newPutOffSetupOn(t, fastnet.Datagram, Options{}, &tr.captureTransport, tr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.conn.Send(ctx, 1, first, true); err != nil {
+		t.Fatal(err)
+	}
+	s.waitWritten(t, "for the first message") // and lost: the client never acks it
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		resent := false
+		for _, m := range s.tr.take() {
+			resent = resent || bytes.Contains(m.Buf[:m.N], first)
+		}
+		if resent {
+			return
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Fatal("not resent in 2 s with input waiting and no deadline overdue")
+		}
+	}
+}

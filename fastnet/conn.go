@@ -500,7 +500,9 @@ func (c *conn) sendTimes() (resend, oldest clock.Time) {
 }
 
 // resendDue reports whether a resend is due at now and may go: not held
-// back (Endpoint.HoldResends).
+// back (Endpoint.HoldResends). Every test of a resend due goes through
+// it: were wantsTransmit to find one that pollPacket does not send,
+// PollTransmit would take the connection up again and again.
 func (c *conn) resendDue(now clock.Time) bool {
 	if c.ep.resendsHeld {
 		return false

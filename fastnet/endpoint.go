@@ -888,9 +888,12 @@ func (e *Endpoint) HoldResends(now clock.Time, hold bool) {
 	}
 	now = e.advance(now)
 	e.resendsHeld = hold
-	// Every connection's deadline and readiness to transmit may change.
+	// The deadline and readiness to transmit of every connection with a
+	// channel that sends may change; of no other (sendTimes).
 	for _, c := range e.conns {
-		e.touch(c, now)
+		if len(c.sendChans) > 0 {
+			e.touch(c, now)
+		}
 	}
 }
 

@@ -143,7 +143,10 @@ func run(w io.Writer, busy, clients int, dur, every time.Duration) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	defer cmd.Process.Kill()
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
 	lines := bufio.NewScanner(out)
 	if !lines.Scan() {
 		return fmt.Errorf("server: no address")
