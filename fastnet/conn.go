@@ -428,7 +428,7 @@ func (c *conn) nextDeadline() clock.Time {
 		d = clock.Earliest(d, c.validateBy)
 	}
 	resend, oldest := c.sendTimes()
-	if c.ep.resendsHeld {
+	if resend != 0 && c.ep.resendsHeld {
 		resend = 0 // scheduled again once no longer held (HoldResends)
 	}
 	mtuAt := c.mtuDeadline()
@@ -504,11 +504,8 @@ func (c *conn) sendTimes() (resend, oldest clock.Time) {
 // it: were wantsTransmit to find one that pollPacket does not send,
 // PollTransmit would take the connection up again and again.
 func (c *conn) resendDue(now clock.Time) bool {
-	if c.ep.resendsHeld {
-		return false
-	}
 	resend, _ := c.sendTimes()
-	return resend != 0 && resend <= now
+	return resend != 0 && resend <= now && !c.ep.resendsHeld
 }
 
 // sentReliable folds a reliable packet sent for the first time at now into
