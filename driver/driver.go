@@ -732,11 +732,11 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 // turn, and its peers resent what they had not heard acked). The input
 // so comes before the deadline, as it would have had the process run,
 // and on a busy socket, never empty, a deadline waits its budget at
-// most, given anew at most overdueAgain times. That input waits is known of datagrams read and
-// not yet handed over (a Reader's), and of datagrams still in a
-// transport that can tell (InputWaiter, the UDP driver's socket); a
-// transport that is neither (the TCP driver's) gets the first put-off
-// only.
+// most, given anew at most overdueAgain times. That input waits is
+// known of datagrams read and not yet handed over (a Reader's), and of
+// datagrams still in a transport that can tell (InputWaiter, the UDP
+// driver's socket); a transport that is neither (the TCP driver's) gets
+// the first put-off only.
 const (
 	overdueAfter = 20 * time.Millisecond
 	overdueGrace = 2 * time.Millisecond
@@ -749,9 +749,10 @@ const (
 	overdueAgain = 2
 )
 
-// overdueLocked reports whether the timer, just fired, is to wait for the
-// input that may be waiting (see overdueAfter), and if so arms it to
-// fire again in overdueGrace. The deadline stays set (armLocked leaves an
+// overdueLocked reports whether the deadline, its timer just fired or a
+// flush found it overdue, is to wait for the input that may be waiting
+// (see overdueAfter), and if so arms the timer to fire again in
+// overdueGrace. The deadline stays set (armLocked leaves an
 // earlier one as it is), so input handled meanwhile does not move it.
 func (e *Engine) overdueLocked() bool {
 	now := e.clk.Now()

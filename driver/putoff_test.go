@@ -162,6 +162,48 @@ type waitingTransport struct {
 
 func (t *waitingTransport) InputWaiting() (waiting, known bool) { return t.waiting.Load(), true }
 
+// lostSetup is a putOffSetup over a waitingTransport that says whether
+// input waits as waiting, whose server has sent msg reliably and never
+// hears its ack: the client takes it but sends nothing back.
+func lostSetup(t *testing.T, waiting bool, msg []byte) (*putOffSetup, *waitingTransport) {
+	t.Helper()
+	tr := &waitingTransport{}
+	tr.waiting.Store(waiting)
+	s := newPutOffSetupOn(t, fastnet.Datagram, Options{}, &tr.captureTransport, tr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.conn.Send(ctx, 1, msg, true); err != nil {
+		t.Fatal(err)
+	}
+	s.waitWritten(t, "for the first message")
+	return s, tr
+}
+
+// written takes what the server wrote since it was last taken, and
+// reports for each of msgs whether a datagram carried it.
+func (s *putOffSetup) written(msgs ...[]byte) []bool {
+	got := make([]bool, len(msgs))
+	for _, m := range s.tr.take() {
+		for i, msg := range msgs {
+			got[i] = got[i] || bytes.Contains(m.Buf[:m.N], msg)
+		}
+	}
+	return got
+}
+
+// flush runs a flush of the server's, as input or a Send does, within a
+// put-off that must last.
+func (s *putOffSetup) flush(t *testing.T) {
+	t.Helper()
+	s.e.mu.Lock()
+	s.e.flushLocked()
+	last := s.e.overdue.last
+	s.e.mu.Unlock()
+	if last == 0 {
+		t.Fatal("the put-off ended before the test")
+	}
+}
+
 // While a deadline is put off (N129), the resends that come due are held
 // back while input waits, since the acks that free their packets may be
 // in that input, and go with the first flush that finds none waiting; a
@@ -178,61 +220,34 @@ func TestResendsHeldThroughPutOff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := &waitingTransport{}
-			tr.waiting.Store(tt.waiting)
-			s := newPutOffSetupOn(t, fastnet.Datagram, Options{}, &tr.captureTransport, tr)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := s.conn.Send(ctx, 1, first, true); err != nil {
-				t.Fatal(err)
-			}
-			s.waitWritten(t, "for the first message") // and lost: the client never acks it
+			s, tr := lostSetup(t, tt.waiting, first)
 			s.putOff()
-			// flush runs a flush of the server's, as input or a Send
-			// does, and reports whether what it wrote carried msg.
-			flush := func(msg []byte) bool {
-				s.e.mu.Lock()
-				s.e.flushLocked()
-				last := s.e.overdue.last
-				s.e.mu.Unlock()
-				if last == 0 {
-					t.Fatal("the put-off ended before the test")
-				}
-				for _, m := range s.tr.take() {
-					if bytes.Contains(m.Buf[:m.N], msg) {
-						return true
-					}
-				}
-				return false
-			}
 			time.Sleep(200 * time.Millisecond) // the first resend long due (D14)
-			if flush(first) {
+			s.flush(t)
+			if s.written(first)[0] {
 				t.Fatal("resent before the connection was polled") // the timer is stopped
 			}
 			// A Send has the connection polled: its message goes at
 			// once, and the resend due with it unless held back.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
 			if err := s.conn.Send(ctx, 2, second, true); err != nil {
 				t.Fatal(err)
 			}
-			s.e.mu.Lock()
-			s.e.flushLocked()
-			s.e.mu.Unlock()
-			var sent, resent bool
-			for _, m := range s.tr.take() {
-				sent = sent || bytes.Contains(m.Buf[:m.N], second)
-				resent = resent || bytes.Contains(m.Buf[:m.N], first)
-			}
-			if !sent {
+			s.flush(t)
+			got := s.written(second, first)
+			if !got[0] {
 				t.Fatal("a first-time message did not go during the put-off")
 			}
-			if resent != !tt.waiting {
-				t.Fatalf("resent %v during the put-off, input waiting %v", resent, tt.waiting)
+			if got[1] != !tt.waiting {
+				t.Fatalf("resent %v during the put-off, input waiting %v", got[1], tt.waiting)
 			}
 			if !tt.waiting {
 				return
 			}
 			tr.waiting.Store(false) // the input read
-			if !flush(first) {
+			s.flush(t)
+			if !s.written(first)[0] {
 				t.Fatal("no resend once no input waited")
 			}
 		})
@@ -253,23 +268,8 @@ func (s *putOffSetup) waitWritten(t *testing.T, when string) {
 // whose ack never comes is resent on time (N130).
 func TestResendsNotHeldOnTime(t *testing.T) {
 	first := []byte("first, its ack lost")
-	tr := &waitingTransport{}
-	tr.waiting.Store(true)
-	s := newPutOffSetupOn(t, fastnet.Datagram, Options{}, &tr.captureTransport, tr)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.conn.Send(ctx, 1, first, true); err != nil {
-		t.Fatal(err)
-	}
-	s.waitWritten(t, "for the first message") // and lost: the client never acks it
-	for start := time.Now(); ; time.Sleep(time.Millisecond) {
-		resent := false
-		for _, m := range s.tr.take() {
-			resent = resent || bytes.Contains(m.Buf[:m.N], first)
-		}
-		if resent {
-			return
-		}
+	s, _ := lostSetup(t, true, first)
+	for start := time.Now(); !s.written(first)[0]; time.Sleep(time.Millisecond) {
 		if time.Since(start) > 2*time.Second {
 			t.Fatal("not resent in 2 s with input waiting and no deadline overdue")
 		}

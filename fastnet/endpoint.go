@@ -2,6 +2,7 @@ package fastnet
 
 import (
 	"bytes"
+	"cmp"
 	"net/netip"
 	"slices"
 	"unicode/utf8"
@@ -95,6 +96,8 @@ type Endpoint struct {
 	noRuns bool
 	// resendsHeld: no resend is polled or scheduled (HoldResends, N130).
 	resendsHeld bool
+	holdOrder   []*conn // HoldResends' connections, kept for the next
+
 	// runSent and runTaken count the packets appendRun wrote in place
 	// and takeWhole took, for tests (Runs).
 	runSent, runTaken uint64
@@ -888,13 +891,22 @@ func (e *Endpoint) HoldResends(now clock.Time, hold bool) {
 	}
 	now = e.advance(now)
 	e.resendsHeld = hold
-	// The deadline and readiness to transmit of every connection with a
-	// channel that sends may change; of no other (sendTimes).
+	// The deadline and readiness to transmit of every connection with
+	// reliable packets in flight may change, of no other (sendTimes):
+	// taken in the order of their handles, so that what they send comes
+	// in the same order on every run, not in the map's.
+	cs := e.holdOrder[:0]
 	for _, c := range e.conns {
 		if len(c.sendChans) > 0 {
-			e.touch(c, now)
+			cs = append(cs, c)
 		}
 	}
+	slices.SortFunc(cs, func(a, b *conn) int { return cmp.Compare(a.handle, b.handle) })
+	for _, c := range cs {
+		e.touch(c, now)
+	}
+	clear(cs)
+	e.holdOrder = cs[:0]
 }
 
 // NextDeadline returns when HandleTimeout should next be called; ok is false

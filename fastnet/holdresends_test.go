@@ -2,8 +2,12 @@ package fastnet
 
 import (
 	"bytes"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
 )
 
 // TestHoldResends runs a reliable packet whose ack was lost past its
@@ -60,5 +64,91 @@ func TestHoldResends(t *testing.T) {
 	}
 	if st, _ := p.cli.Stats(p.ch); st.PacketsResent == 0 {
 		t.Fatal("no packet counted as resent once released")
+	}
+}
+
+// HoldResends looks again at the connections in the order of their
+// handles, so that what the endpoint then sends comes in the same order
+// on every run (the core is deterministic): a server with packets in
+// flight to several clients, their acks lost, resends held and let go,
+// sends its resends to its clients in one order, run after run.
+func TestHoldResendsSameOrder(t *testing.T) {
+	const clients = 6
+	run := func() []netip.AddrPort {
+		now := clock.Epoch
+		srv, err := NewEndpoint(Config{Role: Server})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps := map[netip.AddrPort]*Endpoint{serverAddr: srv}
+		var addrs []netip.AddrPort
+		for i := range clients {
+			a := netip.AddrPortFrom(clientAddr.Addr(), uint16(50000+i))
+			cli, err := NewEndpoint(Config{Role: Client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cli.Connect(now, serverAddr); err != nil {
+				t.Fatal(err)
+			}
+			eps[a] = cli
+			addrs = append(addrs, a)
+		}
+		buf := make([]byte, DefaultMaxDatagram)
+		var hs []Handle // the server's connections
+		// route moves every datagram to its endpoint until none is
+		// left, dropping those from the clients if drop is set.
+		route := func(drop bool) {
+			for moved := true; moved; {
+				moved = false
+				for _, from := range append([]netip.AddrPort{serverAddr}, addrs...) {
+					for {
+						tx, ok := eps[from].PollTransmit(now, buf)
+						if !ok {
+							break
+						}
+						moved = true
+						if to := eps[tx.To]; to != nil && !(drop && from != serverAddr) {
+							to.HandleDatagram(now, from, buf[:tx.N])
+						}
+					}
+					for ev, ok := eps[from].PollEvent(); ok; ev, ok = eps[from].PollEvent() {
+						if from == serverAddr && ev.Kind == EventConnected {
+							hs = append(hs, ev.Conn)
+						}
+					}
+				}
+			}
+		}
+		route(false)
+		if len(hs) != clients {
+			t.Fatalf("%d connections, want %d", len(hs), clients)
+		}
+		for _, h := range hs {
+			if err := srv.Send(now, h, 1, []byte("its ack lost"), true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		route(true)
+		now = now.Add(time.Second) // every resend long due (D14)
+		srv.HoldResends(now, true)
+		srv.HoldResends(now, false)
+		var order []netip.AddrPort
+		for {
+			tx, ok := srv.PollTransmit(now, buf)
+			if !ok {
+				return order
+			}
+			order = append(order, tx.To)
+		}
+	}
+	want := run()
+	if len(want) < clients {
+		t.Fatalf("%d datagrams sent once resends were let go, want at least %d: %v", len(want), clients, want)
+	}
+	for range 20 {
+		if got := run(); !slices.Equal(got, want) {
+			t.Fatalf("datagrams sent to %v, then to %v in another run", want, got)
+		}
 	}
 }
