@@ -734,9 +734,9 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 // and on a busy socket, never empty, a deadline waits its budget at
 // most, given anew at most overdueAgain times. That input waits is
 // known of datagrams read and not yet handed over (a Reader's), and of
-// datagrams still in a transport that can tell (InputWaiter, the UDP
-// driver's socket); a transport that is neither (the TCP driver's) gets
-// the first put-off only.
+// input still in a transport that can tell (InputWaiter: the UDP
+// driver's socket, the TCP driver's streams, N131); a transport that is
+// neither gets the first put-off only.
 const (
 	overdueAfter = 20 * time.Millisecond
 	overdueGrace = 2 * time.Millisecond

@@ -223,6 +223,16 @@ type tcpConn struct {
 	token chan struct{}    // holds the role while it is free
 	wake  chan struct{}    // the reader goroutine looks at its state again
 	idle  *timer.IdleTimer // hands a role left free to the reader goroutine (c.mu)
+	// held says the role's holder has input not yet handed to the
+	// engine: a packet read, or bytes in fr's buffer (InputWaiting).
+	// heldSet is the holder's own copy: held is stored only when it
+	// changes (setHeld).
+	held    atomic.Bool
+	heldSet bool
+	inq     *inputQuery // asks what waits in the socket (InputWaiting)
+	// pausedNow is paused, read without mu (InputWaiting): what waits
+	// in a paused connection is not read until Receive catches up.
+	pausedNow atomic.Bool
 
 	iw *inlineWriter // for writes by the goroutine that sends (nil: none)
 	// answer says a packet was read from the stream since the last
@@ -335,12 +345,14 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 	ap := nc.RemoteAddr().(*net.TCPAddr).AddrPort()
 	remote := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	var iw *inlineWriter
+	var inq *inputQuery
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
-		if inlineWrites {
-			if rc, err := tc.SyscallConn(); err == nil {
+		if rc, err := tc.SyscallConn(); err == nil {
+			if inlineWrites {
 				iw = newInlineWriter(rc)
 			}
+			inq = newInputQuery(rc)
 		}
 	}
 	bufSize := 0 // frame.DefaultBuffer
@@ -348,7 +360,7 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 		bufSize = handshakeBuffer
 	}
 	c := &tcpConn{
-		nc: nc, remote: remote, server: server, iw: iw, readerDone: make(chan struct{}),
+		nc: nc, remote: remote, server: server, iw: iw, inq: inq, readerDone: make(chan struct{}),
 		fr:    frame.NewReader(nc, t.maxPacket, bufSize),
 		ready: make(chan struct{}, 1), token: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		idle: t.e.NewIdleTimer(idleDelay),
@@ -443,6 +455,7 @@ func (t *transport) readBackground(c *tcpConn) bool {
 		// An overflowed connection (N107) is read, paused or not: its
 		// closed socket's error ends it.
 		for c.paused && !c.ending && c.rerr == nil && !c.overflowed {
+			c.setHeld(false) // what fr holds waits for Receive too
 			c.mu.Unlock()
 			select {
 			case <-c.wake:
@@ -462,6 +475,7 @@ func (t *transport) readBackground(c *tcpConn) bool {
 		}
 		p, err := c.fr.Next()
 		if err != nil {
+			c.setHeld(false)
 			c.mu.Lock()
 			late := c.server && !c.established && !c.ending
 			c.mu.Unlock()
@@ -472,8 +486,10 @@ func (t *transport) readBackground(c *tcpConn) bool {
 			return false
 		}
 		c.answer.Store(true)
+		c.setHeld(true)
 		if c.established { // written by this goroutine only
 			t.e.Input(c.remote, p)
+			c.setHeld(c.fr.Pending())
 			continue
 		}
 		// Marked with the packet that completes the handshake, under
@@ -503,6 +519,9 @@ func (t *transport) readBackground(c *tcpConn) bool {
 			// reads through c.fr now.
 			c.fr.Grow(frame.DefaultBuffer)
 		}
+		// What Grow moved out of the old buffer is read before the
+		// stream, and the next read takes it at once: not counted.
+		c.setHeld(c.fr.Pending())
 	}
 }
 
@@ -677,10 +696,12 @@ func (t *transport) ReadFor(ctx context.Context, r driver.StreamRole, done func(
 			continue // interrupted, or the connection is ending: look again
 		}
 		if err != nil {
+			c.setHeld(false)
 			t.failed(c, err)
 			return nil
 		}
 		c.answer.Store(true)
+		c.setHeld(true)
 		// The packets that came with it cost no system call: they go
 		// to the queue now, with it, in one input whose messages'
 		// checksums are computed together (N121), and the Receive
@@ -701,6 +722,7 @@ func (t *transport) ReadFor(ctx context.Context, r driver.StreamRole, done func(
 				}
 				q, err := c.fr.Next()
 				if err != nil {
+					c.setHeld(false)
 					t.failed(c, err)
 					return nil
 				}
@@ -713,8 +735,47 @@ func (t *transport) ReadFor(ctx context.Context, r driver.StreamRole, done func(
 		} else {
 			t.e.InputPackets(c.remote, batch)
 		}
+		c.setHeld(c.fr.Pending())
 	}
 	return nil
+}
+
+// setHeld records, for the holder of c's read role, whether it holds
+// input not yet handed to the engine (held).
+func (c *tcpConn) setHeld(v bool) {
+	if c.heldSet != v {
+		c.heldSet = v
+		c.held.Store(v)
+	}
+}
+
+// InputWaiting reports whether input waits to be handed to the engine
+// (driver.InputWaiter): a connection's read role holds some, or bytes
+// wait in its socket. An overdue deadline is put off while some does
+// (N129), as in the UDP driver: after the process stopped for longer
+// than Timeout, the heartbeats in the sockets are read before the
+// deadline that would end their connections (N131). A paused
+// connection (driver.Pauser) is not asked: it is read only once
+// Receive catches up. known is false where a socket cannot be asked
+// (systems other than Linux) and none was found with input.
+func (t *transport) InputWaiting() (waiting, known bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	known = true
+	for _, c := range t.conns {
+		if c.pausedNow.Load() {
+			continue
+		}
+		if c.held.Load() {
+			return true, true
+		}
+		w, k := c.inq.waiting()
+		if w {
+			return true, true
+		}
+		known = known && k
+	}
+	return false, known
 }
 
 // readAhead bounds the packets one read of ReadFor hands to the engine,
@@ -803,6 +864,7 @@ func (t *transport) PauseRead(addr netip.AddrPort, paused bool) {
 	}
 	c.mu.Lock()
 	c.paused = paused
+	c.pausedNow.Store(paused)
 	c.wakeLocked()
 	c.mu.Unlock()
 }
