@@ -2,14 +2,20 @@ package tcpdriver
 
 import (
 	"context"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/internal/frame"
 )
 
 // TestInputWaiting checks the TCP transport's InputWaiting (N131): it
-// sees bytes waiting in a connection's socket, and input its read role
-// holds, but not what waits in a paused connection, which is not read
-// until Receive catches up; and a query allocates nothing.
+// sees bytes waiting in a connection's socket, and a packet its reader
+// has read and not yet handed to the engine, but not what waits in a
+// paused connection, which is not read until Receive catches up; and a
+// query allocates nothing.
 func TestInputWaiting(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -65,10 +71,101 @@ func TestInputWaiting(t *testing.T) {
 	}
 	until("quiet after the read", func() bool { w, _ := tr.InputWaiting(); return !w })
 
-	// Input the read role holds.
-	tc.held.Store(true)
-	if w, _ := tr.InputWaiting(); !w {
-		t.Error("InputWaiting() with input held = false, want true")
+	// A packet the reader has read and not yet handed to the engine:
+	// the socket is empty, and the read role holds input.
+	in, release := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool
+	hook := func(hc *tcpConn) {
+		if hc == tc && armed.CompareAndSwap(true, false) {
+			in <- struct{}{}
+			<-release
+		}
 	}
-	tc.held.Store(false)
+	testHookInput.Store(&hook)
+	defer testHookInput.Store(nil)
+	armed.Store(true)
+	if err := sc.Send(ctx, 1, []byte("held"), true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-in:
+	case <-ctx.Done():
+		t.Fatal("the reader read nothing")
+	}
+	if w, _ := tc.inq.waiting(); w {
+		t.Error("bytes still in the socket with the packet read")
+	}
+	if w, k := tr.InputWaiting(); !w || !k {
+		t.Errorf("InputWaiting() with a packet read and not handed over = %v, %v; want true, true", w, k)
+	}
+	close(release)
+	if m, err := c.Receive(ctx); err != nil || string(m.Data) != "held" {
+		t.Fatalf("Receive = %q, %v", m.Data, err)
+	}
+	until("quiet once handed over", func() bool { w, _ := tr.InputWaiting(); return !w })
+	if n := tr.held.Load(); n != 0 {
+		t.Errorf("%d connections counted as holding input, want 0", n)
+	}
+}
+
+// A packet of which only a part has come is not input held: the reader
+// waits for the rest, and a peer that stops in the middle of a packet
+// would otherwise have every put-off last its whole budget (N131).
+func TestInputWaitingPartialPacket(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := Config{Engine: fastnet.Config{Role: fastnet.Client}}
+	e, err := newEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTransport(e, cfg)
+	e.Start(tr)
+	defer e.Close()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	tr.add(nc, false)
+	// An empty packet, whole, then the first 10 bytes of one of 100,
+	// in one write: both reach the reader's buffer in one read.
+	b := frame.AppendHeader(nil, 0)
+	b = append(frame.AppendHeader(b, 100), make([]byte, 10)...)
+	if _, err := peer.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		w, k := tr.InputWaiting()
+		if !w && k {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("InputWaiting() = %v, %v for 5 s with part of a packet buffered; want false, true", w, k)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // and it stays so
+	if w, _ := tr.InputWaiting(); w {
+		t.Error("InputWaiting() = true with part of a packet buffered and nothing more to come")
+	}
+}
+
+// BenchmarkInputWaitingSocket is what InputWaiting costs for each
+// connection it asks the kernel about, when none holds input (N131).
+func BenchmarkInputWaitingSocket(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, c, tr := listenDial(b, ctx, Config{})
+	tc := tr.conn(c.RemoteAddr())
+	b.ReportAllocs()
+	for b.Loop() {
+		tc.inq.waiting()
+	}
 }

@@ -13,7 +13,7 @@ import (
 
 // dialTransport is Dial that also returns the client's transport, for
 // tests that drive the read role as Conn.Receive does.
-func dialTransport(t *testing.T, ctx context.Context, addr string, cfg Config) (*driver.Conn, *transport) {
+func dialTransport(t testing.TB, ctx context.Context, addr string, cfg Config) (*driver.Conn, *transport) {
 	t.Helper()
 	cfg.Engine.Role = fastnet.Client
 	e, err := newEngine(cfg)
@@ -36,7 +36,7 @@ func dialTransport(t *testing.T, ctx context.Context, addr string, cfg Config) (
 
 // listenDial starts a server with cfg on loopback and dials it as
 // dialTransport does; the server ends with t.
-func listenDial(t *testing.T, ctx context.Context, cfg Config) (*Listener, *driver.Conn, *transport) {
+func listenDial(t testing.TB, ctx context.Context, cfg Config) (*Listener, *driver.Conn, *transport) {
 	t.Helper()
 	l, err := Listen(ctx, "127.0.0.1:0", cfg)
 	if err != nil {

@@ -47,8 +47,9 @@ func TestStalledProcessReadsBeforeTimers(t *testing.T) {
 		junk   int           // messages sent to the client ahead of the heartbeats
 		hiccup time.Duration // if set, a first stop this long; the long stop begins within a put-off
 	}{
-		// Without the put-off, each backlog round failed and one
-		// again round of two.
+		// Without the put-off, each backlog round failed; under the
+		// race detector, without the transport's InputWaiting (N131),
+		// 5 backlog rounds of 6.
 		{name: "stop"},
 		{name: "backlog", junk: 3000},
 		{name: "backlog", junk: 3000},

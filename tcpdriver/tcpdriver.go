@@ -201,6 +201,12 @@ type transport struct {
 	handshakesDropped atomic.Uint64
 	handshakeTimeouts atomic.Uint64
 	writeOverflows    atomic.Uint64
+
+	// held counts the connections whose read role holds input
+	// (tcpConn.held), so that InputWaiting asks the sockets only when
+	// none does. A connection ended while it held some stays counted:
+	// the count says only whether to look at the flags.
+	held atomic.Int64
 }
 
 // minCloseWait is the least time an ending connection gets to write what is
@@ -209,6 +215,7 @@ const minCloseWait = 100 * time.Millisecond
 
 // tcpConn is one TCP connection.
 type tcpConn struct {
+	t          *transport
 	nc         net.Conn
 	remote     netip.AddrPort
 	server     bool          // accepted by a listener
@@ -360,7 +367,7 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 		bufSize = handshakeBuffer
 	}
 	c := &tcpConn{
-		nc: nc, remote: remote, server: server, iw: iw, inq: inq, readerDone: make(chan struct{}),
+		t: t, nc: nc, remote: remote, server: server, iw: iw, inq: inq, readerDone: make(chan struct{}),
 		fr:    frame.NewReader(nc, t.maxPacket, bufSize),
 		ready: make(chan struct{}, 1), token: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		idle: t.e.NewIdleTimer(idleDelay),
@@ -455,7 +462,6 @@ func (t *transport) readBackground(c *tcpConn) bool {
 		// An overflowed connection (N107) is read, paused or not: its
 		// closed socket's error ends it.
 		for c.paused && !c.ending && c.rerr == nil && !c.overflowed {
-			c.setHeld(false) // what fr holds waits for Receive too
 			c.mu.Unlock()
 			select {
 			case <-c.wake:
@@ -487,9 +493,12 @@ func (t *transport) readBackground(c *tcpConn) bool {
 		}
 		c.answer.Store(true)
 		c.setHeld(true)
+		if hook := testHookInput.Load(); hook != nil {
+			(*hook)(c)
+		}
 		if c.established { // written by this goroutine only
 			t.e.Input(c.remote, p)
-			c.setHeld(c.fr.Pending())
+			c.setHeld(c.fr.Buffered())
 			continue
 		}
 		// Marked with the packet that completes the handshake, under
@@ -521,7 +530,7 @@ func (t *transport) readBackground(c *tcpConn) bool {
 		}
 		// What Grow moved out of the old buffer is read before the
 		// stream, and the next read takes it at once: not counted.
-		c.setHeld(c.fr.Pending())
+		c.setHeld(c.fr.Buffered())
 	}
 }
 
@@ -735,17 +744,30 @@ func (t *transport) ReadFor(ctx context.Context, r driver.StreamRole, done func(
 		} else {
 			t.e.InputPackets(c.remote, batch)
 		}
-		c.setHeld(c.fr.Pending())
+		c.setHeld(c.fr.Buffered())
 	}
 	return nil
 }
 
+// testHookInput, if set by a test, runs in a reader goroutine after each
+// packet it reads, before the packet is handed to the engine.
+var testHookInput atomic.Pointer[func(*tcpConn)]
+
 // setHeld records, for the holder of c's read role, whether it holds
-// input not yet handed to the engine (held).
+// input not yet handed to the engine (held): a packet read, or one
+// whole in fr's buffer. Part of a packet buffered is not: the rest is
+// still to come, in the socket (where InputWaiting sees it) or not yet
+// sent, and a peer that stops in the middle of a packet would otherwise
+// have every put-off last its whole budget.
 func (c *tcpConn) setHeld(v bool) {
 	if c.heldSet != v {
 		c.heldSet = v
 		c.held.Store(v)
+		if v {
+			c.t.held.Add(1)
+		} else {
+			c.t.held.Add(-1)
+		}
 	}
 }
 
@@ -761,13 +783,19 @@ func (c *tcpConn) setHeld(v bool) {
 func (t *transport) InputWaiting() (waiting, known bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.held.Load() > 0 {
+		// Some read role holds input: no socket need be asked, unless
+		// every such connection is paused.
+		for _, c := range t.conns {
+			if c.held.Load() && !c.pausedNow.Load() {
+				return true, true
+			}
+		}
+	}
 	known = true
 	for _, c := range t.conns {
 		if c.pausedNow.Load() {
 			continue
-		}
-		if c.held.Load() {
-			return true, true
 		}
 		w, k := c.inq.waiting()
 		if w {

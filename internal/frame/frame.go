@@ -146,10 +146,6 @@ func (fr *Reader) Next() ([]byte, error) {
 	return fr.readLong()
 }
 
-// Pending reports whether the read buffer holds bytes not yet returned:
-// a part of a packet, or more.
-func (fr *Reader) Pending() bool { return fr.br.Buffered() > 0 }
-
 // Buffered reports whether the next packet is already in the read buffer
 // whole, so that Next returns it without reading the stream. Next then
 // neither reads the stream nor moves the buffer: the packet it returns
