@@ -233,7 +233,10 @@ type Engine struct {
 	// resendsHeld: the endpoint holds its resends back (N130), as the
 	// last flush told it.
 	resendsHeld bool
-	iw          InputWaiter // the transport, if it is one
+	// fed: the flush under way follows the read role's holder's input
+	// (handleBatchLocked, inputFor), with nothing read and not yet fed.
+	fed bool
+	iw  InputWaiter // the transport, if it is one
 	// inHand: the read role's holder read datagrams not yet fed.
 	inHand atomic.Bool
 	// idle hands a read role left free to the background reader; its
@@ -522,8 +525,16 @@ func (e *Engine) InputBatch(msgs []datagram.Message) {
 // flushes.
 func (e *Engine) handleBatchLocked(msgs []datagram.Message, now clock.Time) {
 	if now = e.feedLocked(msgs, now); !e.closed {
-		e.flushAtLocked(now)
+		e.fedFlushLocked(now)
 	}
+}
+
+// fedFlushLocked is flushAtLocked for the read role's holder once it has
+// fed what it read: it may let held resends go (N132).
+func (e *Engine) fedFlushLocked(now clock.Time) {
+	e.fed = true
+	e.flushAtLocked(now)
+	e.fed = false
 }
 
 // feedLocked hands the endpoint every datagram of msgs. Every
@@ -654,6 +665,14 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 		// flush that finds none waiting lets them go, put-off or not:
 		// every ack that came is in. Everything else goes at once.
 		hold := (e.overdue.last != 0 || e.deadline != 0 && now.Sub(e.deadline) >= overdueAfter) && e.inputWaitingLocked()
+		if !hold && e.resendsHeld && e.overdue.last != 0 && !e.fed {
+			// A flush of another goroutine (a Send's) cannot see a
+			// read that has taken datagrams and not yet said so
+			// (inHand): resends held stay held, for the reader's
+			// flush after its input, or the put-off's end, to let go
+			// (N132).
+			hold = true
+		}
 		if hold && e.overdue.last == 0 {
 			e.overdueLocked()
 		}

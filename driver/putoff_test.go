@@ -206,9 +206,9 @@ func (s *putOffSetup) flush(t *testing.T) {
 
 // While a deadline is put off (N129), the resends that come due are held
 // back while input waits, since the acks that free their packets may be
-// in that input, and go with the first flush that finds none waiting; a
-// first-time message goes at once, and with no input waiting, a resend
-// due goes with it (N130).
+// in that input, and go with the reader's first flush that finds none
+// waiting (N132); a first-time message goes at once, and with no input
+// waiting, a resend due goes with it (N130).
 func TestResendsHeldThroughPutOff(t *testing.T) {
 	first, second := []byte("first, its ack lost"), []byte("second, sent anew")
 	tests := []struct {
@@ -245,10 +245,19 @@ func TestResendsHeldThroughPutOff(t *testing.T) {
 			if !tt.waiting {
 				return
 			}
-			tr.waiting.Store(false) // the input read
+			// The input read: a flush of another goroutine than the
+			// reader (a Send's) still holds the resend, since it
+			// cannot see a read that has taken datagrams and not yet
+			// said so; the reader's, once it has fed what it read,
+			// lets it go (N132).
+			tr.waiting.Store(false)
 			s.flush(t)
+			if s.written(first)[0] {
+				t.Fatal("resent by a flush not the reader's")
+			}
+			s.e.InputBatch(nil)
 			if !s.written(first)[0] {
-				t.Fatal("no resend once no input waited")
+				t.Fatal("no resend once the reader found no input waiting")
 			}
 		})
 	}

@@ -510,7 +510,7 @@ func (e *Engine) inputFor(c *Conn, msgs []datagram.Message) bool {
 		e.token <- struct{}{}
 		return true
 	}
-	e.flushAtLocked(now)
+	e.fedFlushLocked(now)
 	if c.queue.Len() == 0 && c.err == nil {
 		e.unlock()
 		return false
