@@ -744,8 +744,9 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 // budget. A flush that finds a deadline overdue, or put off, while
 // input waits has the endpoint hold its resends back
 // (fastnet.Endpoint.HoldResends), and sends the rest: the resends that
-// came due go once the input that may ack them is in, with the first
-// flush that finds none waiting, or once the deadline is handled (N130:
+// came due go once the input that may ack them is in, with the
+// reader's first flush that finds none waiting (N132), or once the
+// deadline is handled (N130:
 // N129 held every flush until the put-off ended, which held the acks
 // and replies of a process starved of processor time, late at every
 // turn, and its peers resent what they had not heard acked). The input
