@@ -20,6 +20,10 @@ const (
 	// DefaultMaxOutput bounds the bytes a relay holds for one user that
 	// does not read them (U11).
 	DefaultMaxOutput = 4 << 20
+	// DefaultMaxPartial bounds what a relay holds of packets partly
+	// received, all users together: 256 messages of the default
+	// largest size under way at once.
+	DefaultMaxPartial = 256 * (DefaultMaxMessage + messageHead)
 	// DefaultBrand is the brand a relay sends in R2U_WELC.
 	DefaultBrand = "fastnet"
 )
@@ -52,6 +56,15 @@ type Config struct {
 	// user that lets more pile up is closed (U11). Default
 	// DefaultMaxOutput, at least one R2U_TEXT of MaxMessage bytes.
 	MaxOutput int
+	// MaxPartial bounds the bytes the relay holds of packets not yet
+	// complete, all users together: a user whose packet takes it past
+	// the bound is closed (U23). Each user holds at most one packet's
+	// (MaxMessage and its header), and may hold it as long as it
+	// likes; without the bound, users who each sent all of a long
+	// message but its last byte would hold MaxUsers times MaxMessage.
+	// Default DefaultMaxPartial, or one message of MaxMessage if more;
+	// at least that.
+	MaxPartial int
 	// HighWater is the output above which a user holds its group: while
 	// a user of a group has more than HighWater bytes waiting, the relay
 	// asks the driver not to read the group's users (Relay.Held), so
@@ -86,6 +99,9 @@ func (c Config) withDefaults() Config {
 	if c.HighWater == 0 {
 		c.HighWater = c.MaxOutput / 2
 	}
+	if c.MaxPartial == 0 {
+		c.MaxPartial = max(DefaultMaxPartial, messageHead+c.MaxMessage)
+	}
 	if c.Brand == "" {
 		c.Brand = DefaultBrand
 	}
@@ -117,6 +133,8 @@ func (c Config) resolve() (Config, error) {
 		return bad("MaxMessage %d: want 0..%d", c.MaxMessage, maxMaxMessage)
 	case c.MaxOutput < messageHead+c.MaxMessage:
 		return bad("MaxOutput %d cannot hold one message of MaxMessage %d (%d bytes)", c.MaxOutput, c.MaxMessage, messageHead+c.MaxMessage)
+	case c.MaxPartial < messageHead+c.MaxMessage:
+		return bad("MaxPartial %d cannot hold one message of MaxMessage %d (%d bytes)", c.MaxPartial, c.MaxMessage, messageHead+c.MaxMessage)
 	case c.HighWater < 1 || c.HighWater > c.MaxOutput:
 		return bad("HighWater %d: want 1..MaxOutput (%d)", c.HighWater, c.MaxOutput)
 	case len(c.Brand) > BrandSize:

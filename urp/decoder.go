@@ -26,7 +26,24 @@ type Decoder struct {
 	need    int    // the length buf needs at least (Parse's n)
 	spent   bool   // the packet in buf was returned: empty it first
 	err     error
+	// ignore, if set, says of a message's identifier that its data
+	// would be ignored (SetIgnore); skip is how many bytes of such a
+	// message's data are still to be skipped, and skipped the message,
+	// its data left out.
+	ignore  func(ID) bool
+	skip    int
+	skipped Packet
 }
+
+// SetIgnore has the decoder ask ignore, of each message (U2R_BROD,
+// U2R_SEND, R2U_TEXT) whose header has come and whose data the bytes fed
+// so far do not complete, whether the message will be ignored: if so,
+// its data are skipped as they come rather than held, and Next returns
+// the message with Data nil once they have all come. A relay so holds
+// nothing of a message it would ignore (a CONNECTED user's, U14), which
+// otherwise could keep MaxMessage bytes of its memory as long as the
+// user liked, by sending all of a message but its last byte.
+func (d *Decoder) SetIgnore(ignore func(ID) bool) { d.ignore = ignore }
 
 // NewDecoder returns a decoder of packets travelling in direction dir with
 // messages of at most maxData bytes.
@@ -59,6 +76,16 @@ func (d *Decoder) Next() (Packet, bool, error) {
 			d.buf = nil
 		}
 	}
+	if d.skip > 0 {
+		take := min(d.skip, len(d.in))
+		d.in = d.in[take:]
+		if d.skip -= take; d.skip > 0 {
+			return Packet{}, false, nil
+		}
+		p := d.skipped
+		d.skipped = Packet{}
+		return p, true, nil
+	}
 	if len(d.buf) > 0 {
 		for {
 			take := min(d.need-len(d.buf), len(d.in))
@@ -69,6 +96,9 @@ func (d *Decoder) Next() (Packet, bool, error) {
 			}
 			p, n, err := Parse(d.buf, d.dir, d.maxData)
 			switch {
+			case err == ErrShort && d.skipping(d.buf, n):
+				d.buf = d.buf[:0]
+				return d.Next()
 			case err == ErrShort:
 				d.need = n
 				continue
@@ -84,6 +114,9 @@ func (d *Decoder) Next() (Packet, bool, error) {
 	}
 	p, n, err := Parse(d.in, d.dir, d.maxData)
 	switch {
+	case err == ErrShort && d.skipping(d.in, n):
+		d.in = nil
+		return Packet{}, false, nil
 	case err == ErrShort:
 		d.buf = append(d.buf[:0], d.in...)
 		d.need = n
@@ -96,6 +129,23 @@ func (d *Decoder) Next() (Packet, bool, error) {
 	return p, true, nil
 }
 
+// skipping reports whether b, the start of a packet that needs n bytes
+// in all, is a message whose header has come and whose data are to be
+// ignored (SetIgnore); if so, it is to be skipped: what is left of its
+// data, past b, is counted in d.skip.
+func (d *Decoder) skipping(b []byte, n int) bool {
+	if d.ignore == nil || len(b) < messageHead {
+		return false
+	}
+	id := ID(b[0])
+	if id != U2RBrod && id != U2RSend && id != R2UText || !d.ignore(id) {
+		return false
+	}
+	d.skipped = Packet{ID: id, UID: le.Uint32(b[1:])}
+	d.skip = n - len(b)
+	return true
+}
+
 func (d *Decoder) fail(err error) (Packet, bool, error) {
 	d.err = err
 	d.in, d.buf = nil, nil
@@ -103,6 +153,7 @@ func (d *Decoder) fail(err error) (Packet, bool, error) {
 }
 
 // Buffered returns the number of bytes held of a packet not yet complete.
+// Those of a message being skipped (SetIgnore) are not held.
 func (d *Decoder) Buffered() int {
 	if d.spent {
 		return len(d.in)
@@ -110,13 +161,17 @@ func (d *Decoder) Buffered() int {
 	return len(d.buf) + len(d.in)
 }
 
+// InPacket reports whether the stream is inside a packet: some of it has
+// come, not all.
+func (d *Decoder) InPacket() bool { return d.Buffered() > 0 || d.skip > 0 }
+
 // End reports how the stream ended: nil at a packet boundary,
 // ErrTruncated inside a packet, or the error that broke it before.
 func (d *Decoder) End() error {
 	switch {
 	case d.err != nil:
 		return d.err
-	case d.Buffered() > 0:
+	case d.InPacket():
 		return ErrTruncated
 	}
 	return nil

@@ -162,3 +162,53 @@ func TestDecoderAllocs(t *testing.T) {
 		t.Errorf("%v allocations per stream", allocs)
 	}
 }
+
+// TestDecoderSkips: a message the decoder is told it will be ignored
+// (SetIgnore) has its data skipped, never held, however the stream is
+// cut, and comes out without them; the packets around it come whole.
+func TestDecoderSkips(t *testing.T) {
+	before := Packet{ID: U2RJoin, GID: 7, Password: 9}
+	msg := Packet{ID: U2RBrod, UID: 3, Data: bytes.Repeat([]byte{0xab}, 5000)}
+	after := Packet{ID: U2RSend, UID: 4, Data: []byte("kept")}
+	stream := Append(Append(Append(nil, before), msg), after)
+	want := []Packet{before, {ID: U2RBrod, UID: 3}, after}
+	for _, step := range []int{1, 3, 9, 10, 100, 4096, len(stream)} {
+		d := NewDecoder(ToRelay, 1<<20)
+		// Only the long broadcast is ignored.
+		d.SetIgnore(func(id ID) bool { return id == U2RBrod })
+		var chunks [][]byte
+		for b := stream; len(b) > 0; b = b[min(step, len(b)):] {
+			chunks = append(chunks, b[:min(step, len(b))])
+		}
+		got, most, err := decodeChunks(d, chunks)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		for i := range got {
+			// Whole in one read, a message is parsed where it lies,
+			// holding nothing: it comes out with its data.
+			if len(got[i].Data) == 0 || bytes.Equal(got[i].Data, msg.Data) && step >= len(stream) {
+				got[i].Data = nil
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("step %d (-want +got):\n%s", step, diff)
+		}
+		if most > messageHead+len(after.Data) {
+			t.Errorf("step %d: held %d bytes at most, want no more than a header and the kept message", step, most)
+		}
+		if d.InPacket() || d.End() != nil {
+			t.Errorf("step %d: in a packet at the end (%v)", step, d.End())
+		}
+	}
+	// Cut within the skipped data, the stream is inside a packet.
+	d := NewDecoder(ToRelay, 1<<20)
+	d.SetIgnore(func(ID) bool { return true })
+	d.Feed(Append(nil, msg)[:messageHead+10])
+	if _, ok, err := d.Next(); ok || err != nil {
+		t.Fatalf("Next on part of a skipped message = %v, %v", ok, err)
+	}
+	if d.Buffered() != 0 || !d.InPacket() || d.End() != ErrTruncated {
+		t.Errorf("Buffered %d, InPacket %v, End %v; want 0, true, ErrTruncated", d.Buffered(), d.InPacket(), d.End())
+	}
+}

@@ -16,6 +16,10 @@ var (
 	// ErrMessageTooLong: a message announces more bytes than the limit
 	// (Config.MaxMessage, ClientConfig.MaxMessage).
 	ErrMessageTooLong = errors.New("urp: message longer than the limit")
+	// ErrPartialFull: the user's packet partly received took what the
+	// relay holds of such packets, all users together, past
+	// Config.MaxPartial (U23).
+	ErrPartialFull = errors.New("urp: too much held of packets partly received")
 	// ErrTruncated: the stream ended inside a packet.
 	ErrTruncated = errors.New("urp: stream ended inside a packet")
 	// ErrShort is Parse's answer for bytes that begin a packet without

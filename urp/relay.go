@@ -25,6 +25,9 @@ type Relay struct {
 	doomed  []*user // users to close once the packet being handled is done
 	scratch []byte
 	stats   Stats
+	// partial is the bytes the users' decoders hold of packets not yet
+	// complete, all users together (Config.MaxPartial).
+	partial int
 }
 
 // user is one connected user.
@@ -41,6 +44,14 @@ type user struct {
 	// doomed: its output overflowed; it is closed once the current
 	// packet is handled. closed: it is gone.
 	doomed, closed bool
+	// partial is what dec held of a packet not yet complete when last
+	// counted in Relay.partial.
+	partial int
+	// left is the group the user last left of its own accord (U2R_QUIT):
+	// its host heard R2U_LEFT of it, and while the group is held, the
+	// user is held too (Held). waitOn is the group among whose waiters
+	// the user is, to be named to PollResume with its users, or nil.
+	left, waitOn *group
 }
 
 // group is one open group.
@@ -54,6 +65,9 @@ type group struct {
 	// congested counts the users of the group over HighWater: while it
 	// is not 0, the group's users are held (U11).
 	congested int
+	// waiters are the users held for having left the group (user.left),
+	// named to PollResume with its users when it is no longer held.
+	waiters []*user
 }
 
 // EventKind says what an Event reports.
@@ -142,8 +156,10 @@ type Stats struct {
 	Connects, Refused uint64
 	// Why users were closed by the relay: an unknown packet identifier
 	// (U5), a message above MaxMessage (U6), output above MaxOutput
-	// (U11). Truncated counts streams that ended inside a packet.
-	UnknownPacket, TooLong, Overflow, Truncated uint64
+	// (U11), a packet partly received past MaxPartial, all users
+	// together (U23). Truncated counts streams that ended inside a
+	// packet.
+	UnknownPacket, TooLong, Overflow, PartialFull, Truncated uint64
 	// Messages and MessageBytes count the R2U_TEXT packets queued for
 	// users, and their data.
 	Messages, MessageBytes uint64
@@ -217,6 +233,10 @@ func (r *Relay) Connect() (uint32, error) {
 	uid := r.drawID(func(id uint32) bool { return r.users[id] != nil })
 	u := &user{uid: uid, role: Connected}
 	u.dec = Decoder{dir: ToRelay, maxData: r.cfg.MaxMessage}
+	// A CONNECTED user's U2R_BROD and U2R_SEND are ignored (U14), and
+	// only the user's own packets change its role from CONNECTED:
+	// their data are skipped, never held.
+	u.dec.SetIgnore(func(ID) bool { return u.role == Connected })
 	r.users[uid] = u
 	r.stats.Connects++
 	r.send(u, Packet{ID: R2UWelc, Version: Version, Revision: Revision, UID: uid, Brand: r.cfg.Brand})
@@ -260,6 +280,26 @@ func (r *Relay) HandleBytes(uid uint32, b []byte) {
 		r.settle()
 	}
 	u.dec.in = nil // a closed user's stream is not read further
+	if u.closed {
+		return
+	}
+	// What the user's packet not yet complete holds, against the
+	// relay's budget: the user whose packet takes it past MaxPartial is
+	// closed.
+	r.partial += u.dec.Buffered() - u.partial
+	u.partial = u.dec.Buffered()
+	if r.partial > r.cfg.MaxPartial {
+		r.close(u, ErrPartialFull)
+		r.settle()
+	}
+}
+
+// InPacket reports whether user uid's stream is inside a packet: some
+// of it has come and not all. A driver may bound how long it waits for
+// the rest (urpserver's PacketTimeout).
+func (r *Relay) InPacket(uid uint32) bool {
+	u := r.users[uid]
+	return u != nil && u.dec.InPacket()
 }
 
 // Disconnect reports that user uid's stream ended or broke, or that the
@@ -317,7 +357,24 @@ func (r *Relay) TakeOutput(uid uint32, spare []byte) []byte {
 // waits until PollResume names the user.
 func (r *Relay) Held(uid uint32) bool {
 	u := r.users[uid]
-	return u != nil && u.group != nil && u.group.congested > 0
+	switch {
+	case u == nil:
+		return false
+	case u.group != nil:
+		return u.group.congested > 0
+	case u.left != nil && u.left.congested > 0:
+		// It left a group whose host it keeps busy: every U2R_JOIN
+		// and U2R_QUIT of a user that comes and goes queues output
+		// for the host, and a user out of the group was never held,
+		// so joining and quitting in turn took a slow host past its
+		// MaxOutput and disbanded its group (U11).
+		if u.waitOn == nil {
+			u.waitOn = u.left
+			u.left.waiters = append(u.left.waiters, u)
+		}
+		return true
+	}
+	return false
 }
 
 // PollResume returns a user that Held stopped holding, or false when there
@@ -353,6 +410,12 @@ func (r *Relay) unhold(g *group) {
 	for _, m := range g.members {
 		r.resumed = append(r.resumed, m.uid)
 	}
+	for _, w := range g.waiters {
+		w.waitOn = nil
+		r.resumed = append(r.resumed, w.uid)
+	}
+	clear(g.waiters)
+	g.waiters = g.waiters[:0]
 }
 
 // PollEvent returns the next event, or false when there is none.
@@ -479,7 +542,17 @@ func (r *Relay) close(u *user, reason error) {
 			r.leave(u, false)
 		}
 	}
+	r.partial -= u.partial
+	u.partial = 0
+	if g := u.waitOn; g != nil {
+		if i := slices.Index(g.waiters, u); i >= 0 {
+			g.waiters = slices.Delete(g.waiters, i, i+1)
+		}
+	}
+	u.left, u.waitOn = nil, nil
 	switch reason {
+	case ErrPartialFull:
+		r.stats.PartialFull++
 	case ErrUnknownPacket:
 		r.stats.UnknownPacket++
 	case ErrMessageTooLong:
@@ -526,7 +599,9 @@ func (r *Relay) quit(u *user) {
 		r.disband(u.group)
 		return
 	}
+	g := u.group
 	r.leave(u, false)
+	u.left = g
 }
 
 // make carries out U2R_MAKE: u becomes the host of a new group, answered

@@ -808,6 +808,9 @@ func TestConfigValidate(t *testing.T) {
 		{"long brand", Config{Brand: strings.Repeat("x", 65)}, "Brand"},
 		{"brand of 64", Config{Brand: strings.Repeat("x", 64)}, ""},
 		{"NUL in brand", Config{Brand: "a\x00b"}, "NUL"},
+		{"partial below a message", Config{MaxMessage: 100, MaxPartial: 108}, "MaxPartial"},
+		{"partial of a message", Config{MaxMessage: 100, MaxPartial: 109}, ""},
+		{"partial negative", Config{MaxPartial: -1}, "MaxPartial"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -832,5 +835,130 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if !errors.Is(&VersionError{Version: 2}, ErrBadWelcome) {
 		t.Error("VersionError does not match ErrBadWelcome")
+	}
+}
+
+// partialBrod is all of a U2R_BROD of n bytes of data but its last byte.
+func partialBrod(n int) []byte {
+	b := Append(nil, Packet{ID: U2RBrod, Data: make([]byte, n)})
+	return b[:len(b)-1]
+}
+
+// TestRelayIgnoredMessageHeldNot: a CONNECTED user's U2R_BROD is ignored
+// (U14), and the relay holds none of its data meanwhile, however long
+// the user takes to send its last byte; once it has, it is counted.
+func TestRelayIgnoredMessageHeldNot(t *testing.T) {
+	rt := newRelayTest(t, Config{MaxMessage: 1 << 20})
+	u := rt.connect()
+	rt.r.HandleBytes(u, partialBrod(1<<20))
+	if rt.r.partial != 0 || rt.r.users[u].dec.Buffered() != 0 {
+		t.Fatalf("held %d bytes (%d in all) of an ignored message", rt.r.users[u].dec.Buffered(), rt.r.partial)
+	}
+	if !rt.r.InPacket(u) {
+		t.Error("InPacket = false inside the ignored message")
+	}
+	rt.r.HandleBytes(u, []byte{0})
+	if got := rt.r.Stats().Ignored.Role; got != 1 {
+		t.Errorf("Ignored.Role = %d, want 1", got)
+	}
+	if rt.r.InPacket(u) {
+		t.Error("InPacket = true after the message")
+	}
+	rt.idle("after an ignored message", u)
+}
+
+// TestRelayPartialBudget: what the relay holds of packets partly
+// received, all users together, is bounded by MaxPartial (U23): the user
+// whose packet takes it past the bound is closed, and counted; what the
+// others hold is not touched, and a user that finishes its packet, or is
+// gone, gives its part back.
+func TestRelayPartialBudget(t *testing.T) {
+	const msg = 1000
+	rt := newRelayTest(t, Config{MaxMessage: msg, MaxPartial: 2*(msg+messageHead) + 100})
+	var hosts []uint32
+	for range 4 {
+		h, _ := rt.make()
+		hosts = append(hosts, h)
+	}
+	rt.events()
+	rt.r.HandleBytes(hosts[0], partialBrod(msg))
+	rt.r.HandleBytes(hosts[1], partialBrod(msg))
+	if got := rt.r.partial; got != 2*(msg+messageHead-1) {
+		t.Fatalf("holding %d bytes, want %d", got, 2*(msg+messageHead-1))
+	}
+	rt.r.HandleBytes(hosts[2], partialBrod(msg))
+	if _, ok := rt.r.User(hosts[2]); ok {
+		t.Fatal("the user past MaxPartial is still connected")
+	}
+	if ev := rt.events(); len(ev) == 0 || ev[len(ev)-1].Kind != EventDisconnected || ev[len(ev)-1].Err != ErrPartialFull {
+		t.Errorf("events %v, want the user disconnected with ErrPartialFull", ev)
+	}
+	if got := rt.r.Stats().PartialFull; got != 1 {
+		t.Errorf("PartialFull = %d, want 1", got)
+	}
+	for _, h := range hosts[:2] {
+		if _, ok := rt.r.User(h); !ok {
+			t.Fatal("a user within the budget was closed")
+		}
+	}
+	// One finishes its message, one goes: the budget is free again.
+	rt.r.HandleBytes(hosts[0], []byte{0})
+	rt.r.Disconnect(hosts[1], nil)
+	if rt.r.partial != 0 {
+		t.Fatalf("holding %d bytes with no packet under way", rt.r.partial)
+	}
+	rt.r.HandleBytes(hosts[3], partialBrod(msg))
+	if _, ok := rt.r.User(hosts[3]); !ok {
+		t.Error("closed within a budget given back")
+	}
+}
+
+// TestRelayHeldAfterQuit: a user that joins and quits a group in turn
+// queues R2U_JOIN and R2U_LEFT for its host each time; while that host
+// has more than HighWater waiting, the user is held as the group's users
+// are (U11), and resumed with them, rather than read on until the host's
+// output overflows and its group is disbanded.
+func TestRelayHeldAfterQuit(t *testing.T) {
+	rt := newRelayTest(t, Config{MaxMessage: 100, MaxOutput: 1000, HighWater: 300})
+	host, gid, _ := rt.group(0)
+	u := rt.connect()
+	var batch []byte
+	for range 10 {
+		batch = Append(batch, Packet{ID: U2RJoin, GID: gid})
+		batch = Append(batch, Packet{ID: U2RQuit})
+	}
+	reads, held := 0, false
+	for ; reads < 100 && !held; reads++ {
+		rt.r.HandleBytes(u, batch) // the host reads nothing
+		rt.r.TakeOutput(u, nil)
+		held = rt.r.Held(u)
+	}
+	if !held {
+		t.Fatalf("not held after %d reads; host's output %d bytes", reads, len(rt.r.users[host].out))
+	}
+	if _, ok := rt.r.User(host); !ok || rt.r.Stats().Overflow != 0 {
+		t.Fatal("the host overflowed")
+	}
+	if uid, ok := rt.r.PollResume(); ok {
+		t.Fatalf("resumed %d while the host is behind", uid)
+	}
+	rt.output(host) // the host reads
+	if rt.r.Held(u) {
+		t.Error("held once the host read")
+	}
+	resumed := map[uint32]bool{}
+	for uid, ok := rt.r.PollResume(); ok; uid, ok = rt.r.PollResume() {
+		resumed[uid] = true
+	}
+	if !resumed[u] {
+		t.Errorf("resumed %v, not the user held", resumed)
+	}
+	// Held again, then gone: nothing of it is kept by the group.
+	for reads = 0; reads < 100 && !rt.r.Held(u); reads++ {
+		rt.r.HandleBytes(u, batch)
+	}
+	rt.r.Disconnect(u, nil)
+	if g := rt.r.groups[gid]; len(g.waiters) != 0 {
+		t.Errorf("the group keeps %d waiters after the user left", len(g.waiters))
 	}
 }

@@ -403,3 +403,49 @@ func TestVanishingUsers(t *testing.T) {
 		t.Error("unreachable")
 	}
 }
+
+// TestPacketTimeout: a user that sends part of a packet and none of the
+// rest for PacketTimeout is closed, and counted (U23); one that sends
+// nothing at all between packets is not, and neither is one whose long
+// message comes slowly but keeps coming.
+func TestPacketTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	s, err := urpserver.Listen(context.Background(), "127.0.0.1:0", urpserver.Config{PacketTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	host := func() *raw {
+		r := dialRaw(t, s)
+		r.send(urp.Packet{ID: urp.U2RMake})
+		if p := r.next(); p.ID != urp.R2UMade || p.Status != urp.StatMade {
+			t.Fatalf("make: %+v", p)
+		}
+		r.next() // R2U_STAT
+		return r
+	}
+	stuck, idle, slow := host(), host(), host()
+	msg := urp.Append(nil, urp.Packet{ID: urp.U2RBrod, Data: make([]byte, 1000)})
+	stuck.write(msg[:500])
+	// The slow one sends a piece every third of the timeout: over a
+	// whole timeout and more, with the message never complete.
+	for i := range 6 {
+		slow.write(msg[i*10 : i*10+10])
+		time.Sleep(timeout / 3)
+	}
+	if !stuck.closedByRelay() {
+		t.Error("the user with a packet left unfinished was not closed")
+	}
+	if got := s.Stats().PacketTimeouts; got != 1 {
+		t.Errorf("PacketTimeouts = %d, want 1", got)
+	}
+	// The slow one finishes: its broadcast comes back to it.
+	slow.write(msg[60:])
+	if p := slow.next(); p.ID != urp.R2UText || len(p.Data) != 1000 {
+		t.Errorf("the slow user's broadcast: %+v", p)
+	}
+	idle.send(urp.Packet{ID: urp.U2RGets, Key: urp.KeyGroupMax})
+	if p := idle.next(); p.ID != urp.R2UVals {
+		t.Errorf("the idle user's answer: %+v", p)
+	}
+}

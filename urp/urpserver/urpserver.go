@@ -47,6 +47,14 @@ type Config struct {
 	// closing, or stopped reading, and holds its group meanwhile (U11).
 	// Default 30s; negative: no timeout (the output limit still holds).
 	WriteTimeout time.Duration
+	// PacketTimeout closes a user that sent part of a packet and none
+	// of the rest for this long (U23): the relay holds what came of it
+	// (up to a message of urp.Config.MaxMessage), against its budget
+	// of urp.Config.MaxPartial for all users. Counted from the last
+	// byte that came, so a long message on a slow link is not cut off,
+	// and not while the relay holds the user (U11). Default 30s;
+	// negative: no timeout.
+	PacketTimeout time.Duration
 	// ReadBuffer is the most a read of a user's socket takes at once.
 	// Default 16 KiB; at least 512.
 	ReadBuffer int
@@ -57,8 +65,9 @@ type Config struct {
 }
 
 const (
-	defaultWriteTimeout = 30 * time.Second
-	defaultReadBuffer   = 16 << 10
+	defaultWriteTimeout  = 30 * time.Second
+	defaultPacketTimeout = 30 * time.Second
+	defaultReadBuffer    = 16 << 10
 	// keepSpare is the largest write buffer a writer keeps for reuse.
 	keepSpare = 256 << 10
 	// writeChunk is the most one write takes: WriteTimeout counts from
@@ -77,18 +86,20 @@ type Event struct {
 // Stats are the relay's counters and the server's own.
 type Stats struct {
 	urp.Stats
-	// WriteTimeouts counts users closed by Config.WriteTimeout.
-	WriteTimeouts uint64
+	// WriteTimeouts counts users closed by Config.WriteTimeout,
+	// PacketTimeouts those closed by Config.PacketTimeout.
+	WriteTimeouts, PacketTimeouts uint64
 	// EventsDropped counts events Config.Events had no room for.
 	EventsDropped uint64
 }
 
 // Server is a URP relay serving TCP connections.
 type Server struct {
-	ln           net.Listener
-	writeTimeout time.Duration
-	readBuffer   int
-	events       chan<- Event
+	ln            net.Listener
+	writeTimeout  time.Duration
+	packetTimeout time.Duration
+	readBuffer    int
+	events        chan<- Event
 
 	mu      sync.Mutex
 	relay   *urp.Relay
@@ -96,9 +107,10 @@ type Server struct {
 	closed  bool
 	closing chan struct{} // closed by Close
 
-	wg            sync.WaitGroup
-	writeTimeouts atomic.Uint64
-	eventsDropped atomic.Uint64
+	wg             sync.WaitGroup
+	writeTimeouts  atomic.Uint64
+	packetTimeouts atomic.Uint64
+	eventsDropped  atomic.Uint64
 }
 
 // user is one user's connection.
@@ -147,6 +159,9 @@ func newServer(cfg Config) (*Server, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = defaultWriteTimeout
 	}
+	if cfg.PacketTimeout == 0 {
+		cfg.PacketTimeout = defaultPacketTimeout
+	}
 	if cfg.Relay.Rand == nil {
 		var seed [32]byte
 		crand.Read(seed[:])
@@ -157,12 +172,13 @@ func newServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return &Server{
-		writeTimeout: cfg.WriteTimeout,
-		readBuffer:   cfg.ReadBuffer,
-		events:       cfg.Events,
-		relay:        r,
-		users:        make(map[uint32]*user),
-		closing:      make(chan struct{}),
+		writeTimeout:  cfg.WriteTimeout,
+		packetTimeout: cfg.PacketTimeout,
+		readBuffer:    cfg.ReadBuffer,
+		events:        cfg.Events,
+		relay:         r,
+		users:         make(map[uint32]*user),
+		closing:       make(chan struct{}),
 	}, nil
 }
 
@@ -187,7 +203,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	st := s.relay.Stats()
 	s.mu.Unlock()
-	return Stats{Stats: st, WriteTimeouts: s.writeTimeouts.Load(), EventsDropped: s.eventsDropped.Load()}
+	return Stats{Stats: st, WriteTimeouts: s.writeTimeouts.Load(), PacketTimeouts: s.packetTimeouts.Load(), EventsDropped: s.eventsDropped.Load()}
 }
 
 // Group describes an open group (see urp.Relay.Group).
@@ -350,6 +366,9 @@ func (s *Server) readLoop(u *user) {
 	defer s.wg.Done()
 	buf := make([]byte, min(4<<10, s.readBuffer))
 	held := false
+	// inPacket: the relay holds part of a packet of u's, and the read
+	// has a deadline of PacketTimeout (U23).
+	inPacket := false
 	for {
 		for held {
 			select {
@@ -364,6 +383,10 @@ func (s *Server) readLoop(u *user) {
 			held = s.relay.Held(u.uid)
 			s.mu.Unlock()
 		}
+		if inPacket {
+			// From now: a hold's time is not the user's.
+			u.nc.SetReadDeadline(time.Now().Add(s.packetTimeout))
+		}
 		n, err := u.nc.Read(buf)
 		if n > 0 {
 			s.mu.Lock()
@@ -372,13 +395,22 @@ func (s *Server) readLoop(u *user) {
 			// Asked with the same lock: a resume that comes after
 			// this answer finds u.resume to signal.
 			held = s.relay.Held(u.uid)
+			now := s.packetTimeout > 0 && s.relay.InPacket(u.uid)
 			s.mu.Unlock()
+			if inPacket && !now {
+				u.nc.SetReadDeadline(time.Time{})
+			}
+			inPacket = now
 			if n == len(buf) && len(buf) < s.readBuffer {
 				// A busy user reads in larger pieces.
 				buf = make([]byte, min(2*len(buf), s.readBuffer))
 			}
 		}
 		if err != nil {
+			if inPacket && isTimeout(err) {
+				s.packetTimeouts.Add(1)
+				err = ErrPacketTimeout
+			}
 			s.gone(u, err)
 			return
 		}
@@ -391,6 +423,9 @@ var (
 	// ErrWriteTimeout: the user's socket took none of a write for
 	// Config.WriteTimeout.
 	ErrWriteTimeout = errors.New("urpserver: write timed out")
+	// ErrPacketTimeout: the user sent part of a packet and nothing more
+	// for Config.PacketTimeout (U23).
+	ErrPacketTimeout = errors.New("urpserver: packet left unfinished")
 	// ErrServerClosed: the server is closing.
 	ErrServerClosed = errors.New("urpserver: relay closed")
 )
