@@ -78,3 +78,6 @@ func ProvedAddrs(ep *Endpoint, id IntroID) []netip.AddrPort {
 
 // RelayPassword is the relay group's password for token (X13).
 func RelayPassword(token [16]byte) uint32 { return relayPassword(&token) }
+
+// IntroCount returns the introductions ep keeps.
+func IntroCount(ep *Endpoint) int { return ep.intros.n() }

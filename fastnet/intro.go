@@ -163,8 +163,16 @@ const (
 	introRetry    = 200 * time.Millisecond // X7
 	introMaxRetry = time.Second
 	introFailKeep = 10 * time.Second // S keeps a failure to answer repeats (X7)
+	// repeatGap and maxRepeats bound S's answers to the repeats of one
+	// side's request or consent (N134): one per repeatGap, half of the
+	// asker's shortest interval, and maxRepeats in all, more than an
+	// asker repeating until IntroTimeout sends.
+	repeatGap  = introRetry / 2
+	maxRepeats = 32
 	// maxRemembered bounds the decisions a target remembers, refusals
-	// included; past it an offer is refused "busy" and not remembered.
+	// included; past it the oldest refusal is forgotten to make room,
+	// and with none to forget an offer is refused "busy" and not
+	// remembered (N135).
 	maxRemembered = 64
 )
 
@@ -199,6 +207,11 @@ type intro struct {
 	forwarded    bool   // S: "intro^" passed on to A (X13)
 	askDone      bool   // A: no longer counted in asking
 	gid          uint32 // B: the relay group its "intro^" names (X13)
+
+	// S: when it last answered a repeat of A's request and of B's
+	// consent, and how many it answered (N134).
+	repeatA, repeatB   clock.Time
+	repeatsA, repeatsB int
 
 	// Punching (A, B; holepunch.go): the candidates checked, the
 	// peer-reflexive ones among them and the answers sent (X9, X14); the
@@ -470,11 +483,23 @@ func (e *Endpoint) introRequest(now clock.Time, c *conn, m *extMsg) {
 		return
 	}
 	if in := t.sReq[sReqKey{c, m.req}]; in != nil {
-		// The same request again: answered from its state (X4, X7).
-		switch in.state {
-		case introGoing:
+		// The same request again: answered from its state (X4, X7),
+		// at most once per repeatGap and maxRepeats in all, and only
+		// if it names the same target. A request is 17 bytes, its
+		// go up to about 330, and the request numbers are small:
+		// forged repeats in A's name drew 20 times their bytes at A
+		// (N134).
+		if m.target != in.target {
+			e.drop(c, DropBadIntro)
+			return
+		}
+		switch {
+		case in.state != introGoing && in.state != introFailed:
+			// Offered: the answer is still to come.
+		case !repeatDue(now, &in.repeatA, &in.repeatsA):
+		case in.state == introGoing:
 			e.sendGo(in, in.a)
-		case introFailed:
+		default:
 			e.sendExt(c, &extMsg{kind: extIntroFail, req: in.req, code: in.code, reason: in.reason})
 		}
 		return
@@ -552,12 +577,26 @@ func (e *Endpoint) introAnswer(now clock.Time, c *conn, m *extMsg) {
 		e.intros.schedule(in)
 		e.sendGo(in, in.a)
 		e.sendGo(in, in.b)
+		in.repeatA, in.repeatB = now, now // a repeat is answered repeatGap after
 		e.introduced(in.a, in.target, nil)
 	case in.state == introOffered:
 		e.introFailAt(now, in, IntroRefused, m.reason)
 	case in.state == introGoing && m.kind == extIntroAccept:
-		e.sendGo(in, in.b) // B lost its "intro=" (X7)
+		if repeatDue(now, &in.repeatB, &in.repeatsB) {
+			e.sendGo(in, in.b) // B lost its "intro=" (X7)
+		}
 	}
+}
+
+// repeatDue reports whether S answers a repeat now, given when it last
+// answered one of that side, *last, and how many, *n, which it updates
+// if so (N134).
+func repeatDue(now clock.Time, last *clock.Time, n *int) bool {
+	if *n >= maxRepeats || now < last.Add(repeatGap) {
+		return false
+	}
+	*last, *n = now, *n+1
+	return true
 }
 
 // introduced reports at the introducer what became of a's request to be
@@ -576,6 +615,7 @@ func (e *Endpoint) introFailAt(now clock.Time, in *intro, code IntroCode, reason
 	in.state, in.code, in.reason = introFailed, uint8(code), cutTo(reason, maxExtText)
 	e.introUncount(in)
 	e.sendExt(in.a, &extMsg{kind: extIntroFail, req: in.req, code: in.code, reason: in.reason})
+	in.repeatA = now
 	e.introduced(in.a, in.target, &IntroError{Code: code, Reason: in.reason})
 	in.retryAt, in.endAt = 0, now.Add(introFailKeep)
 	e.intros.schedule(in)
@@ -709,7 +749,7 @@ func (e *Endpoint) introOffer(now clock.Time, c *conn, m *extMsg) {
 		e.sendDecision(in) // the same answer again (X5)
 		return
 	}
-	if t.remembered >= maxRemembered {
+	if t.remembered >= maxRemembered && !e.forgetOldestRefusal() {
 		e.sendExt(c, &extMsg{kind: extIntroRefuse, id: m.id, reason: "busy"})
 		return
 	}
@@ -731,8 +771,14 @@ func (e *Endpoint) introOffer(now clock.Time, c *conn, m *extMsg) {
 	t.byID[in.id] = in
 	t.remembered++
 	if refusal != "" {
+		// Remembered while the introducer may repeat its offer: it
+		// stops once it has the refusal, or at its ConsentTimeout
+		// (X7), of which this side knows its own (N135). Kept for the
+		// lifetime, refusals filled the table of maxRemembered
+		// decisions: two peers refused, asking twice a second, locked
+		// the target out of every introduction.
 		in.state, in.reason = introRefused, refusal
-		in.endAt = now.Add(p.TTL) // remembered for the lifetime (X5)
+		in.endAt = now.Add(p.ConsentTimeout + introMaxRetry)
 	} else {
 		in.state, in.countedTaken = introOffered, true
 		t.takingPart++
@@ -741,6 +787,24 @@ func (e *Endpoint) introOffer(now clock.Time, c *conn, m *extMsg) {
 	}
 	e.sendDecision(in)
 	t.schedule(in)
+}
+
+// forgetOldestRefusal makes room among the decisions a target remembers
+// by forgetting its oldest refusal, the one that ends first (N135), and
+// reports whether there was one. A repeat of that offer is then asked
+// of the application again.
+func (e *Endpoint) forgetOldestRefusal() bool {
+	var oldest *intro
+	for _, in := range e.intros.heap {
+		if in.side == sideTarget && in.state == introRefused && (oldest == nil || in.endAt < oldest.endAt) {
+			oldest = in
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	e.forget(oldest)
+	return true
 }
 
 func (e *Endpoint) sendDecision(in *intro) {
@@ -789,10 +853,22 @@ func (e *Endpoint) introGo(now clock.Time, c *conn, m *extMsg) {
 	t.byID[in.id] = in
 	in.ttl = time.Duration(m.ttl) * time.Millisecond
 	in.target, in.peerAddr, in.peerCands, in.relay = m.target, m.addr, keepCands(&m.cands, m.addr), m.relay
-	in.retryAt, in.endAt = 0, now.Add(in.ttl)
+	// Kept at least until the punching has had its time and the
+	// target's decision its way through the introducer (X13), whatever
+	// ttl the introducer sent: a shorter one ended the introduction
+	// with no outcome at either side, and an Introduce waiting for one
+	// waited for good (N133).
+	in.retryAt, in.endAt = 0, now.Add(max(in.ttl, e.introLife()))
 	t.schedule(in)
 	e.emit(Event{Kind: EventIntroduced, Conn: c.handle, Addr: in.peerAddr, Intro: in.public()})
 	e.startPunch(now, in)
+}
+
+// introLife is the least time a peer keeps an introduction after its go
+// (N133): its punching, the target's grace, the initiator's wait for the
+// decision, and a retry of the decision's "intro^".
+func (e *Endpoint) introLife() time.Duration {
+	return e.cfg.Punch.PunchTimeout + punchGrace + decideSlack + introMaxRetry
 }
 
 // ---- timers ----
@@ -809,6 +885,9 @@ func (e *Endpoint) introTimeout(now clock.Time) {
 				continue
 			case in.side == sideInitiator && in.state == introAsking:
 				e.introReport(in, &IntroError{Code: IntroNoIntroducer})
+			case in.side == sideInitiator && in.state == introGoing && in.direct == nil:
+				// Never without an outcome (N133).
+				e.introReport(in, &IntroError{Code: IntroNoPeer})
 			}
 			e.forget(in)
 			continue
