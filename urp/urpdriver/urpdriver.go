@@ -64,7 +64,7 @@ type Config struct {
 	Password uint32
 	// WriteQueue bounds the bytes waiting to be written to the relay:
 	// Send blocks while it is exceeded, and a host's greetings wait
-	// (U24). Default 4 MiB.
+	// (U24). Default (0): 4 MiB; negative is refused.
 	WriteQueue int
 	// ReceiveQueue, Backlog, Events and Logger are the driver's
 	// (driver.Options).
@@ -302,7 +302,10 @@ func newTransport(cfg Config) (*transport, error) {
 		return nil, fmt.Errorf("urpdriver: Relay.Client.MaxMessage %d is below the engine's MaxPacketSize %d: longer packets could not be sent", longest, p)
 	}
 	wq := cfg.WriteQueue
-	if wq <= 0 {
+	if wq < 0 {
+		return nil, fmt.Errorf("urpdriver: WriteQueue %d is negative", wq)
+	}
+	if wq == 0 {
 		wq = defaultWriteQueue
 	}
 	return &transport{
