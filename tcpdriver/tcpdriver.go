@@ -56,11 +56,12 @@ type Config struct {
 	// least 16 MiB; negative is refused.
 	ReceiveQueue int
 	// WriteQueue bounds the bytes waiting to be written to one TCP
-	// connection: Send blocks while it is exceeded. Default 4 MiB. What
-	// the endpoint answers the peer on its own (queries, heartbeats) is
-	// queued past it, but a connection whose queue reaches twice
-	// WriteQueue plus Engine.SendQueueSize, a peer that asks for more
-	// than it reads, is closed (Stats.WriteOverflows, N107).
+	// connection: Send blocks while it is exceeded. Default (0): 4 MiB;
+	// negative is refused. What the endpoint answers the peer on its own
+	// (queries, heartbeats) is queued past it, but a connection whose
+	// queue reaches twice WriteQueue plus Engine.SendQueueSize, a peer
+	// that asks for more than it reads, is closed (Stats.WriteOverflows,
+	// N107).
 	WriteQueue int
 	// Backlog bounds a server's established connections waiting for
 	// Accept. While it is reached, new clients are refused with the
@@ -145,6 +146,8 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 
 func newEngine(cfg Config) (*driver.Engine, error) {
 	switch {
+	case cfg.WriteQueue < 0:
+		return nil, fmt.Errorf("tcpdriver: WriteQueue %d is negative", cfg.WriteQueue)
 	case cfg.MaxHandshakes < 0:
 		return nil, fmt.Errorf("tcpdriver: MaxHandshakes %d is negative", cfg.MaxHandshakes)
 	case cfg.HandshakeTimeout < 0:
@@ -303,7 +306,7 @@ func hardQueue(writeQueue, sendQueue int) int {
 
 func newTransport(e *driver.Engine, cfg Config) *transport {
 	wq := cfg.WriteQueue
-	if wq <= 0 {
+	if wq == 0 {
 		wq = defaultWriteQueue
 	}
 	ec := e.Config()

@@ -140,3 +140,48 @@ func listenSlowHandshakes(t *testing.T, cfg Config) (context.Context, *Listener)
 	t.Cleanup(func() { testHookHandshakeInput.Store(nil) })
 	return ctx, l
 }
+
+// TestConfigRefused: Listen and Dial refuse a negative limit, with an
+// error that names it, before anything is opened; zero means the default.
+// A negative WriteQueue was taken for the default.
+func TestConfigRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	server, err := Listen(ctx, "127.0.0.1:0", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	tests := []struct {
+		name string
+		cfg  Config
+		want string // in the error, "" for none
+	}{
+		{"zero", Config{}, ""},
+		{"negative WriteQueue", Config{WriteQueue: -1}, "WriteQueue"},
+		{"negative ReceiveQueue", Config{ReceiveQueue: -1}, "ReceiveQueue"},
+		{"negative Backlog", Config{Backlog: -1}, "Backlog"},
+		{"negative MaxHandshakes", Config{MaxHandshakes: -1}, "MaxHandshakes"},
+		{"negative HandshakeTimeout", Config{HandshakeTimeout: -time.Second}, "HandshakeTimeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, lerr := Listen(ctx, "127.0.0.1:0", tt.cfg)
+			if lerr == nil {
+				l.Close()
+			}
+			c, derr := Dial(ctx, server.Addr().String(), tt.cfg)
+			if derr == nil {
+				c.Abort("")
+			}
+			for _, err := range []error{lerr, derr} {
+				switch {
+				case tt.want == "" && err != nil:
+					t.Errorf("%v", err)
+				case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+					t.Errorf("%v, want an error about %s", err, tt.want)
+				}
+			}
+		})
+	}
+}

@@ -36,7 +36,7 @@ type Client struct {
 	gid      uint32
 	making   bool            // a Make or Join waits for R2U_MADE
 	pending  map[Key]int     // Gets and Sets with Respond waiting for R2U_VALS (U19)
-	members  map[uint32]bool // a host's members, itself excluded
+	members  map[uint32]bool // a host's members, itself excluded; at most MaxMembers (U24)
 	ignored  uint64          // packets that made no sense in the state (U15)
 }
 
@@ -118,8 +118,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 
 // HandleBytes handles the next bytes of the relay's stream, in any cut. It
 // returns an error if they break the protocol (ErrUnknownPacket,
-// ErrMessageTooLong, ErrBadWelcome, a *VersionError): the client is then
-// dead, and the driver closes the connection. b is not kept.
+// ErrMessageTooLong, ErrBadWelcome, a *VersionError) or the client's
+// limits (ErrTooManyMembers, U24): the client is then dead, and the
+// driver closes the connection. b is not kept.
 func (c *Client) HandleBytes(b []byte) error {
 	if c.err != nil {
 		return c.err
@@ -192,6 +193,11 @@ func (c *Client) handle(p Packet) error {
 	case R2UJoin:
 		if c.role != Host {
 			break
+		}
+		// A broken relay, or one whose groups are larger than this
+		// host takes: either way the host's members stay bounded (U24).
+		if !c.members[p.UID] && len(c.members) >= c.cfg.MaxMembers {
+			return ErrTooManyMembers
 		}
 		c.members[p.UID] = true
 		c.event(ClientEvent{Kind: GotJoined, UID: p.UID})

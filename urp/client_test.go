@@ -377,3 +377,64 @@ func TestClientEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestClientMaxMembers: a relay that announces members beyond
+// ClientConfig.MaxMembers ends the client with ErrTooManyMembers (U24);
+// a member announced again, or one that left and came back, is not one
+// more. Before, every R2U_JOIN of a new UID added a member, without
+// bound.
+func TestClientMaxMembers(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		max  int
+		uids []uint32 // joined, in order; 0: the last one left
+		err  error
+	}{
+		{"at the limit", 3, []uint32{1, 2, 3}, nil},
+		{"beyond it", 3, []uint32{1, 2, 3, 4}, ErrTooManyMembers},
+		{"announced again", 3, []uint32{1, 2, 3, 3, 1}, nil},
+		{"left and replaced", 3, []uint32{1, 2, 3, 0, 4}, nil},
+		{"one of one", 1, []uint32{1, 2}, ErrTooManyMembers},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := NewClient(ClientConfig{MaxMembers: tt.max})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.HandleBytes(Append(nil, Packet{ID: R2UWelc, Version: 1, UID: 100}))
+			c.Make()
+			b := Append(nil, Packet{ID: R2UMade, Status: StatMade, GID: 5})
+			var last uint32
+			for _, uid := range tt.uids {
+				if uid == 0 {
+					b = Append(b, Packet{ID: R2ULeft, UID: last})
+					continue
+				}
+				b = Append(b, Packet{ID: R2UJoin, UID: uid})
+				last = uid
+			}
+			if err := c.HandleBytes(b); err != tt.err {
+				t.Fatalf("HandleBytes = %v, want %v", err, tt.err)
+			}
+			if n := len(c.Members()); tt.max > 0 && n > tt.max {
+				t.Errorf("%d members, above %d", n, tt.max)
+			}
+			if tt.err != nil && (c.Err() != tt.err || c.Kick(1) != ErrClosed) {
+				t.Errorf("the client goes on after %v", tt.err)
+			}
+		})
+	}
+	// The default: a relay that announces a new UID at each R2U_JOIN is
+	// stopped at DefaultMaxMembers.
+	c, _ := NewClient(ClientConfig{})
+	c.HandleBytes(Append(nil, Packet{ID: R2UWelc, Version: 1, UID: 100}))
+	c.Make()
+	c.HandleBytes(Append(nil, Packet{ID: R2UMade, Status: StatMade, GID: 5}))
+	var err error
+	for uid := uint32(1); err == nil && uid < 1<<20; uid++ {
+		err = c.HandleBytes(Append(nil, Packet{ID: R2UJoin, UID: uid + 1000}))
+	}
+	if err != ErrTooManyMembers || len(c.Members()) != DefaultMaxMembers {
+		t.Errorf("after new UIDs: %v, %d members", err, len(c.Members()))
+	}
+}

@@ -26,6 +26,13 @@ const (
 	DefaultMaxPartial = 256 * (DefaultMaxMessage + messageHead)
 	// DefaultBrand is the brand a relay sends in R2U_WELC.
 	DefaultBrand = "fastnet"
+	// DefaultMaxMembers bounds the members a host's client keeps (U24):
+	// four times the users the project's relay takes at once by default
+	// (DefaultMaxUsers), which bounds its groups, and far above its
+	// default group size (DefaultMaxGroupSize), so that a host meets it
+	// only on a relay configured for groups that large, or a broken one.
+	// At the limit the members take about 1 MB.
+	DefaultMaxMembers = 1 << 16
 )
 
 // Upper bounds of the limits, far above any real use, so that a limit
@@ -154,14 +161,28 @@ type ClientConfig struct {
 	// a relay that announces a longer one is a broken relay. Default
 	// DefaultMaxMessage, at most 1 GiB.
 	MaxMessage int
+	// MaxMembers bounds the members a host knows, itself excluded: a
+	// relay that announces one more (an R2U_JOIN of a UID that is not a
+	// member yet) is a broken relay, and the client ends with
+	// ErrTooManyMembers, as it does for a message above MaxMessage (U24).
+	// The specification leaves the group size limit to the relay, so a
+	// host that wants larger groups raises it. Default DefaultMaxMembers;
+	// negative is refused.
+	MaxMembers int
 }
 
 func (c ClientConfig) resolve() (ClientConfig, error) {
 	if c.MaxMessage == 0 {
 		c.MaxMessage = DefaultMaxMessage
 	}
-	if c.MaxMessage < 0 || c.MaxMessage > maxMaxMessage {
+	if c.MaxMembers == 0 {
+		c.MaxMembers = DefaultMaxMembers
+	}
+	switch {
+	case c.MaxMessage < 0 || c.MaxMessage > maxMaxMessage:
 		return c, fmt.Errorf("urp: invalid config: MaxMessage %d: want 0..%d", c.MaxMessage, maxMaxMessage)
+	case c.MaxMembers < 0:
+		return c, fmt.Errorf("urp: invalid config: MaxMembers %d is negative", c.MaxMembers)
 	}
 	return c, nil
 }

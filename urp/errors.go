@@ -27,6 +27,9 @@ var (
 	ErrShort = errors.New("urp: incomplete packet")
 	// ErrBadWelcome: the relay's first packet is not R2U_WELC (U15).
 	ErrBadWelcome = errors.New("urp: the relay did not begin with R2U_WELC")
+	// ErrTooManyMembers: the relay announced a new member (R2U_JOIN) to
+	// a host that has ClientConfig.MaxMembers already (U24).
+	ErrTooManyMembers = errors.New("urp: relay announced more members than the limit")
 )
 
 // Why a relay ends a user's connection, beyond the decoding errors above.

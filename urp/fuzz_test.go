@@ -270,21 +270,22 @@ func checkRelay(t *testing.T, r *Relay, gone, slow map[uint32]bool) {
 
 // FuzzClient feeds a client arbitrary relay bytes after a welcome: it
 // either fails with one of the package's errors and stays failed, or
-// goes on, with a role that matches what it knows.
+// goes on, with a role that matches what it knows and at most MaxMembers
+// members (U24).
 func FuzzClient(f *testing.F) {
 	_, stream := streamOf(f, ToUser)
 	f.Add(stream)
 	f.Add(Append(Append(nil, Packet{ID: R2UMade, Status: StatMade, GID: 1}), Packet{ID: R2UStat, Role: Host}))
 	welc := Append(nil, Packet{ID: R2UWelc, Version: 1, UID: 9})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, _ := NewClient(ClientConfig{MaxMessage: 100})
+		c, _ := NewClient(ClientConfig{MaxMessage: 100, MaxMembers: 4})
 		if err := c.HandleBytes(welc); err != nil {
 			t.Fatal(err)
 		}
 		c.Make() // a MADE in b may answer it
 		err := c.HandleBytes(b)
 		switch err {
-		case nil, ErrUnknownPacket, ErrMessageTooLong:
+		case nil, ErrUnknownPacket, ErrMessageTooLong, ErrTooManyMembers:
 		default:
 			t.Fatalf("HandleBytes: %v", err)
 		}
@@ -292,7 +293,7 @@ func FuzzClient(f *testing.F) {
 			t.Fatal("the client goes on after an error")
 		}
 		inGroup := c.Role() == Member || c.Role() == Host
-		if err == nil && (inGroup != (c.GID() != 0) || c.Role() != Host && len(c.Members()) > 0) {
+		if err == nil && (inGroup != (c.GID() != 0) || c.Role() != Host && len(c.Members()) > 0 || len(c.Members()) > 4) {
 			t.Fatalf("role %v, group %d, members %v", c.Role(), c.GID(), c.Members())
 		}
 		for {

@@ -833,6 +833,12 @@ func TestConfigValidate(t *testing.T) {
 	if _, err := NewClient(ClientConfig{MaxMessage: 1<<30 + 1}); err == nil {
 		t.Error("NewClient with MaxMessage above 1 GiB")
 	}
+	if err := (ClientConfig{MaxMembers: -1}).Validate(); err == nil || !strings.Contains(err.Error(), "MaxMembers") {
+		t.Errorf("ClientConfig with a negative MaxMembers: %v", err)
+	}
+	if _, err := NewClient(ClientConfig{MaxMembers: -1}); err == nil {
+		t.Error("NewClient with a negative MaxMembers")
+	}
 	if !errors.Is(&VersionError{Version: 2}, ErrBadWelcome) {
 		t.Error("VersionError does not match ErrBadWelcome")
 	}

@@ -63,7 +63,8 @@ type Config struct {
 	// crypto/rand.
 	Password uint32
 	// WriteQueue bounds the bytes waiting to be written to the relay:
-	// Send blocks while it is exceeded. Default 4 MiB.
+	// Send blocks while it is exceeded, and a host's greetings wait
+	// (U25). Default (0): 4 MiB; negative is refused.
 	WriteQueue int
 	// ReceiveQueue, Backlog, Events and Logger are the driver's
 	// (driver.Options).
@@ -273,6 +274,8 @@ type transport struct {
 
 	mu      sync.Mutex
 	peers   map[uint32]bool // the users with a Fastnet connection, or about to have one
+	members map[uint32]bool // a host's members: the only users it takes packets from (U25)
+	greet   map[uint32]bool // a host's members not greeted yet, the write queue being full (U25)
 	paused  int             // connections whose intake is paused
 	resumed chan struct{}   // closed and replaced when paused drops to 0
 	closed  bool
@@ -299,10 +302,19 @@ func newTransport(cfg Config) (*transport, error) {
 		return nil, fmt.Errorf("urpdriver: Relay.Client.MaxMessage %d is below the engine's MaxPacketSize %d: longer packets could not be sent", longest, p)
 	}
 	wq := cfg.WriteQueue
-	if wq <= 0 {
+	if wq < 0 {
+		return nil, fmt.Errorf("urpdriver: WriteQueue %d is negative", wq)
+	}
+	if wq == 0 {
 		wq = defaultWriteQueue
 	}
-	return &transport{writeQueue: wq, peers: make(map[uint32]bool), resumed: make(chan struct{})}, nil
+	return &transport{
+		writeQueue: wq,
+		peers:      make(map[uint32]bool),
+		members:    make(map[uint32]bool),
+		greet:      make(map[uint32]bool),
+		resumed:    make(chan struct{}),
+	}, nil
 }
 
 func (t *transport) engine(cfg Config) (*driver.Engine, error) {
@@ -315,9 +327,12 @@ func (t *transport) engine(cfg Config) (*driver.Engine, error) {
 	return e, nil
 }
 
-// written follows each write to the relay: Sends that waited for room go
-// on.
+// written follows each write to the relay: greetings that waited for room
+// are queued, and Sends that waited go on.
 func (t *transport) written() {
+	t.mu.Lock()
+	t.greetLocked()
+	t.mu.Unlock()
 	if !t.blocked.Swap(false) || t.e == nil {
 		return
 	}
@@ -443,8 +458,10 @@ func (t *transport) handle(ev urp.ClientEvent) {
 	switch ev.Kind {
 	case urp.GotText:
 		if len(ev.Data) > 0 {
+			// A host hears only its members: a relay that sends
+			// messages from other UIDs gets no state for them (U25).
 			t.mu.Lock()
-			known := t.peers[ev.UID] || t.listener != nil
+			known := t.peers[ev.UID] || t.listener != nil && t.members[ev.UID]
 			if known {
 				t.peers[ev.UID] = true
 			}
@@ -454,13 +471,40 @@ func (t *transport) handle(ev urp.ClientEvent) {
 			}
 		}
 	case urp.GotJoined:
-		t.c.Queue(ev.UID, nil) // the greeting (U20)
+		t.mu.Lock()
+		t.members[ev.UID] = true
+		t.greet[ev.UID] = true
+		t.greetLocked()
+		t.mu.Unlock()
 	case urp.GotLeft:
+		t.mu.Lock()
+		delete(t.members, ev.UID)
+		delete(t.greet, ev.UID)
+		t.mu.Unlock()
 		t.peerGone(ev.UID)
 	case urp.GotRole: // a member back to CONNECTED: kicked, or the host left
 		if t.listener == nil {
 			t.peerGone(t.host)
 		}
+	}
+}
+
+// greetLocked queues the greetings that wait (U20) while the relay
+// connection has room for them (WriteQueue), and leaves the others for
+// written. Greetings are not queued past WriteQueue, since Queue does not
+// wait for room: a relay that announced members and read nothing would
+// have had the host queue a greeting for each, without bound. Nor are
+// they skipped: the greeting is the only way a member learns its host's
+// UID, and one skipped would leave a member that joined while the relay
+// held the group (U11) waiting for it until its Dial gave up. At most one
+// waits for each member, and none for a member that left (U25).
+func (t *transport) greetLocked() {
+	for uid := range t.greet {
+		if t.c.Queued() > t.writeQueue {
+			return
+		}
+		t.c.Queue(uid, nil) // an error: the relay connection ended, and the loop says so
+		delete(t.greet, uid)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -314,6 +315,48 @@ func TestDialFailures(t *testing.T) {
 	}
 	if _, err := urpdriver.Listen(ctx, "127.0.0.1:1", urpdriver.Config{}); err == nil {
 		t.Error("Listen with no relay")
+	}
+}
+
+// TestConfigRefused: Listen and Dial refuse a negative limit, with an
+// error that names it; zero means the default. A negative WriteQueue was
+// taken for the default.
+func TestConfigRefused(t *testing.T) {
+	s := relay(t)
+	l := listen(t, s)
+	ctx := testCtx(t)
+	gid, pass := l.Group()
+	tests := []struct {
+		name string
+		cfg  urpdriver.Config
+		want string // in the error, "" for none
+	}{
+		{"zero", urpdriver.Config{}, ""},
+		{"negative WriteQueue", urpdriver.Config{WriteQueue: -1}, "WriteQueue"},
+		{"negative ReceiveQueue", urpdriver.Config{ReceiveQueue: -1}, "ReceiveQueue"},
+		{"negative Backlog", urpdriver.Config{Backlog: -1}, "Backlog"},
+		{"negative relay queue", urpdriver.Config{Relay: urpclient.Config{WriteQueue: -1}}, "queue size"},
+		{"negative MaxMembers", urpdriver.Config{Relay: urpclient.Config{Client: urp.ClientConfig{MaxMembers: -1}}}, "MaxMembers"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hl, lerr := urpdriver.Listen(ctx, s.Addr().String(), tt.cfg)
+			if lerr == nil {
+				hl.Close()
+			}
+			c, derr := urpdriver.Dial(ctx, s.Addr().String(), gid, pass, tt.cfg)
+			if derr == nil {
+				c.Abort("")
+			}
+			for _, err := range []error{lerr, derr} {
+				switch {
+				case tt.want == "" && err != nil:
+					t.Errorf("%v", err)
+				case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+					t.Errorf("%v, want an error about %s", err, tt.want)
+				}
+			}
+		})
 	}
 }
 
