@@ -288,6 +288,10 @@ const (
 // two Receive calls wait no longer (N26).
 const idleDelay = 5 * time.Millisecond
 
+// handshakeQueue bounds the write queue of a connection in its handshake
+// (N136): the handshake's answers are a few dozen bytes each.
+const handshakeQueue = 64 << 10
+
 // handshakeBuffer is the size of a connection's read and write buffers
 // while it is a server's in its handshake (N46): the handshake's packets
 // are a few bytes each, and a longer one is still read whole (frame.Reader
@@ -1048,7 +1052,15 @@ func (t *transport) WriteBatch(msgs []datagram.Message) {
 			continue
 		}
 		if !c.writeNowLocked(m.Buf) {
-			if len(c.pending)+frame.HeaderLen+len(m.Buf) > t.maxQueue {
+			limit := t.maxQueue
+			if !c.established {
+				// In its handshake, a connection is sent only the
+				// answers to its queries and "connect?": one that
+				// asks for more than it reads is closed within
+				// handshakeQueue, not maxQueue (N136).
+				limit = handshakeQueue
+			}
+			if len(c.pending)+frame.HeaderLen+len(m.Buf) > limit {
 				t.overflowLocked(c)
 				c.mu.Unlock()
 				continue
@@ -1142,6 +1154,16 @@ func (t *transport) Ended(addr netip.AddrPort) {
 		return
 	}
 	c.mu.Lock()
+	if !c.ending {
+		// A writer blocked on a peer that does not read gives up by
+		// then, and the reader too: without it, such a connection
+		// stayed open, its goroutines and queue held, until the
+		// endpoint closed, and no longer counted against
+		// MaxConnections (N136).
+		deadline := time.Now().Add(t.closeWait)
+		c.nc.SetWriteDeadline(deadline)
+		c.setDeadlineLocked(deadline)
+	}
 	c.ending = true
 	c.wakeLocked()
 	c.mu.Unlock()

@@ -59,7 +59,7 @@ type Reader struct {
 	maxPacket int
 	// long holds packets that do not fit in br's buffer. It grows with the
 	// bytes that actually arrive and is kept (at most maxPacket bytes) for the
-	// next long packet.
+	// next long packet, until a short one comes.
 	long []byte
 	// longLen is the length of the long packet being read, whose header is
 	// consumed; 0 when none is.
@@ -131,6 +131,13 @@ func (fr *Reader) Next() ([]byte, error) {
 		return nil, ErrTooLarge
 	}
 	if HeaderLen+int(n) <= fr.br.Size() {
+		if cap(fr.long) > DefaultBuffer {
+			// Back to short packets after a long one: its memory
+			// (up to maxPacket) is let go, not kept by every
+			// connection that once got one (N136). Long packets
+			// back to back keep it.
+			fr.long = nil
+		}
 		// The packet fits in the read buffer: hand it out in place. Until
 		// all of it has arrived nothing is consumed.
 		p, err := fr.br.Peek(HeaderLen + int(n))

@@ -650,3 +650,33 @@ func TestFrameBufferedPacketsStayValid(t *testing.T) {
 		})
 	}
 }
+
+// TestFrameReaderLetsGoOfLong: the memory of a long packet is let go once
+// a short packet follows (a heartbeat, on a live connection), not kept by
+// every connection that once got one; while long packets come back to
+// back, it is kept (N136).
+func TestFrameReaderLetsGoOfLong(t *testing.T) {
+	long := make([]byte, 200<<10)
+	pr, pw := io.Pipe()
+	fr := NewReader(pr, 1<<20, 16<<10)
+	go func() {
+		pw.Write(append(Append(nil, long), Append(nil, long)...))
+		pw.Write(Append(nil, []byte("short")))
+		pw.Close()
+	}()
+	for i := range 2 {
+		p, err := fr.Next()
+		if err != nil || len(p) != len(long) {
+			t.Fatalf("packet %d: %d bytes, %v", i, len(p), err)
+		}
+	}
+	if cap(fr.long) < len(long) {
+		t.Fatalf("long's memory %d bytes after a long packet, want it kept until the next call", cap(fr.long))
+	}
+	if p, err := fr.Next(); err != nil || string(p) != "short" {
+		t.Fatalf("after the long packets: %q, %v", p, err)
+	}
+	if fr.long != nil {
+		t.Errorf("long's memory %d bytes kept after a short packet", cap(fr.long))
+	}
+}
