@@ -127,7 +127,9 @@ func TestMaxHoldingChannels(t *testing.T) {
 	if got := st.Dropped[DropMemory]; got != uint64(32768-limit) {
 		t.Errorf("dropped %d first packets for memory, want %d", got, 32768-limit)
 	}
-	if max := int64(limit)*2<<10 + 3<<20; grew > max { // 62 MB before N25
+	// 62 MB before N25; 16 bytes more a channel state since N137 (the
+	// place and deadline of its receiver in the connection's heap).
+	if max := int64(limit)*2<<10 + 3<<20 + 32768*16; grew > max {
 		t.Errorf("32,768 partial messages took %d bytes of heap, want at most %d", grew, max)
 	}
 	t.Logf("32,768 partial messages: %d held, heap grew by %d bytes", limit, grew)

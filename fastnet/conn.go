@@ -91,7 +91,13 @@ type conn struct {
 	turnLeft  int
 	holdCh    *chanState   // a channel whose reliable packet did not fit: no other reliable packet goes before it (pollNew)
 	sendChans []*chanState // channels with reliable packets in flight
-	recvChans []*chanState // channels whose receiver has a deadline (MCI)
+	// recvHeap holds the channels whose receiver has a deadline (MCI,
+	// D11), a min-heap by that deadline (chanState.rdl), so that neither
+	// the connection's next deadline nor the expiry of what is due
+	// costs a pass over them all: a peer that kept thousands of
+	// messages unfinished made each of its datagrams cost a pass
+	// (N137). recvDue is expireReceivers' scratch.
+	recvHeap, recvDue []*chanState
 	// acks holds the acks waiting to be sent from acksHead on, consumed
 	// from the front without shifting (D13).
 	acks     []channel.Ack
@@ -228,7 +234,12 @@ type chanState struct {
 	id     int16
 	inRing bool
 	inSend bool
+	// inRecv: in conn.recvHeap, at rIdx, with the deadline rdl: the
+	// receiver's NextDeadline when last looked at, never later than it
+	// (recvTimed).
 	inRecv bool
+	rIdx   int32
+	rdl    clock.Time
 	// acked: an ack packet being handled acked a packet of the channel,
 	// which is in conn.ackedChans (N81).
 	acked bool
@@ -467,8 +478,8 @@ func (c *conn) nextDeadline() clock.Time {
 	if oldest != 0 {
 		d = clock.Earliest(d, oldest.Add(cfg.Timeout))
 	}
-	for _, cs := range c.recvChans {
-		d = clock.Earliest(d, cs.rcv.NextDeadline())
+	if len(c.recvHeap) > 0 {
+		d = clock.Earliest(d, c.recvHeap[0].rdl)
 	}
 	if c.state == stateClosing {
 		d = clock.Earliest(d, c.lingerUntil)

@@ -91,6 +91,9 @@ func (c *conn) handleParsed(now clock.Time, ch int16, p []byte, h channel.Header
 		if cs.rcv.Settled() {
 			// deliver would find nothing to give, count or time
 			// (N101).
+			if cs.inRecv {
+				c.recvTimed(cs)
+			}
 			c.receiverIdle(cs)
 			return
 		}
@@ -134,6 +137,9 @@ func (c *conn) takeWhole(ch int16, b []byte, s *bundleSums, j, n int) int {
 	c.ep.estats.MessagesDelivered += uint64(taken)
 	c.ep.emitWhole(c, ch, b, ws, s.payloads[j:j+taken])
 	c.ep.runTaken += uint64(taken)
+	if cs.inRecv {
+		c.recvTimed(cs)
+	}
 	c.receiverIdle(cs)
 	return taken
 }
@@ -199,10 +205,7 @@ func (c *conn) deliver(now clock.Time, cs *chanState) {
 		c.ep.disconnect(now, c, &ProtocolError{Reason: err.Error()}, true)
 		return
 	}
-	if !cs.inRecv && cs.rcv.NextDeadline() != 0 {
-		cs.inRecv = true
-		c.recvChans = append(c.recvChans, cs)
-	}
+	c.recvTimed(cs)
 	c.receiverIdle(cs)
 }
 
@@ -214,27 +217,110 @@ func (c *conn) emit(cs *chanState, m channel.Message) {
 }
 
 // expireReceivers applies the MCI rule (D11) to receivers whose deadline
-// passed.
+// passed: those at the top of recvHeap, taken off it first, so that each
+// is handled once however deliver puts it back.
 func (c *conn) expireReceivers(now clock.Time) {
-	kept := c.recvChans[:0]
-	for _, cs := range c.recvChans {
+	due := c.recvDue[:0]
+	for len(c.recvHeap) > 0 && c.recvHeap[0].rdl <= now {
+		cs := c.recvHeap[0]
+		c.recvRemove(cs)
+		due = append(due, cs)
+	}
+	for i, cs := range due {
+		due[i] = nil
 		if c.state == 0 {
-			return
+			continue
+		}
+		if cs.rcv == nil {
+			continue
 		}
 		if t := cs.rcv.NextDeadline(); t != 0 && t <= now {
-			cs.inRecv = true // deliver must not append it again
-			c.deliver(now, cs)
+			c.deliver(now, cs) // puts it back if it has a deadline still
+			continue
 		}
-		if cs.rcv.NextDeadline() != 0 {
-			kept = append(kept, cs)
-		} else {
-			cs.inRecv = false
-			c.receiverIdle(cs)
-		}
+		c.recvTimed(cs)
+		c.receiverIdle(cs)
 	}
 	if c.state != 0 {
-		clear(c.recvChans[len(kept):])
-		c.recvChans = kept
+		c.recvDue = due[:0]
+	}
+}
+
+// recvTimed puts cs in recvHeap at its receiver's deadline, or takes it
+// off if the receiver has none (N137).
+func (c *conn) recvTimed(cs *chanState) {
+	d := clock.Time(0)
+	if cs.rcv != nil {
+		d = cs.rcv.NextDeadline()
+	}
+	switch {
+	case d == 0:
+		if cs.inRecv {
+			c.recvRemove(cs)
+		}
+	case cs.inRecv:
+		up := d < cs.rdl
+		cs.rdl = d
+		if up {
+			c.recvUp(int(cs.rIdx))
+		} else {
+			c.recvDown(int(cs.rIdx))
+		}
+	default:
+		cs.inRecv, cs.rdl, cs.rIdx = true, d, int32(len(c.recvHeap))
+		c.recvHeap = append(c.recvHeap, cs)
+		c.recvUp(int(cs.rIdx))
+	}
+}
+
+// recvRemove takes cs off recvHeap.
+func (c *conn) recvRemove(cs *chanState) {
+	h := c.recvHeap
+	i, last := int(cs.rIdx), len(h)-1
+	cs.inRecv = false
+	if i != last {
+		h[i] = h[last]
+		h[i].rIdx = int32(i)
+	}
+	h[last] = nil
+	c.recvHeap = h[:last]
+	if i != last {
+		c.recvUp(i)
+		c.recvDown(i)
+	}
+}
+
+// recvUp and recvDown restore recvHeap's order from place i up or down.
+func (c *conn) recvUp(i int) {
+	h := c.recvHeap
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].rdl <= h[i].rdl {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		h[p].rIdx, h[i].rIdx = int32(p), int32(i)
+		i = p
+	}
+}
+
+func (c *conn) recvDown(i int) {
+	h := c.recvHeap
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].rdl < h[l].rdl {
+			m = r
+		}
+		if h[i].rdl <= h[m].rdl {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		h[i].rIdx, h[m].rIdx = int32(i), int32(m)
+		i = m
 	}
 }
 

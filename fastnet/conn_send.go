@@ -595,7 +595,7 @@ func (c *conn) countReceived(n int) {
 
 // releaseBuffers drops the connection's queues when it is removed.
 func (c *conn) releaseBuffers() {
-	c.chans, c.last, c.low, c.ring, c.sendChans, c.recvChans, c.acks, c.sentAcks = nil, nil, nil, nil, nil, nil, nil, nil
+	c.chans, c.last, c.low, c.ring, c.sendChans, c.recvHeap, c.recvDue, c.acks, c.sentAcks = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	c.acksHead = 0
 	c.spare, c.spareSenders, c.receivers, c.senders = nil, nil, 0, 0
 	c.idleRecv, c.idleSend = idleQueue{}, idleQueue{}

@@ -13,7 +13,7 @@ import (
 // testEndpoint plays the peer against one real Endpoint, packet by packet,
 // in virtual time (the style of x/net/quic's testConn).
 type testEndpoint struct {
-	t    *testing.T
+	t    testing.TB
 	ep   *Endpoint
 	now  clock.Time
 	peer netip.AddrPort
@@ -42,7 +42,7 @@ var (
 	clientAddr = netip.MustParseAddrPort("10.0.0.2:50000")
 )
 
-func newTestEndpoint(t *testing.T, cfg Config) *testEndpoint {
+func newTestEndpoint(t testing.TB, cfg Config) *testEndpoint {
 	t.Helper()
 	ep, err := NewEndpoint(cfg)
 	if err != nil {
