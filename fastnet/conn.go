@@ -236,19 +236,14 @@ type chanState struct {
 	inSend bool
 	// inRecv: in conn.recvHeap, at rIdx, with the deadline rdl: the
 	// receiver's NextDeadline when last looked at, never later than it
-	// (recvTimed).
+	// (recvTimed, N137).
 	inRecv bool
-	rIdx   int32
-	rdl    clock.Time
 	// acked: an ack packet being handled acked a packet of the channel,
-	// which is in conn.ackedChans (N81).
+	// which is in conn.ackedChans at ackIdx (N81, N138).
 	acked bool
 	// inGrown: in conn.grown (park.go, N95). Beside the flags above, in
 	// what would be padding.
 	inGrown bool
-	// sendIdx is the channel's place in c.sendChans while inSend, so that
-	// an ack removes it without a scan.
-	sendIdx int32
 	// In c.idleRecv, c.idleSend (park.go).
 	rcvQueued, sndQueued bool
 	// charged: the peer has used the channel, and chanStateMemory is
@@ -256,9 +251,15 @@ type chanState struct {
 	charged bool
 	// tracked: the channel has tracked messages pending, followed by
 	// conn.trackers (N55).
-	tracked  bool
+	tracked bool
+	// sendIdx is the channel's place in c.sendChans while inSend, so that
+	// an ack removes it without a scan.
+	sendIdx  int32
+	rIdx     int32
+	ackIdx   int32
 	g, l     channel.Seq
 	seq, rel channel.Seq
+	rdl      clock.Time
 	snd      *channel.Sender
 	rcv      *channel.Receiver
 }

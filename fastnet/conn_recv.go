@@ -381,11 +381,14 @@ func (c *conn) handleAcks(now clock.Time, p []byte) {
 			case !cs.acked:
 				cs.acked = true
 				entry = len(c.ackedChans)
+				cs.ackIdx = int32(entry)
 				c.ackedChans = append(c.ackedChans, ackedChan{cs, ak.Rel})
 			case entry < 0:
-				// A channel acked in an earlier row of the packet.
-				for entry = len(c.ackedChans) - 1; c.ackedChans[entry].cs != cs; entry-- {
-				}
+				// A channel acked in an earlier row of the packet: its
+				// entry is where it was put, not looked for, which
+				// took a pass a row for rows of channels in turn
+				// (N138).
+				entry = int(cs.ackIdx)
 			}
 			e = &c.ackedChans[entry]
 			e.newer(ak.Rel)
