@@ -119,6 +119,9 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 		s, sums = &e.sums, e.presum(p)
 	}
 	defer e.endPresums()
+	// Each kind of channel -1 packet is handled once a bundle (N139).
+	e.inBundle, e.bundleCtl = true, 0
+	defer func() { e.inBundle = false }()
 	all := p
 	j := 0 // the next of s
 	// The connection the last packets went to, touched once they are

@@ -59,6 +59,10 @@ type Endpoint struct {
 
 	// Counters of packets dropped before they reach any connection.
 	stray [NumDropReasons]uint64
+	// inBundle: a bundle is being handled; bundleCtl has a bit for each
+	// kind of channel -1 packet handled in it (N139).
+	inBundle  bool
+	bundleCtl uint32
 
 	// A server's unvalidated connections, oldest first, and what address
 	// validation did (D25).

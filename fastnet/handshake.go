@@ -105,6 +105,17 @@ func (e *Endpoint) handleControl(now clock.Time, from netip.AddrPort, c *conn, p
 		e.drop(c, DropBadControl)
 		return
 	}
+	if e.inBundle {
+		// A bundle of a thousand queries drew a thousand answers, each
+		// a datagram of its own (N139): a kind already handled in
+		// this bundle is dropped, and counted.
+		bit := uint32(1) << m.kind
+		if e.bundleCtl&bit != 0 {
+			e.drop(c, DropRepeatedControl)
+			return
+		}
+		e.bundleCtl |= bit
+	}
 	if m.kind == ctlQueryBundle || m.kind == ctlBundleYes {
 		e.bundleControl(from, c, m) // either role (D24)
 	} else if m.kind == ctlQueryPunch || m.kind == ctlPunchYes {

@@ -28,6 +28,7 @@ const (
 	DropBundleNested                         // the rest of a bundle from an inner packet on channel -6 (D24, N72)
 	DropBadIntro                             // a well-formed introduction message that answers nothing, or from a connection it does not belong to (X16, X18)
 	DropBadPunch                             // a punch packet naming no live introduction, of the wrong role, or whose mac does not verify (X10)
+	DropRepeatedControl                      // a channel -1 packet of a kind already handled in the same bundle: answered once (N139)
 	numDropReasons
 )
 
@@ -53,6 +54,7 @@ var dropReasonNames = [...]string{
 	DropBundleNested:       "bundle-nested",
 	DropBadIntro:           "bad-intro",
 	DropBadPunch:           "bad-punch",
+	DropRepeatedControl:    "repeated-control",
 }
 
 func (r DropReason) String() string {
