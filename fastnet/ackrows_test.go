@@ -56,6 +56,41 @@ func TestAckRows(t *testing.T) {
 	}
 }
 
+// A channel named again after another's row has its own entry updated
+// (N138): channel 1's packet 9 acked after channel 0's row shows packets
+// 1-8 of channel 1 lost (N81).
+func TestAckRowsLoss(t *testing.T) {
+	cfg := Config{MaxInFlight: 8 << 20, Congestion: CongestionConfig{InitialWindow: 4 << 20}}
+	p := newPair(t, cfg, Config{})
+	p.drop = func(from Role, b []byte) bool { return from == Server }
+	for i := range 10 {
+		for ch := range 2 {
+			if ch == 0 && i >= 2 {
+				continue
+			}
+			if err := p.cli.Send(p.now, p.ch, ch, []byte{byte(i)}, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 20 {
+		p.now = p.now.Add(time.Millisecond)
+		p.flush()
+	}
+	p.drop = nil
+	c := p.cli.conns[p.ch]
+	c.hb.sampled = true
+	ack := appendPacketHeader(nil, chAck)
+	for _, a := range []channel.Ack{{Channel: 0, Seq: 0}, {Channel: 1, Seq: 0}, {Channel: 0, Seq: 1}, {Channel: 1, Seq: 9}} {
+		ack = channel.AppendAck(ack, a)
+	}
+	before := c.stats.CongestionEvents
+	p.cli.HandleDatagram(p.now, serverAddr, ack)
+	if c.stats.CongestionEvents == before {
+		t.Errorf("no loss seen on channel 1 (congestion events %d)", c.stats.CongestionEvents)
+	}
+}
+
 // BenchmarkAckRows is the cost of such an ack packet, a channel's entry
 // found where it was put rather than by a pass (N138): about in
 // proportion to k, where the pass took k² steps.

@@ -41,3 +41,20 @@ func TestBundleRepeatedControl(t *testing.T) {
 		}
 	}
 }
+
+// A lone "query:version" after a bundle that held one is answered: the
+// bundle's state ends with it (N139).
+func TestBundleRepeatedControlEnds(t *testing.T) {
+	tc := newTestEndpoint(t, Config{Role: Server})
+	tc.connectServer()
+	tc.recvControl(control{kind: ctlQueryBundle})
+	tc.sent, tc.evs = nil, nil
+	inner := appendControl(appendPacketHeader(nil, chControl), control{kind: ctlQueryVersion})
+	b := append([]byte{0, byte(len(inner))}, inner...)
+	tc.recv(chBundle, b)
+	tc.sent = nil
+	tc.recvControl(control{kind: ctlQueryVersion})
+	if len(tc.sent) != 1 {
+		t.Errorf("lone query after a bundle drew %d answers, want 1", len(tc.sent))
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fastnet-engine/fastnet/channel"
+	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
 )
 
@@ -74,6 +75,76 @@ func TestRecvHeap(t *testing.T) {
 		if st.Dropped[DropExpired] == 0 || started == 0 {
 			t.Errorf("seed %d: %d messages expired of %d left unfinished", seed, st.Dropped[DropExpired], started)
 		}
+	}
+}
+
+// A receiver's deadline moves earlier when the head message completes
+// and the next one's parts arrived before it: the heap must move the
+// channel up (recvTimed via deliver), else the connection's next
+// deadline is late and the expired message dropped late (D11, N137).
+func TestRecvHeapEarlier(t *testing.T) {
+	tc := newTestEndpoint(t, Config{Role: Server})
+	h, _ := tc.connectServer()
+	c := tc.ep.conns[h]
+	enc := coalesce.AppendMessage(nil, make([]byte, 300), false)
+	part1, part2 := enc[:150], enc[150:]
+	ms := time.Millisecond
+	t0 := tc.now
+	at := func(d time.Duration) { tc.now = t0.Add(d) }
+	dl := func(ch int16) clock.Time { return c.chans[ch].rcv.NextDeadline() }
+	// ch 1: B's first part (seq 2) at t0, then A's first part (seq 0) at
+	// t0+10ms: the head is A, due at t0+35ms.
+	tc.recv(1, dataPacket(false, true, 2, 0, part1))
+	at(2 * ms)
+	for ch := int16(2); ch < 8; ch++ { // others, due from t0+27ms on
+		tc.recv(ch, dataPacket(false, true, 0, 0, part1))
+		tc.now = tc.now.Add(ms)
+	}
+	at(10 * ms)
+	tc.recv(1, dataPacket(false, true, 0, 0, part1))
+	t.Logf("ch1 deadline after A1: %v (t0+%v)", dl(1), dl(1).Sub(t0))
+	at(12 * ms)
+	// A completes: the head is now B, due at t0+25ms.
+	tc.recv(1, dataPacket(false, false, 1, 0, part2))
+	t.Logf("ch1 deadline after A2: t0+%v; heap top t0+%v", dl(1).Sub(t0), c.recvHeap[0].rdl.Sub(t0))
+	checkRecvHeap(t, c, 0)
+	next, _ := tc.ep.NextDeadline()
+	if want := t0.Add(25 * ms); next > want {
+		t.Errorf("next deadline t0+%v, want t0+%v at the latest", next.Sub(t0), want.Sub(t0))
+	}
+	before, _ := tc.ep.Stats(h)
+	tc.evs, tc.sent = tc.evs[:0], tc.sent[:0]
+	tc.advance(t0.Add(26 * ms).Sub(tc.now))
+	st, _ := tc.ep.Stats(h)
+	if st.Dropped[DropExpired] == before.Dropped[DropExpired] {
+		t.Errorf("B not expired by t0+26ms (D11)")
+	}
+}
+
+// As above, with the channel already in the heap when its deadline moves
+// later and then earlier: deliver must time it again although it is in
+// the heap.
+func TestRecvHeapEarlierInHeap(t *testing.T) {
+	tc := newTestEndpoint(t, Config{Role: Server})
+	h, _ := tc.connectServer()
+	c := tc.ep.conns[h]
+	enc := coalesce.AppendMessage(nil, make([]byte, 300), false)
+	part1, part2 := enc[:150], enc[150:]
+	ms := time.Millisecond
+	t0 := tc.now
+	at := func(d time.Duration) { tc.now = t0.Add(d) }
+	tc.recv(1, dataPacket(false, true, 0, 0, part1)) // C, never finished: due t0+25ms
+	at(3 * ms)
+	tc.recv(1, dataPacket(false, true, 3, 0, part1)) // B's first part
+	at(10 * ms)
+	tc.recv(1, dataPacket(false, true, 1, 0, part1)) // A's first part
+	tc.advance(t0.Add(25 * ms).Sub(tc.now))          // C expires; A due at t0+35ms
+	at(26 * ms)
+	tc.recv(1, dataPacket(false, false, 2, 0, part2)) // A whole: B due at t0+28ms
+	t.Logf("ch1 deadline t0+%v, kept at t0+%v", c.chans[1].rcv.NextDeadline().Sub(t0), c.chans[1].rdl.Sub(t0))
+	checkRecvHeap(t, c, 0)
+	if next, _ := tc.ep.NextDeadline(); next > t0.Add(28*ms) {
+		t.Errorf("next deadline t0+%v, want t0+28ms at the latest (D11)", next.Sub(t0))
 	}
 }
 
