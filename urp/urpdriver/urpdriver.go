@@ -284,6 +284,14 @@ type transport struct {
 // newTransport checks the engine's configuration, so that a bad one fails
 // before anything is asked of the relay, and returns the transport.
 func newTransport(cfg Config) (*transport, error) {
+	// The driver's limits, refused here as the driver would, but before
+	// the relay is contacted and a group made for nothing.
+	switch {
+	case cfg.ReceiveQueue < 0:
+		return nil, fmt.Errorf("urpdriver: ReceiveQueue %d is negative", cfg.ReceiveQueue)
+	case cfg.Backlog < 0:
+		return nil, fmt.Errorf("urpdriver: Backlog %d is negative", cfg.Backlog)
+	}
 	cfg.Engine.Transport = fastnet.Stream
 	// An endpoint of the configuration, for its limits with their
 	// defaults (it does nothing else).

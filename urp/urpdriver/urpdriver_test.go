@@ -340,6 +340,7 @@ func TestConfigRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			before := s.Stats().Connects
 			hl, lerr := urpdriver.Listen(ctx, s.Addr().String(), tt.cfg)
 			if lerr == nil {
 				hl.Close()
@@ -355,6 +356,10 @@ func TestConfigRefused(t *testing.T) {
 				case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 					t.Errorf("%v, want an error about %s", err, tt.want)
 				}
+			}
+			// A limit refused is refused before the relay is contacted.
+			if n := s.Stats().Connects - before; tt.want != "" && n != 0 {
+				t.Errorf("the relay saw %d connections for a refused configuration", n)
 			}
 		})
 	}
