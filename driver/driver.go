@@ -746,10 +746,10 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 // (fastnet.Endpoint.HoldResends), and sends the rest: the resends that
 // came due go once the input that may ack them is in, with the
 // reader's first flush that finds none waiting (N132), or once the
-// deadline is handled (N130:
-// N129 held every flush until the put-off ended, which held the acks
-// and replies of a process starved of processor time, late at every
-// turn, and its peers resent what they had not heard acked). The input
+// deadline is handled (N130: N129 held every flush until the put-off
+// ended, which held the acks and replies of a process starved of
+// processor time, late at every turn, and its peers resent what they
+// had not heard acked). The input
 // so comes before the deadline, as it would have had the process run,
 // and on a busy socket, never empty, a deadline waits its budget at
 // most, given anew at most overdueAgain times. That input waits is

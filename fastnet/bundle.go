@@ -118,10 +118,9 @@ func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p 
 	} else {
 		s, sums = &e.sums, e.presum(p)
 	}
-	defer e.endPresums()
 	// Each kind of channel -1 packet is handled once a bundle (N139).
 	e.inBundle, e.bundleCtl = true, 0
-	defer func() { e.inBundle = false }()
+	defer e.endBundle()
 	all := p
 	j := 0 // the next of s
 	// The connection the last packets went to, touched once they are
@@ -212,12 +211,14 @@ func touchBefore(touched **conn, cur *conn, now clock.Time) {
 	}
 }
 
-// endPresums forgets the digests of a bundle once it is handled, and the
-// payloads of it that e.sums, kept for the next bundle, still holds: the
-// endpoint keeps nothing of a datagram after handling it.
-func (e *Endpoint) endPresums() {
+// endBundle ends the handling of a bundle: it forgets the bundle's
+// digests, and the payloads of it that e.sums, kept for the next bundle,
+// still holds (the endpoint keeps nothing of a datagram after handling
+// it), and what kinds of channel -1 packet it held (N139).
+func (e *Endpoint) endBundle() {
 	e.presums.Clear()
 	clear(e.sums.payloads)
+	e.inBundle = false
 }
 
 // bundleSums is what presum computed for the bundle being handled: for

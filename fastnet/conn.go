@@ -97,7 +97,8 @@ type conn struct {
 	// costs a pass over them all: a peer that kept thousands of
 	// messages unfinished made each of its datagrams cost a pass
 	// (N137). recvDue is expireReceivers' scratch.
-	recvHeap, recvDue []*chanState
+	recvHeap recvHeap
+	recvDue  []*chanState
 	// acks holds the acks waiting to be sent from acksHead on, consumed
 	// from the front without shifting (D13).
 	acks     []channel.Ack

@@ -1,6 +1,8 @@
 package fastnet
 
 import (
+	"container/heap"
+
 	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/clock"
 	"github.com/fastnet-engine/fastnet/coalesce"
@@ -222,24 +224,15 @@ func (c *conn) emit(cs *chanState, m channel.Message) {
 func (c *conn) expireReceivers(now clock.Time) {
 	due := c.recvDue[:0]
 	for len(c.recvHeap) > 0 && c.recvHeap[0].rdl <= now {
-		cs := c.recvHeap[0]
-		c.recvRemove(cs)
-		due = append(due, cs)
+		due = append(due, heap.Pop(&c.recvHeap).(*chanState))
 	}
 	for i, cs := range due {
 		due[i] = nil
-		if c.state == 0 {
-			continue
-		}
-		if cs.rcv == nil {
-			continue
-		}
-		if t := cs.rcv.NextDeadline(); t != 0 && t <= now {
+		// Its receiver may be gone since (another's delivery parked
+		// it), or the connection (a protocol error).
+		if c.state != 0 && cs.rcv != nil {
 			c.deliver(now, cs) // puts it back if it has a deadline still
-			continue
 		}
-		c.recvTimed(cs)
-		c.receiverIdle(cs)
 	}
 	if c.state != 0 {
 		c.recvDue = due[:0]
@@ -256,72 +249,40 @@ func (c *conn) recvTimed(cs *chanState) {
 	switch {
 	case d == 0:
 		if cs.inRecv {
-			c.recvRemove(cs)
+			heap.Remove(&c.recvHeap, int(cs.rIdx))
 		}
 	case cs.inRecv:
-		up := d < cs.rdl
 		cs.rdl = d
-		if up {
-			c.recvUp(int(cs.rIdx))
-		} else {
-			c.recvDown(int(cs.rIdx))
-		}
+		heap.Fix(&c.recvHeap, int(cs.rIdx))
 	default:
-		cs.inRecv, cs.rdl, cs.rIdx = true, d, int32(len(c.recvHeap))
-		c.recvHeap = append(c.recvHeap, cs)
-		c.recvUp(int(cs.rIdx))
+		cs.rdl = d
+		heap.Push(&c.recvHeap, cs)
 	}
 }
 
-// recvRemove takes cs off recvHeap.
-func (c *conn) recvRemove(cs *chanState) {
-	h := c.recvHeap
-	i, last := int(cs.rIdx), len(h)-1
+// recvHeap orders the channels whose receiver has a deadline by that
+// deadline (container/heap); each knows its place (rIdx) and that it is
+// in the heap (inRecv).
+type recvHeap []*chanState
+
+func (h recvHeap) Len() int           { return len(h) }
+func (h recvHeap) Less(i, j int) bool { return h[i].rdl < h[j].rdl }
+func (h recvHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].rIdx, h[j].rIdx = int32(i), int32(j)
+}
+func (h *recvHeap) Push(x any) {
+	cs := x.(*chanState)
+	cs.inRecv, cs.rIdx = true, int32(len(*h))
+	*h = append(*h, cs)
+}
+func (h *recvHeap) Pop() any {
+	old := *h
+	cs := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
 	cs.inRecv = false
-	if i != last {
-		h[i] = h[last]
-		h[i].rIdx = int32(i)
-	}
-	h[last] = nil
-	c.recvHeap = h[:last]
-	if i != last {
-		c.recvUp(i)
-		c.recvDown(i)
-	}
-}
-
-// recvUp and recvDown restore recvHeap's order from place i up or down.
-func (c *conn) recvUp(i int) {
-	h := c.recvHeap
-	for i > 0 {
-		p := (i - 1) / 2
-		if h[p].rdl <= h[i].rdl {
-			break
-		}
-		h[p], h[i] = h[i], h[p]
-		h[p].rIdx, h[i].rIdx = int32(p), int32(i)
-		i = p
-	}
-}
-
-func (c *conn) recvDown(i int) {
-	h := c.recvHeap
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		m := l
-		if r := l + 1; r < len(h) && h[r].rdl < h[l].rdl {
-			m = r
-		}
-		if h[i].rdl <= h[m].rdl {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		h[i].rIdx, h[m].rIdx = int32(i), int32(m)
-		i = m
-	}
+	return cs
 }
 
 // handleAcks frees the acknowledged reliable packets (D13).

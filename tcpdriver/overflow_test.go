@@ -44,18 +44,7 @@ func TestWriteQueueOverflow(t *testing.T) {
 		peer.SetWriteDeadline(time.Now().Add(20 * time.Second))
 		peer.Write(flood) // fails once the server closes the connection
 	}()
-	most := 0
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		c.mu.Lock()
-		most = max(most, len(c.pending))
-		over := c.overflowed
-		c.mu.Unlock()
-		if over {
-			break
-		}
-	}
-	var s driver.Stats
-	tr.AddStats(&s)
+	most, s := watchOverflow(tr, c)
 	if s.WriteOverflows != 1 {
 		t.Fatalf("WriteOverflows %d after %d queries from a peer that reads nothing (queue at most %d bytes seen), want 1", s.WriteOverflows, n, most)
 	}
@@ -135,6 +124,22 @@ func TestHardQueue(t *testing.T) {
 	}
 }
 
+// watchOverflow watches c's write queue for 20 s at most, until it
+// overflows, and returns the most it held and the transport's counters.
+func watchOverflow(tr *transport, c *tcpConn) (most int, s driver.Stats) {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		most = max(most, len(c.pending))
+		over := c.overflowed
+		c.mu.Unlock()
+		if over {
+			break
+		}
+	}
+	tr.AddStats(&s)
+	return most, s
+}
+
 // overflowPair starts a server transport with cfg and connects a peer to
 // it, with small socket buffers, so that little of what the server
 // writes is absorbed by the kernel: it returns the transport, the
@@ -190,18 +195,7 @@ func TestHandshakeWriteQueueOverflow(t *testing.T) {
 			}
 		}
 	}()
-	most := 0
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		c.mu.Lock()
-		most = max(most, len(c.pending))
-		over := c.overflowed
-		c.mu.Unlock()
-		if over {
-			break
-		}
-	}
-	var s driver.Stats
-	tr.AddStats(&s)
+	most, s := watchOverflow(tr, c)
 	if s.WriteOverflows != 1 || most > handshakeQueue {
 		t.Errorf("WriteOverflows %d, the queue at most %d bytes; want 1, at most %d", s.WriteOverflows, most, handshakeQueue)
 	}

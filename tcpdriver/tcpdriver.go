@@ -204,12 +204,6 @@ type transport struct {
 	handshakesDropped atomic.Uint64
 	handshakeTimeouts atomic.Uint64
 	writeOverflows    atomic.Uint64
-
-	// held counts the connections whose read role holds input
-	// (tcpConn.held), so that InputWaiting asks the sockets only when
-	// none does. A connection ended while it held some stays counted:
-	// the count says only whether to look at the flags.
-	held atomic.Int64
 }
 
 // minCloseWait is the least time an ending connection gets to write what is
@@ -218,7 +212,6 @@ const minCloseWait = 100 * time.Millisecond
 
 // tcpConn is one TCP connection.
 type tcpConn struct {
-	t          *transport
 	nc         net.Conn
 	remote     netip.AddrPort
 	server     bool          // accepted by a listener
@@ -234,7 +227,8 @@ type tcpConn struct {
 	wake  chan struct{}    // the reader goroutine looks at its state again
 	idle  *timer.IdleTimer // hands a role left free to the reader goroutine (c.mu)
 	// held says the role's holder has input not yet handed to the
-	// engine: a packet read, or bytes in fr's buffer (InputWaiting).
+	// engine: a packet read, or one whole in fr's buffer (setHeld,
+	// InputWaiting).
 	// heldSet is the holder's own copy: held is stored only when it
 	// changes (setHeld).
 	held    atomic.Bool
@@ -374,7 +368,7 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 		bufSize = handshakeBuffer
 	}
 	c := &tcpConn{
-		t: t, nc: nc, remote: remote, server: server, iw: iw, inq: inq, readerDone: make(chan struct{}),
+		nc: nc, remote: remote, server: server, iw: iw, inq: inq, readerDone: make(chan struct{}),
 		fr:    frame.NewReader(nc, t.maxPacket, bufSize),
 		ready: make(chan struct{}, 1), token: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		idle: t.e.NewIdleTimer(idleDelay),
@@ -770,11 +764,6 @@ func (c *tcpConn) setHeld(v bool) {
 	if c.heldSet != v {
 		c.heldSet = v
 		c.held.Store(v)
-		if v {
-			c.t.held.Add(1)
-		} else {
-			c.t.held.Add(-1)
-		}
 	}
 }
 
@@ -790,13 +779,11 @@ func (c *tcpConn) setHeld(v bool) {
 func (t *transport) InputWaiting() (waiting, known bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.held.Load() > 0 {
-		// Some read role holds input: no socket need be asked, unless
-		// every such connection is paused.
-		for _, c := range t.conns {
-			if c.held.Load() && !c.pausedNow.Load() {
-				return true, true
-			}
+	// The read roles first: an atomic load each, and no socket need
+	// be asked if one holds input.
+	for _, c := range t.conns {
+		if c.held.Load() && !c.pausedNow.Load() {
+			return true, true
 		}
 	}
 	known = true
