@@ -85,6 +85,30 @@ type Config struct {
 	// Rand draws UIDs and GIDs (U3). The default is a PCG with a fixed
 	// seed, so that runs replay; drivers seed it from crypto/rand.
 	Rand *rand.Rand
+	// JoinGuard, if not nil, bounds the joins users may fail (U26): the
+	// relay asks it before it checks each U2R_JOIN, and tells it of
+	// each that fails for its GID or password. Without one, a user may
+	// guess without bound. urpserver sets one that counts failures by
+	// address; a driver of its own should set one too.
+	JoinGuard JoinGuard
+}
+
+// A JoinGuard bounds the joins users may fail (U26). A U2R_JOIN names a
+// group and its password, and one answered STAT_PASS tells its sender
+// only that the pair was wrong, so failed joins are guesses: a user who
+// could make them without bound, hundreds of thousands a second in one
+// stream, would soon find a group of another's, first one whose host set
+// no password (its GID is then all there is to guess). The relay calls
+// a JoinGuard from HandleBytes, with the UID of the user whose join it
+// handles; what it decides on (an address, a clock) is the driver's.
+type JoinGuard interface {
+	// MayFail reports whether user uid may have one more join fail. If
+	// not, the relay closes the user (ErrGuessing) without checking the
+	// join, so that the join tells it nothing, right or wrong.
+	MayFail(uid uint32) bool
+	// Failed records that a join of user uid was answered STAT_PASS: no
+	// open group has the GID and password it gave.
+	Failed(uid uint32)
 }
 
 func (c Config) withDefaults() Config {

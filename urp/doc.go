@@ -35,11 +35,17 @@
 //     After inputs and TakeOutput calls, drain PollResume: the users it
 //     names may be read again.
 //  5. Drain PollEvent. On EventDisconnected close that user's connection:
-//     the relay closed it (bad input, U5, U6; a full output, U11), or it
-//     reports a Disconnect.
+//     the relay closed it (bad input, U5, U6; a full output, U11;
+//     guessing, U26), or it reports a Disconnect.
+//
+// Failed joins are guesses of a group's GID and password: a relay open
+// to the world sets Config.JoinGuard, which decides, by what the driver
+// knows of each user (its address, the time), how many a user may make
+// (U26); urpserver's counts them by address.
 //
 // Bytes handed in are not kept once a call returns; bytes taken out are
-// the caller's. Nothing blocks and nothing calls back.
+// the caller's. Nothing blocks, and nothing calls back but the
+// JoinGuard, from HandleBytes.
 //
 // # Driving a Client
 //

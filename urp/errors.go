@@ -39,6 +39,9 @@ var (
 	// ErrOutputFull: the user did not read what the relay had for it,
 	// and it reached Config.MaxOutput (U11).
 	ErrOutputFull = errors.New("urp: user does not read: output limit reached")
+	// ErrGuessing: the user sent a U2R_JOIN that Config.JoinGuard did
+	// not let fail, having failed too many already (U26).
+	ErrGuessing = errors.New("urp: too many failed joins")
 )
 
 // Misuse of a Client, returned at once with its state unchanged.

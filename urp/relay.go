@@ -160,6 +160,9 @@ type Stats struct {
 	// together (U23). Truncated counts streams that ended inside a
 	// packet.
 	UnknownPacket, TooLong, Overflow, PartialFull, Truncated uint64
+	// Guessing counts the users closed for a join their
+	// Config.JoinGuard did not let fail (U26).
+	Guessing uint64
 	// Messages and MessageBytes count the R2U_TEXT packets queued for
 	// users, and their data.
 	Messages, MessageBytes uint64
@@ -561,6 +564,8 @@ func (r *Relay) close(u *user, reason error) {
 		r.stats.Overflow++
 	case ErrTruncated:
 		r.stats.Truncated++
+	case ErrGuessing:
+		r.stats.Guessing++
 	}
 	delete(r.users, u.uid)
 	u.out = nil
@@ -628,10 +633,16 @@ func (r *Relay) make(u *user) {
 	r.event(Event{Kind: EventMade, UID: u.uid, GID: gid})
 }
 
-// join carries out U2R_JOIN (U4).
+// join carries out U2R_JOIN (U4), within the failures the JoinGuard
+// allows (U26).
 func (r *Relay) join(u *user, gid, password uint32) {
 	if u.role != Connected {
 		r.stats.Ignored.Role++
+		return
+	}
+	guard := r.cfg.JoinGuard
+	if guard != nil && !guard.MayFail(u.uid) {
+		r.close(u, ErrGuessing)
 		return
 	}
 	g := r.groups[gid]
@@ -643,6 +654,9 @@ func (r *Relay) join(u *user, gid, password uint32) {
 		status = StatLock
 	case len(g.members) >= g.limit(r.cfg.MaxGroupSize):
 		status = StatFull
+	}
+	if status == StatPass && guard != nil {
+		guard.Failed(u.uid)
 	}
 	if status != 0 {
 		r.send(u, Packet{ID: R2UMade, Status: status, GID: gid})

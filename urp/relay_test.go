@@ -221,7 +221,8 @@ func TestRelayJoinFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := newRelayTest(t, Config{})
+			guard := &budgetGuard{each: 1}
+			rt := newRelayTest(t, Config{JoinGuard: guard})
 			host, gid := rt.make()
 			rt.send(host, tt.setup...)
 			rt.idle("settings without RESPOND", host)
@@ -240,7 +241,83 @@ func TestRelayJoinFailures(t *testing.T) {
 			if ev := evs[len(evs)-1]; ev != (Event{Kind: EventJoinFailed, UID: u, GID: asked, Status: tt.want}) {
 				t.Errorf("event %+v", ev)
 			}
+			// Only a wrong GID or password is a guess that failed
+			// (U26): a lock or a full group shows the pair was right.
+			if want := tt.want == StatPass; guard.failed[u] != b2i(want) || guard.asked[u] != 1 {
+				t.Errorf("the guard was asked %d times and told of %d failures; want 1 and %d", guard.asked[u], guard.failed[u], b2i(want))
+			}
 		})
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// budgetGuard is a JoinGuard that lets each user fail each joins, and
+// counts what the relay asked and told it.
+type budgetGuard struct {
+	each          int
+	asked, failed map[uint32]int
+}
+
+func (g *budgetGuard) MayFail(uid uint32) bool {
+	if g.asked == nil {
+		g.asked, g.failed = map[uint32]int{}, map[uint32]int{}
+	}
+	g.asked[uid]++
+	return g.failed[uid] < g.each
+}
+
+func (g *budgetGuard) Failed(uid uint32) { g.failed[uid]++ }
+
+// TestRelayJoinGuard: a user may fail as many joins as its JoinGuard
+// lets it; the next join closes it before it is checked, so that it
+// tells the user nothing even when its GID and password are right, and
+// the rest of what the user sent is not handled (U26). Joins that
+// succeed cost nothing.
+func TestRelayJoinGuard(t *testing.T) {
+	// Users who may fail two joins each.
+	guard := &budgetGuard{each: 2}
+	rt := newRelayTest(t, Config{JoinGuard: guard})
+	host, gid := rt.make()
+	rt.send(host, Packet{ID: U2RSets, Key: KeyGroupPass, Value: 5})
+	u, v := rt.connect(), rt.connect()
+	rt.events()
+	// The answers to u's failures go with it: a user closed has its
+	// output dropped.
+	rt.send(u,
+		Packet{ID: U2RJoin, GID: gid, Password: 1},
+		Packet{ID: U2RJoin, GID: gid + 1, Password: 5},
+		Packet{ID: U2RJoin, GID: gid, Password: 5}, // right, but past the budget
+		Packet{ID: U2RMake})
+	rt.idle("the host, of the guessing user", host)
+	if _, ok := rt.r.User(u); ok {
+		t.Error("the guessing user is still connected")
+	}
+	want := []Event{
+		{Kind: EventJoinFailed, UID: u, GID: gid, Status: StatPass},
+		{Kind: EventJoinFailed, UID: u, GID: gid + 1, Status: StatPass},
+		{Kind: EventDisconnected, UID: u, Err: ErrGuessing},
+	}
+	if diff := cmp.Diff(want, rt.events(), cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if s := rt.r.Stats(); s.Guessing != 1 || s.Groups != 1 {
+		t.Errorf("stats %+v", s)
+	}
+	// The other fails one and joins: it still has one failure left, and
+	// as a member sends no join the guard would be asked of.
+	rt.send(v, Packet{ID: U2RJoin, GID: gid, Password: 4})
+	rt.want("one failure", v, Packet{ID: R2UMade, Status: StatPass, GID: gid})
+	rt.send(v, Packet{ID: U2RJoin, GID: gid, Password: 5})
+	rt.want("a join", v, Packet{ID: R2UMade, Status: StatJoin, GID: gid}, Packet{ID: R2UStat, Role: Member})
+	if guard.asked[u] != 3 || guard.failed[u] != 2 || guard.asked[v] != 2 || guard.failed[v] != 1 {
+		t.Errorf("guard asked %d and %d times, told of %d and %d failures; want 3, 2, 2, 1",
+			guard.asked[u], guard.asked[v], guard.failed[u], guard.failed[v])
 	}
 }
 

@@ -55,7 +55,9 @@ closed) and bytes waiting for one user. While a user has more than half of
 --max-output waiting, its group is not read, so that a slow reader slows its
 group instead of losing messages; a user whose socket takes nothing for
 --write-timeout is closed, and one with more than --max-output waiting is
-closed at once.`,
+closed at once. The users of one address may fail --join-failures joins
+(guesses of a group's GID and password) at once and one more every
+--join-failure-every; a user whose join finds that budget spent is closed.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
 			var o relayOptions
 			fs.StringVar(&o.addr, "urp", defaultRelay, "serve URP on this TCP `HOST:PORT`")
@@ -65,6 +67,8 @@ closed at once.`,
 			fs.IntVar(&o.cfg.Relay.MaxMessage, "max-message", urp.DefaultMaxMessage, "the longest message, in `BYTES`")
 			fs.IntVar(&o.cfg.Relay.MaxOutput, "max-output", urp.DefaultMaxOutput, "the most `BYTES` waiting to be written to one user")
 			fs.DurationVar(&o.cfg.WriteTimeout, "write-timeout", 30*time.Second, "close a user whose socket takes nothing for `D`")
+			fs.IntVar(&o.cfg.JoinFailures, "join-failures", urpserver.DefaultJoinFailures, "the users of one address may fail `N` joins at once (negative: no bound)")
+			fs.DurationVar(&o.cfg.JoinFailureEvery, "join-failure-every", urpserver.DefaultJoinFailureEvery, "and one more every `D`")
 			fs.StringVar(&o.cfg.Relay.Brand, "brand", urp.DefaultBrand, "the relay's name in its welcome, at most 64 bytes")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				if len(args) > 0 {
@@ -84,6 +88,12 @@ closed at once.`,
 				}
 				if o.cfg.WriteTimeout <= 0 {
 					return usageError(s, "relay", "--write-timeout %v: must be positive", o.cfg.WriteTimeout)
+				}
+				if o.cfg.JoinFailures == 0 {
+					return usageError(s, "relay", "--join-failures 0: want at least 1, or negative for no bound")
+				}
+				if o.cfg.JoinFailureEvery <= 0 {
+					return usageError(s, "relay", "--join-failure-every %v: must be positive", o.cfg.JoinFailureEvery)
 				}
 				if err := o.cfg.Relay.Validate(); err != nil {
 					return usageError(s, "relay", "%s", flagWords(err))
@@ -161,8 +171,8 @@ func relay(ctx context.Context, s *stdio, o relayOptions) int {
 	close(events) // the server's goroutines have returned
 	<-printed
 	st := srv.Stats()
-	s.printf("stopped: %d users connected, %d refused; %d messages relayed (%d bytes); closed %d for unknown packets, %d for long messages, %d not reading, %d stalled; %d events not printed",
-		st.Connects, st.Refused, st.Messages, st.MessageBytes, st.UnknownPacket, st.TooLong, st.Overflow, st.WriteTimeouts, st.EventsDropped)
+	s.printf("stopped: %d users connected, %d refused; %d messages relayed (%d bytes); closed %d for unknown packets, %d for long messages, %d not reading, %d stalled, %d guessing joins; %d events not printed",
+		st.Connects, st.Refused, st.Messages, st.MessageBytes, st.UnknownPacket, st.TooLong, st.Overflow, st.WriteTimeouts, st.Guessing, st.EventsDropped)
 	return exitOK
 }
 

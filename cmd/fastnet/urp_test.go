@@ -90,7 +90,7 @@ func TestViaURP(t *testing.T) {
 		t.Errorf("relay exited %d", code)
 	}
 	end := relay.waitLine(t, "stopped: ")
-	if !regexp.MustCompile(`^stopped: 2 users connected, 0 refused; \d+ messages relayed \(\d+ bytes\); closed 0 for unknown packets, 0 for long messages, 0 not reading, 0 stalled; 0 events not printed$`).MatchString(end) {
+	if !regexp.MustCompile(`^stopped: 2 users connected, 0 refused; \d+ messages relayed \(\d+ bytes\); closed 0 for unknown packets, 0 for long messages, 0 not reading, 0 stalled, 0 guessing joins; 0 events not printed$`).MatchString(end) {
 		t.Errorf("relay ended with %q", end)
 	}
 }
@@ -171,6 +171,8 @@ func TestViaURPUsage(t *testing.T) {
 		{[]string{"relay", "--max-output", "100"}, "--max-output 100 cannot hold one message"},
 		{[]string{"relay", "--brand", strings.Repeat("b", 65)}, "--brand is 65 bytes, above 64"},
 		{[]string{"relay", "--write-timeout", "0s"}, "--write-timeout 0s: must be positive"},
+		{[]string{"relay", "--join-failures", "0"}, "--join-failures 0: want at least 1"},
+		{[]string{"relay", "--join-failure-every", "-1s"}, "--join-failure-every -1s: must be positive"},
 		{[]string{"relay", "--urp", "bad"}, `bad address "bad"`},
 		{[]string{"relay", "extra"}, `unexpected argument "extra"`},
 	}

@@ -33,6 +33,12 @@ func dialRaw(t testing.TB, s *urpserver.Server) *raw {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return welcomed(t, nc)
+}
+
+// welcomed is a raw user of connection nc, once it has read the welcome.
+func welcomed(t testing.TB, nc net.Conn) *raw {
+	t.Helper()
 	t.Cleanup(func() { nc.Close() })
 	r := &raw{t: t, nc: nc, dec: urp.NewDecoder(urp.ToUser, 1<<21), buf: make([]byte, 4096)}
 	w := r.next()

@@ -14,7 +14,9 @@
 // its group; and a user with more than urp.Config.MaxOutput waiting is
 // closed at once. A connection beyond urp.Config.MaxUsers is closed at
 // once (U13). A user whose bytes break the protocol is closed, and nobody
-// else (U5, U6).
+// else (U5, U6). The joins that fail, guesses of a group's GID and
+// password, are bounded by the address they come from: a user whose
+// address has failed too many lately is closed (U26).
 //
 // The U-numbers are the project's URP decisions, in docs/urp.md.
 package urpserver
@@ -55,6 +57,23 @@ type Config struct {
 	// and not while the relay holds the user (U11). Default 30s;
 	// negative: no timeout.
 	PacketTimeout time.Duration
+	// JoinFailures and JoinFailureEvery bound the joins that the users
+	// of one address may fail, all together (U26): JoinFailures at
+	// once, and one more every JoinFailureEvery once they are spent. A
+	// user whose join finds its address's budget spent is closed
+	// (urp.ErrGuessing, Stats.Guessing) before the join is checked, so
+	// that guessing a group's GID and password (a group whose host set
+	// no password has only its GID to guess) goes no faster than that.
+	// An address is an IPv4 address or an IPv6 /64; connections with no
+	// IP address (a listener of the caller's, Serve) share one budget,
+	// as do the addresses that find JoinFailureAddrs others counted
+	// apart, none of whose budgets is whole. Defaults
+	// DefaultJoinFailures, DefaultJoinFailureEvery and
+	// DefaultJoinFailureAddrs; JoinFailures negative: no bound. A
+	// Relay.JoinGuard of the caller's replaces the three.
+	JoinFailures     int
+	JoinFailureEvery time.Duration
+	JoinFailureAddrs int
 	// ReadBuffer is the most a read of a user's socket takes at once.
 	// Default 16 KiB; at least 512.
 	ReadBuffer int
@@ -103,6 +122,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	relay   *urp.Relay
+	guard   *joinGuard // the relay's JoinGuard, nil if not the server's
 	users   map[uint32]*user
 	closed  bool
 	closing chan struct{} // closed by Close
@@ -162,6 +182,27 @@ func newServer(cfg Config) (*Server, error) {
 	if cfg.PacketTimeout == 0 {
 		cfg.PacketTimeout = defaultPacketTimeout
 	}
+	switch {
+	case cfg.JoinFailureEvery < 0:
+		return nil, fmt.Errorf("urpserver: JoinFailureEvery %v is negative", cfg.JoinFailureEvery)
+	case cfg.JoinFailureAddrs < 0:
+		return nil, fmt.Errorf("urpserver: JoinFailureAddrs %d is negative", cfg.JoinFailureAddrs)
+	}
+	var guard *joinGuard
+	if cfg.JoinFailures >= 0 && cfg.Relay.JoinGuard == nil {
+		burst, every, addrs := cfg.JoinFailures, cfg.JoinFailureEvery, cfg.JoinFailureAddrs
+		if burst == 0 {
+			burst = DefaultJoinFailures
+		}
+		if every == 0 {
+			every = DefaultJoinFailureEvery
+		}
+		if addrs == 0 {
+			addrs = DefaultJoinFailureAddrs
+		}
+		guard = newJoinGuard(burst, every, addrs)
+		cfg.Relay.JoinGuard = guard
+	}
 	if cfg.Relay.Rand == nil {
 		var seed [32]byte
 		crand.Read(seed[:])
@@ -171,15 +212,20 @@ func newServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
+	s := &Server{
 		writeTimeout:  cfg.WriteTimeout,
 		packetTimeout: cfg.PacketTimeout,
 		readBuffer:    cfg.ReadBuffer,
 		events:        cfg.Events,
 		relay:         r,
+		guard:         guard,
 		users:         make(map[uint32]*user),
 		closing:       make(chan struct{}),
-	}, nil
+	}
+	if guard != nil {
+		guard.s = s
+	}
+	return s, nil
 }
 
 func (s *Server) start(ln net.Listener) {
