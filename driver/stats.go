@@ -50,6 +50,10 @@ type Stats struct {
 	// their write queue passed its hard bound: the peer asked for more
 	// answers than it read (TCP, N107).
 	WriteOverflows uint64
+	// LongPacketsRefused counts the transport connections closed because
+	// a long packet would have taken what they all hold for long packets
+	// past its bound (TCP, N140).
+	LongPacketsRefused uint64
 }
 
 // StatsReporter is implemented by a transport with counters of its own

@@ -85,6 +85,20 @@ type Config struct {
 	// connection has small buffers. Default (0): 128; negative is
 	// refused.
 	MaxHandshakes int
+	// LongPacketMemory bounds the memory that all the endpoint's TCP
+	// connections hold together for packets longer than their read
+	// buffers (64 KiB; 512 bytes in the handshake): those partly
+	// received, and the buffer each keeps for the next while long
+	// packets come back to back (N140). A connection whose next long
+	// packet would take more is closed (DriverStats.LongPacketsRefused).
+	// Without the bound, a peer on each connection could make it hold
+	// up to Engine.MaxPacketSize (1 MiB by default) for as long as it
+	// liked, uncounted by Engine.EndpointReceiveMemory: 1 GiB over the
+	// default MaxConnections. Default (0): Engine.EndpointReceiveMemory
+	// (256 MiB by default); a value below Engine.MaxPacketSize is taken
+	// as that, so that one packet of the largest size always fits;
+	// negative is refused.
+	LongPacketMemory int
 	// HandshakeTimeout closes a server's TCP connection whose Fastnet
 	// handshake has not completed this long after it was accepted
 	// (counted in DriverStats.HandshakeTimeouts, N46). Default (0):
@@ -152,6 +166,8 @@ func newEngine(cfg Config) (*driver.Engine, error) {
 		return nil, fmt.Errorf("tcpdriver: MaxHandshakes %d is negative", cfg.MaxHandshakes)
 	case cfg.HandshakeTimeout < 0:
 		return nil, fmt.Errorf("tcpdriver: HandshakeTimeout %v is negative", cfg.HandshakeTimeout)
+	case cfg.LongPacketMemory < 0:
+		return nil, fmt.Errorf("tcpdriver: LongPacketMemory %d is negative", cfg.LongPacketMemory)
 	}
 	cfg.Engine.Transport = fastnet.Stream
 	return driver.NewEngine(cfg.Engine, driver.Options{Network: "tcp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, Events: cfg.Events, Logger: cfg.Logger})
@@ -181,6 +197,7 @@ func newEngine(cfg Config) (*driver.Engine, error) {
 type transport struct {
 	e          *driver.Engine
 	ln         net.Listener
+	long       *frame.Budget // what the connections' readers hold for long packets (N140)
 	maxPacket  int
 	writeQueue int
 	// maxQueue is the most a connection's write queue may hold: past
@@ -201,9 +218,10 @@ type transport struct {
 	handshakes list.List
 
 	// Counters of DriverStats.
-	handshakesDropped atomic.Uint64
-	handshakeTimeouts atomic.Uint64
-	writeOverflows    atomic.Uint64
+	handshakesDropped  atomic.Uint64
+	handshakeTimeouts  atomic.Uint64
+	writeOverflows     atomic.Uint64
+	longPacketsRefused atomic.Uint64
 }
 
 // minCloseWait is the least time an ending connection gets to write what is
@@ -316,8 +334,13 @@ func newTransport(e *driver.Engine, cfg Config) *transport {
 	if mh == 0 {
 		mh = defaultMaxHandshakes
 	}
+	long := cfg.LongPacketMemory
+	if long == 0 {
+		long = ec.EndpointReceiveMemory
+	}
 	return &transport{
 		e:             e,
+		long:          frame.NewBudget(max(long, ec.MaxPacketSize)),
 		maxPacket:     ec.MaxPacketSize,
 		writeQueue:    wq,
 		maxQueue:      hardQueue(wq, ec.SendQueueSize),
@@ -373,6 +396,7 @@ func (t *transport) add(nc net.Conn, server bool) netip.AddrPort {
 		ready: make(chan struct{}, 1), token: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		idle: t.e.NewIdleTimer(idleDelay),
 	}
+	c.fr.SetBudget(t.long)
 	if server {
 		c.deadline = time.Now().Add(t.handshakeTO)
 		nc.SetReadDeadline(c.deadline)
@@ -425,6 +449,7 @@ func (t *transport) AddStats(s *driver.Stats) {
 	s.HandshakesDropped = t.handshakesDropped.Load()
 	s.HandshakeTimeouts = t.handshakeTimeouts.Load()
 	s.WriteOverflows = t.writeOverflows.Load()
+	s.LongPacketsRefused = t.longPacketsRefused.Load()
 }
 
 // writeFailed counts a failed write (DriverStats.WriteErrors), unless it
@@ -446,6 +471,10 @@ func (t *transport) readLoop(c *tcpConn) {
 		c.mu.Lock()
 		c.idle.Stop()
 		c.mu.Unlock()
+		// The reader goroutine holds the read role as it returns: nobody
+		// reads through c.fr any more, and what it held for long
+		// packets goes back to the budget (N140).
+		c.fr.Release()
 	}()
 	for t.readBackground(c) {
 		t.releaseRole(c)
@@ -545,6 +574,9 @@ var testHookHandshakeInput atomic.Pointer[func()]
 // If the peer did it (this side is not ending the connection), the engine
 // hears it, and the writer then closes the socket.
 func (t *transport) failed(c *tcpConn, err error) {
+	if errors.Is(err, frame.ErrBudget) {
+		t.longPacketsRefused.Add(1)
+	}
 	c.mu.Lock()
 	first := c.rerr == nil
 	if first {

@@ -163,6 +163,7 @@ func TestConfigRefused(t *testing.T) {
 		{"negative Backlog", Config{Backlog: -1}, "Backlog"},
 		{"negative MaxHandshakes", Config{MaxHandshakes: -1}, "MaxHandshakes"},
 		{"negative HandshakeTimeout", Config{HandshakeTimeout: -time.Second}, "HandshakeTimeout"},
+		{"negative LongPacketMemory", Config{LongPacketMemory: -1}, "LongPacketMemory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -263,6 +263,7 @@ type turnedAway struct {
 	hsDropped  uint64 // TCP: too many handshakes at once
 	hsTimedOut uint64 // TCP: handshake not completed in time
 	overflowed uint64 // TCP: asked for more answers than it read
+	longFull   uint64 // TCP: a long packet past what all may hold
 }
 
 func (x *served) turnedAway() turnedAway {
@@ -275,6 +276,7 @@ func (x *served) turnedAway() turnedAway {
 		hsDropped:  d.HandshakesDropped,
 		hsTimedOut: d.HandshakeTimeouts,
 		overflowed: d.WriteOverflows,
+		longFull:   d.LongPacketsRefused,
 	}
 }
 
@@ -292,6 +294,7 @@ func countLines(transport string, prev, cur turnedAway) []string {
 		{"dropped", "too many handshakes at once", prev.hsDropped, cur.hsDropped},
 		{"dropped", "handshake timed out", prev.hsTimedOut, cur.hsTimedOut},
 		{"dropped", "write queue overflowed", prev.overflowed, cur.overflowed},
+		{"dropped", "too much held for long packets", prev.longFull, cur.longFull},
 	} {
 		if c.cur > c.prev {
 			lines = append(lines, fmt.Sprintf("%s %s clients=%d reason=%q", c.verb, transport, c.cur-c.prev, c.reason))

@@ -12,12 +12,42 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"sync/atomic"
 )
 
 // ErrTooLarge reports a packet longer than the maximum packet size:
 // announced by the peer, which closes the connection (D20), or handed to
 // the writer.
 var ErrTooLarge = errors.New("fastnet: packet longer than the maximum packet size")
+
+// ErrBudget reports a long packet that the reader did not read on, its
+// memory being more than its Budget had left (N140).
+var ErrBudget = errors.New("fastnet: too much memory held for long packets on all connections")
+
+// A Budget bounds the memory that the Readers sharing it hold for packets
+// longer than their read buffers: those partly received, and the buffer
+// each keeps for the next one (N140). Without one, each Reader holds up
+// to its maximum packet size, and a peer on each connection can make it
+// hold that much. It is safe for concurrent use.
+type Budget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+// NewBudget returns a budget of limit bytes.
+func NewBudget(limit int) *Budget { return &Budget{limit: int64(limit)} }
+
+// Used returns the bytes the readers sharing b hold.
+func (b *Budget) Used() int { return int(b.used.Load()) }
+
+// take takes n bytes of b, and reports whether they were left.
+func (b *Budget) take(n int) bool {
+	if b.used.Add(int64(n)) > b.limit {
+		b.used.Add(-int64(n))
+		return false
+	}
+	return true
+}
 
 // HeaderLen is the length of the prefix in front of every packet (D20).
 const HeaderLen = 4
@@ -64,6 +94,10 @@ type Reader struct {
 	// longLen is the length of the long packet being read, whose header is
 	// consumed; 0 when none is.
 	longLen int
+	// budget, if not nil, bounds long's capacity together with other
+	// readers' (SetBudget); the capacity is taken from it as long grows
+	// and given back when long is let go (Release).
+	budget *Budget
 }
 
 // NewReader returns a reader of the packets on r, refusing any longer
@@ -74,6 +108,23 @@ func NewReader(r io.Reader, maxPacket, bufSize int) *Reader {
 		bufSize = DefaultBuffer
 	}
 	return &Reader{br: bufio.NewReaderSize(r, bufSize), src: r, maxPacket: maxPacket}
+}
+
+// SetBudget makes the reader take the memory it holds for long packets
+// from b (N140): a long packet that would take more than b has left
+// makes Next return ErrBudget. Call it before the first Next, and
+// Release once the reader is done with, so that what it holds goes back
+// to b.
+func (fr *Reader) SetBudget(b *Budget) { fr.budget = b }
+
+// Release lets go of the memory the reader holds for long packets,
+// given back to its budget. Only packets that fit the read buffer are
+// read afterwards without taking more.
+func (fr *Reader) Release() {
+	if fr.budget != nil {
+		fr.budget.used.Add(-int64(cap(fr.long)))
+	}
+	fr.long, fr.longLen = nil, 0
 }
 
 // Grow gives the reader a read buffer of size bytes if its own is smaller
@@ -131,12 +182,12 @@ func (fr *Reader) Next() ([]byte, error) {
 		return nil, ErrTooLarge
 	}
 	if HeaderLen+int(n) <= fr.br.Size() {
-		if cap(fr.long) > DefaultBuffer {
+		if fr.long != nil {
 			// Back to short packets after a long one: its memory
 			// (up to maxPacket) is let go, not kept by every
 			// connection that once got one (N136). Long packets
 			// back to back keep it.
-			fr.long = nil
+			fr.Release()
 		}
 		// The packet fits in the read buffer: hand it out in place. Until
 		// all of it has arrived nothing is consumed.
@@ -178,16 +229,23 @@ func (fr *Reader) BufferedLen() (int, bool) {
 // readLong reads the packet of fr.longLen bytes, more than the read buffer
 // holds, into fr.long. The buffer grows at most by the length already
 // received (and by at least one read buffer), so a peer that announces a
-// long packet and sends little of it gets little memory. What arrived
-// stays in fr.long when a read fails.
+// long packet and sends little of it gets little memory; each growth is
+// taken from the budget, if any, and one that finds too little left
+// fails with ErrBudget. What arrived stays in fr.long when a read fails.
 func (fr *Reader) readLong() ([]byte, error) {
 	n := fr.longLen
 	b := fr.long
 	for len(b) < n {
 		if len(b) == cap(b) {
-			grown := make([]byte, len(b), len(b)+min(n-len(b), max(len(b), fr.br.Size())))
+			size := len(b) + min(n-len(b), max(len(b), fr.br.Size()))
+			if fr.budget != nil && !fr.budget.take(size-cap(b)) {
+				fr.long = b
+				return nil, ErrBudget
+			}
+			grown := make([]byte, len(b), size)
 			copy(grown, b)
 			b = grown
+			fr.long = b // held, and counted, from now
 		}
 		m, err := fr.br.Read(b[len(b):min(n, cap(b))])
 		b = b[:len(b)+m]

@@ -680,3 +680,64 @@ func TestFrameReaderLetsGoOfLong(t *testing.T) {
 		t.Errorf("long's memory %d bytes kept after a short packet", cap(fr.long))
 	}
 }
+
+// TestFrameBudget: readers that share a Budget take the memory they
+// hold for long packets from it as it grows, and a long packet that
+// would take more than is left fails with ErrBudget; what a reader
+// holds goes back when a short packet follows (N136) and at Release
+// (N140). Packets that fit the read buffer take nothing.
+func TestFrameBudget(t *testing.T) {
+	const long, buf = 100 << 10, 4 << 10
+	b := NewBudget(long + long/2)
+	reader := func(stream []byte) *Reader {
+		fr := NewReader(bytes.NewReader(stream), 1<<20, buf)
+		fr.SetBudget(b)
+		return fr
+	}
+	// One long packet, then a short one, then another long one.
+	a := reader(append(append(Append(nil, pattern(long)), Append(nil, pattern(10))...), Append(nil, pattern(long))...))
+	if p, err := a.Next(); err != nil || !bytes.Equal(p, pattern(long)) {
+		t.Fatalf("the first long packet: %d bytes, %v", len(p), err)
+	}
+	if got := b.Used(); got != long {
+		t.Fatalf("used %d after a long packet, want %d", got, long)
+	}
+	// A second reader's long packet, half received, finds too little
+	// left while the first holds its buffer.
+	half := Append(nil, pattern(long))[:HeaderLen+long/2]
+	c := reader(half)
+	if _, err := c.Next(); !errors.Is(err, ErrBudget) {
+		t.Fatalf("a long packet past the budget: %v, want ErrBudget", err)
+	}
+	if got := b.Used(); got > long+long/2 || got < long {
+		t.Errorf("used %d after a refusal, want %d to %d", got, long, long+long/2)
+	}
+	c.Release()
+	if got := b.Used(); got != long {
+		t.Errorf("used %d once the refused reader let go, want %d", got, long)
+	}
+	// The short packet lets the first reader's buffer go; its next long
+	// packet takes it again.
+	if p, err := a.Next(); err != nil || !bytes.Equal(p, pattern(10)) {
+		t.Fatalf("the short packet: %q, %v", p, err)
+	}
+	if got := b.Used(); got != 0 {
+		t.Errorf("used %d after a short packet, want 0", got)
+	}
+	d := reader(half)
+	if _, err := d.Next(); err != io.ErrUnexpectedEOF {
+		t.Fatalf("half a long packet within the budget: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if got := b.Used(); got < long/2 || got > long {
+		t.Errorf("used %d holding half a long packet, want %d to %d", got, long/2, long)
+	}
+	d.Release()
+	if p, err := a.Next(); err != nil || !bytes.Equal(p, pattern(long)) {
+		t.Fatalf("the second long packet: %d bytes, %v", len(p), err)
+	}
+	a.Release()
+	a.Release() // twice: nothing more
+	if got := b.Used(); got != 0 {
+		t.Errorf("used %d once every reader let go, want 0", got)
+	}
+}
