@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -94,6 +95,9 @@ closed at once. The users of one address may fail --join-failures joins
 				}
 				if o.cfg.JoinFailureEvery <= 0 {
 					return usageError(s, "relay", "--join-failure-every %v: must be positive", o.cfg.JoinFailureEvery)
+				}
+				if n := o.cfg.JoinFailures; n > 0 && o.cfg.JoinFailureEvery > math.MaxInt64/time.Duration(n) {
+					return usageError(s, "relay", "--join-failures %d times --join-failure-every %v: too long a time", n, o.cfg.JoinFailureEvery)
 				}
 				if err := o.cfg.Relay.Validate(); err != nil {
 					return usageError(s, "relay", "%s", flagWords(err))

@@ -173,6 +173,7 @@ func TestViaURPUsage(t *testing.T) {
 		{[]string{"relay", "--write-timeout", "0s"}, "--write-timeout 0s: must be positive"},
 		{[]string{"relay", "--join-failures", "0"}, "--join-failures 0: want at least 1"},
 		{[]string{"relay", "--join-failure-every", "-1s"}, "--join-failure-every -1s: must be positive"},
+		{[]string{"relay", "--join-failures", "1000000000"}, "--join-failures 1000000000 times --join-failure-every 10s: too long a time"},
 		{[]string{"relay", "--urp", "bad"}, `bad address "bad"`},
 		{[]string{"relay", "extra"}, `unexpected argument "extra"`},
 	}

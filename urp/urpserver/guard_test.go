@@ -3,6 +3,7 @@ package urpserver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync/atomic"
@@ -159,42 +160,31 @@ func TestJoinGuessingUnbounded(t *testing.T) {
 	}
 }
 
-// TestJoinFailureAddrs: the addresses beyond JoinFailureAddrs share one
-// budget while the budgets counted apart are not whole, and get one of
-// their own once one is.
-func TestJoinFailureAddrs(t *testing.T) {
-	const every = time.Hour
-	s := start(t, urpserver.Config{JoinFailures: 2, JoinFailureEvery: every, JoinFailureAddrs: 1})
-	now := guardClock(s)
-	guess := func(ip string, n int) *raw {
-		t.Helper()
-		r := dialRawFrom(t, s, ip)
-		r.write(guesses(1, n))
-		for i := range n {
+// TestJoinFailureNetworks: the addresses of one network (an IPv4 /24)
+// share a budget four times an address's (U26).
+func TestJoinFailureNetworks(t *testing.T) {
+	const burst = 2
+	s := start(t, urpserver.Config{JoinFailures: burst, JoinFailureEvery: time.Hour})
+	guardClock(s)
+	for i := 1; i <= 4; i++ {
+		r := dialRawFrom(t, s, fmt.Sprintf("127.0.0.%d", i))
+		r.write(guesses(1, burst))
+		for range burst {
 			if p := r.next(); p.ID != urp.R2UMade || p.Status != urp.StatPass {
-				t.Fatalf("%s, guess %d: %+v", ip, i, p)
+				t.Fatalf("address %d: %+v", i, p)
 			}
 		}
-		return r
 	}
-	closed := func(r *raw, why string) {
-		t.Helper()
-		r.send(urp.Packet{ID: urp.U2RJoin, GID: 7})
-		if ps, closed := r.rest(); !closed || len(ps) != 0 {
-			t.Errorf("%s: closed %v, answered %+v", why, closed, ps)
-		}
+	fifth := dialRawFrom(t, s, "127.0.0.5")
+	fifth.send(urp.Packet{ID: urp.U2RJoin, GID: 7})
+	if ps, closed := fifth.rest(); !closed || len(ps) != 0 {
+		t.Errorf("a fifth address of a network whose budget is spent: closed %v, answered %+v", closed, ps)
 	}
-	closed(guess("127.0.0.1", 2), "the first address, its budget spent")
-	// An hour on, the first address's budget is not whole yet: the
-	// second shares the rest's, and spends it, and the third too.
-	now.Add(int64(every))
-	closed(guess("127.0.0.2", 2), "the second, the budget of the rest spent")
-	closed(dialRawFrom(t, s, "127.0.0.3"), "the third, sharing it")
-	// Another hour on, the first address's budget is whole, the rest's
-	// has grown back by one: the third takes the first's place, with a
-	// budget of its own, two failures.
-	now.Add(int64(every))
-	closed(guess("127.0.0.3", 2), "the third on its own")
+	other := dialRawFrom(t, s, "127.0.1.5")
+	other.send(urp.Packet{ID: urp.U2RJoin, GID: 7})
+	if p := other.next(); p.ID != urp.R2UMade || p.Status != urp.StatPass {
+		t.Errorf("an address of another network: %+v", p)
+	}
 }
 
 // TestJoinGuardConfig: the join budget's settings are validated, and a

@@ -59,18 +59,21 @@ type Config struct {
 	PacketTimeout time.Duration
 	// JoinFailures and JoinFailureEvery bound the joins that the users
 	// of one address may fail, all together (U26): JoinFailures at
-	// once, and one more every JoinFailureEvery once they are spent. A
-	// user whose join finds its address's budget spent is closed
+	// once, and one more every JoinFailureEvery once they are spent; the
+	// users of one network, four times as many, as fast. A user whose
+	// join finds its address's or its network's budget spent is closed
 	// (urp.ErrGuessing, Stats.Guessing) before the join is checked, so
 	// that guessing a group's GID and password (a group whose host set
 	// no password has only its GID to guess) goes no faster than that.
-	// An address is an IPv4 address or an IPv6 /64; connections with no
-	// IP address (a listener of the caller's, Serve) share one budget,
-	// as do the addresses that find JoinFailureAddrs others counted
-	// apart, none of whose budgets is whole. Defaults
-	// DefaultJoinFailures, DefaultJoinFailureEvery and
-	// DefaultJoinFailureAddrs; JoinFailures negative: no bound. A
-	// Relay.JoinGuard of the caller's replaces the three.
+	// An address is an IPv4 address or an IPv6 /64, a network an IPv4
+	// /24 or an IPv6 /48; connections with no IP address (a listener of
+	// the caller's, Serve) share one budget. At most JoinFailureAddrs
+	// budgets are counted apart; those that find the table full of
+	// budgets not whole again share one. Defaults DefaultJoinFailures,
+	// DefaultJoinFailureEvery and DefaultJoinFailureAddrs; JoinFailures
+	// times JoinFailureEvery must fit a time.Duration; JoinFailures
+	// negative: no bound. A Relay.JoinGuard of the caller's replaces
+	// the three.
 	JoinFailures     int
 	JoinFailureEvery time.Duration
 	JoinFailureAddrs int
@@ -123,6 +126,7 @@ type Server struct {
 	mu      sync.Mutex
 	relay   *urp.Relay
 	guard   *joinGuard // the relay's JoinGuard, nil if not the server's
+	seeded  bool       // the relay's Rand is the server's
 	users   map[uint32]*user
 	closed  bool
 	closing chan struct{} // closed by Close
@@ -200,10 +204,14 @@ func newServer(cfg Config) (*Server, error) {
 		if addrs == 0 {
 			addrs = DefaultJoinFailureAddrs
 		}
-		guard = newJoinGuard(burst, every, addrs)
+		var err error
+		if guard, err = newJoinGuard(burst, every, addrs); err != nil {
+			return nil, err
+		}
 		cfg.Relay.JoinGuard = guard
 	}
-	if cfg.Relay.Rand == nil {
+	seeded := cfg.Relay.Rand == nil
+	if seeded {
 		var seed [32]byte
 		crand.Read(seed[:])
 		cfg.Relay.Rand = rand.New(rand.NewChaCha8(seed))
@@ -219,6 +227,7 @@ func newServer(cfg Config) (*Server, error) {
 		events:        cfg.Events,
 		relay:         r,
 		guard:         guard,
+		seeded:        seeded,
 		users:         make(map[uint32]*user),
 		closing:       make(chan struct{}),
 	}
@@ -237,11 +246,21 @@ func (s *Server) start(ln net.Listener) {
 // Addr returns the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Config returns the relay's configuration with its defaults filled in.
+// Config returns the relay's configuration with its defaults filled in,
+// less what the server made for itself (the Rand it seeded, the
+// JoinGuard of its users' addresses), which is nobody else's to use: a
+// server made with it makes its own.
 func (s *Server) Config() urp.Config {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.relay.Config()
+	cfg := s.relay.Config()
+	if s.seeded {
+		cfg.Rand = nil
+	}
+	if s.guard != nil {
+		cfg.JoinGuard = nil
+	}
+	return cfg
 }
 
 // Stats returns the relay's counters and the server's.
