@@ -22,9 +22,20 @@ type endedConn struct {
 	until clock.Time
 }
 
-// maxEnded bounds the addresses endedConns keeps: past it, the oldest is
-// forgotten, and a late retry from it opens a connection as before N123.
+// maxEnded bounds the records endedConns keeps: past it, the oldest is
+// forgotten, and a late retry from its address opens a connection as
+// before N123. The list of them is bounded, not only the addresses: it
+// is in the order the connections ended, not that of their times, and
+// a record that lasts long at its front kept every one behind it, one
+// for each connection that ended meanwhile, from however few addresses
+// (N141).
 const maxEnded = 1024
+
+// specConnectWait is how long a client waits for its answer, sending
+// "connect?" again every 200 ms, as the specification says it does:
+// what an unvalidated connection's record covers at most (retryUntil,
+// N141).
+const specConnectWait = 5 * time.Second
 
 // add records that a connection with addr ended at now, whose client's
 // retries may arrive until until.
@@ -33,7 +44,7 @@ func (m *endedConns) add(addr netip.AddrPort, now, until clock.Time) {
 	if m.until == nil {
 		m.until = make(map[netip.AddrPort]clock.Time)
 	}
-	if len(m.until) >= maxEnded {
+	for len(m.order)-m.head >= maxEnded {
 		m.forgetOldest()
 	}
 	m.until[addr] = until
@@ -87,8 +98,10 @@ func (m *endedConns) forgetOldest() {
 // reconnects from the same port must not be refused): as mayBeRetry counts
 // it once the client's heartbeats were heard (N34), and otherwise for as
 // long as a client retries, the connect timeout, from now, or, for an
-// unvalidated connection, from shortly after it was opened, so that a
-// forged "connect?" does not shut its address out once it ends (D25).
+// unvalidated connection, from shortly after it was opened, and no longer
+// than the specification's client waits (specConnectWait), so that a
+// forged "connect?" does not shut its address out once it ends (D25),
+// whatever the connect timeout (N141).
 func (c *conn) retryUntil(now clock.Time) clock.Time {
 	if c.role != Server || c.peerClosed || c.ep.cfg.Transport != Datagram || !c.mayBeRetry(now) {
 		return 0
@@ -98,7 +111,8 @@ func (c *conn) retryUntil(now clock.Time) clock.Time {
 		if c.unvalidated {
 			// Its client retried for ConnectTimeout at most from before it
 			// was opened (validateBy less the validation timeout).
-			until = min(until, c.validateBy.Add(c.ep.cfg.ConnectTimeout+time.Second-c.ep.cfg.ValidationTimeout))
+			wait := min(c.ep.cfg.ConnectTimeout, specConnectWait)
+			until = min(until, c.validateBy.Add(wait+time.Second-c.ep.cfg.ValidationTimeout))
 		}
 		if now >= until {
 			return 0

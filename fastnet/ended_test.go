@@ -128,6 +128,31 @@ func TestEndedConnsBounded(t *testing.T) {
 	}
 }
 
+// One record that lasts long at the front of the list keeps none of the
+// records behind it past maxEnded (N141): the list is in the order the
+// connections ended, not that of their times, and bounding only the
+// addresses let a day's record from one address keep a record for each
+// connection that ended meanwhile, from however few addresses (20,000
+// for 20,000 connections from one address, with a connect timeout of a
+// day).
+func TestEndedConnsListBounded(t *testing.T) {
+	var m endedConns
+	now := clock.Epoch
+	first := netip.MustParseAddrPort("192.0.2.99:4000")
+	client := netip.MustParseAddrPort("198.51.100.7:40000")
+	m.add(first, now, now.Add(24*time.Hour))
+	for range 5 * maxEnded {
+		now = now.Add(1100 * time.Millisecond)
+		m.add(client, now, now.Add(time.Second))
+	}
+	if n := len(m.order) - m.head; n > maxEnded || cap(m.order) > 4*maxEnded {
+		t.Errorf("%d records listed (capacity %d) for %d addresses; want at most %d", n, cap(m.order), len(m.until), maxEnded)
+	}
+	if !m.retry(client, now) {
+		t.Error("the latest record forgotten")
+	}
+}
+
 // Over a long run where entries always remain, order stays within a
 // small multiple of maxEnded (the compaction of forgetOldest).
 func TestEndedConnsOrderCompacted(t *testing.T) {
@@ -164,7 +189,8 @@ func TestLateRetryWindowUsesRTT(t *testing.T) {
 }
 
 // An unvalidated connection nobody's heartbeat reached, ended (here by
-// the validation timeout), is remembered for ConnectTimeout.
+// the validation timeout), is remembered while its client could still
+// be retrying.
 func TestLateRetryAfterUnvalidatedExpiry(t *testing.T) {
 	se := newTestEndpoint(t, Config{Role: Server, MTU: MTUConfig{Disabled: true}, ValidationTimeout: time.Second})
 	se.recvControl(control{kind: ctlConnect})
