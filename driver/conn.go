@@ -134,6 +134,17 @@ func (c *Conn) endLocked(err error, local bool) {
 	if c.e.ender != nil {
 		c.e.ender.Ended(c.remote)
 	}
+	if c.owner && c.established && !c.e.closed {
+		// A dialed connection's engine serves it alone: it shuts down
+		// once the connection has ended, however it ended, rather than
+		// holding its socket and goroutines until Close (N142). What
+		// the endpoint still has to send (an answer to the peer's
+		// "disconnect") goes out first (Engine.Close); messages that
+		// arrived before the end stay in the queue for Receive. Not
+		// from here: the engine's lock is held, and Close waits for
+		// the goroutine that may be calling.
+		go c.e.Close()
+	}
 }
 
 // messagePlace is what a message's place in a connection's receive queue
@@ -505,8 +516,9 @@ func (c *Conn) Err() error {
 }
 
 // Dial connects the engine, a client, to addr and waits for the handshake.
-// The returned connection owns the engine: closing it closes the engine.
-// On failure the engine is closed.
+// The returned connection owns the engine: the engine closes when the
+// connection ends, however it ends, or when it is closed (N142). On
+// failure the engine is closed.
 func (e *Engine) Dial(ctx context.Context, addr netip.AddrPort) (*Conn, error) {
 	return e.dial(ctx, addr, true)
 }

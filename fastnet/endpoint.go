@@ -185,8 +185,9 @@ func (e *Endpoint) Connect(now clock.Time, to netip.AddrPort) (Handle, error) {
 }
 
 func (e *Endpoint) addConn(now clock.Time, addr netip.AddrPort, role Role) *conn {
-	// Handles wrap after 2^32 connections; one still in use is skipped,
-	// so two live connections never share one.
+	// Handles have 64 bits (N143): they would wrap after 2^64
+	// connections, and one still in use is skipped even then, so two
+	// live connections never share one.
 	for {
 		e.nextHandle++
 		if _, used := e.conns[e.nextHandle]; e.nextHandle != 0 && !used {

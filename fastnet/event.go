@@ -5,9 +5,13 @@ import (
 )
 
 // Handle names one connection of an endpoint. It is local to the endpoint and
-// never reused while the endpoint lives. It is not the Fastnet connection ID
-// (see Event.ID and Endpoint.ConnID).
-type Handle uint32
+// never reused while the endpoint lives: 64 bits, so that even a flood of
+// forged "connect?", each of which opens an unvalidated connection, could
+// not wrap them around (32 bits wrapped in about 12 hours at 100,000 a
+// second, and a handle an application kept could then name another's
+// connection, N143). It is not the Fastnet connection ID (see Event.ID and
+// Endpoint.ConnID).
+type Handle uint64
 
 // EventKind says what happened.
 type EventKind uint8
@@ -114,13 +118,16 @@ func (k EventKind) String() string {
 // An Event is something the application must hear about, pulled with
 // Endpoint.PollEvent or Endpoint.NextEvent. It is one flat value so that polling allocates nothing;
 // the comment of each EventKind says which fields it sets.
+//
+// The fields of one byte and ID come first, together, so that the event
+// takes 136 bytes with a Handle of 64 bits, as it did with one of 32.
 type Event struct {
 	Kind     EventKind
+	Reliable bool    // EventMessage
+	Outcome  Outcome // EventOutcome
+	ID       uint32  // EventConnected: the Fastnet connection ID
 	Conn     Handle
 	Addr     netip.AddrPort // the peer
-	ID       uint32         // EventConnected: the Fastnet connection ID
-	Reliable bool           // EventMessage
-	Outcome  Outcome        // EventOutcome
 	Channel  int            // EventMessage
 	Data     []byte         // EventMessage: owned by the receiver; small ones share 4 KiB blocks (N88), so a few kept long are better copied; lent, not owned, with Config.ReuseMessageBuffers (N103)
 	Err      error          // EventRefused, EventConnectFailed, EventDisconnected, EventRejected

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // D25, N33: a refusal goes to an address not yet validated, so its reason
@@ -64,13 +65,28 @@ func TestHandlesSkipLiveOnWrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// 32 bits are not the end (N143): a flood of forged "connect?" got
+	// there in hours.
 	tc.ep.nextHandle = math.MaxUint32
+	past, err := tc.ep.Connect(tc.now, netip.MustParseAddrPort("10.0.0.8:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if past != math.MaxUint32+1 {
+		t.Errorf("handle %d after 2^32-1, want 2^32", past)
+	}
+	tc.ep.nextHandle = math.MaxUint64
 	second, err := tc.ep.Connect(tc.now, netip.MustParseAddrPort("10.0.0.9:1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if second == first || second == 0 {
 		t.Fatalf("handle %d after wrap, with %d live", second, first)
+	}
+	// The event, with a handle of 64 bits, is as large as it was with
+	// one of 32 (its fields of one byte and ID first).
+	if want := uintptr(136); unsafe.Sizeof(uintptr(0)) == 8 && unsafe.Sizeof(Event{}) != want {
+		t.Errorf("Event takes %d bytes, want %d", unsafe.Sizeof(Event{}), want)
 	}
 }
 

@@ -89,15 +89,16 @@ type Config struct {
 	// connections hold together for packets longer than their read
 	// buffers (64 KiB; 512 bytes in the handshake): those partly
 	// received, and the buffer each keeps for the next while long
-	// packets come back to back (N140). A connection whose next long
-	// packet would take more is closed (DriverStats.LongPacketsRefused).
-	// Without the bound, a peer on each connection could make it hold
-	// up to Engine.MaxPacketSize (1 MiB by default) for as long as it
-	// liked, uncounted by Engine.EndpointReceiveMemory: 1 GiB over the
-	// default MaxConnections. Default (0): Engine.EndpointReceiveMemory
-	// (256 MiB by default); a value below Engine.MaxPacketSize is taken
-	// as that, so that one packet of the largest size always fits;
-	// negative is refused.
+	// packets come back to back and it is read (a paused connection
+	// lets its go, N140). A connection whose long packet would take more
+	// than is left is closed (DriverStats.LongPacketsRefused). Without
+	// the bound, a peer on each connection could make it hold up to
+	// Engine.MaxPacketSize (1 MiB by default) for as long as it liked,
+	// uncounted by Engine.EndpointReceiveMemory: 1 GiB over the default
+	// MaxConnections. Default (0): Engine.EndpointReceiveMemory (256 MiB
+	// by default); a value below Engine.MaxPacketSize is taken as that,
+	// so that a packet of the largest size fits when no other
+	// connection holds any; negative is refused.
 	LongPacketMemory int
 	// HandshakeTimeout closes a server's TCP connection whose Fastnet
 	// handshake has not completed this long after it was accepted
@@ -492,6 +493,10 @@ func (t *transport) readBackground(c *tcpConn) bool {
 		// An overflowed connection (N107) is read, paused or not: its
 		// closed socket's error ends it.
 		for c.paused && !c.ending && c.rerr == nil && !c.overflowed {
+			// Paused for as long as Receive takes to catch up: the
+			// buffer of the long packet read last goes back to the
+			// budget meanwhile (N140). This goroutine holds the role.
+			c.fr.ReleaseKept()
 			c.mu.Unlock()
 			select {
 			case <-c.wake:
@@ -717,6 +722,10 @@ func (t *transport) ReadFor(ctx context.Context, r driver.StreamRole, done func(
 		c.mu.Lock()
 		if c.ending || c.rerr != nil || c.paused {
 			c.mu.Unlock()
+			// Whoever reads next, the buffer of the long packet read
+			// last is not kept meanwhile (N140): this Receive holds
+			// the role.
+			c.fr.ReleaseKept()
 			return nil
 		}
 		if c.interrupt {

@@ -78,6 +78,7 @@ func Run(t *testing.T, d Driver) {
 		{"CloseUnblocksReceive", testCloseUnblocksReceive},
 		{"ContextUnblocks", testContextUnblocks},
 		{"MisuseErrors", testMisuseErrors},
+		{"EndedDialReleases", testEndedDialReleases},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1284,3 +1284,52 @@ func settledGoroutines() int {
 	}
 	return n
 }
+
+// testEndedDialReleases: a dialed connection that the server ends lets go
+// of what it owns, its engine's goroutines and socket, without waiting
+// for Close (N142): a client that dials again after each end, never
+// closing the connections that ended, held an engine for each. What
+// arrived before the end is still received, then the end, and Close
+// returns nil.
+func testEndedDialReleases(t *testing.T, d Driver) {
+	ctx := testContext(t)
+	l := listen(t, ctx, d, config())
+	base := runtime.NumGoroutine()
+	const dials = 4
+	var ended []*driver.Conn
+	for i := range dials {
+		c, err := d.Dial(ctx, l.Addr().String(), config())
+		if err != nil {
+			t.Fatalf("%s: Dial: %v", d.Name, err)
+		}
+		sc := accept(t, ctx, l)
+		if err := sc.Send(ctx, 1, payload(1, uint32(i), 100), true); err != nil {
+			t.Fatal(err)
+		}
+		if err := sc.CloseWithReason("served"); err != nil {
+			t.Fatalf("server's Close: %v", err)
+		}
+		select {
+		case <-c.Done():
+		case <-ctx.Done():
+			t.Fatal("the client did not see the end")
+		}
+		ended = append(ended, c)
+	}
+	eventually(t, "the ended connections' goroutines returned", func() bool { return runtime.NumGoroutine() <= base })
+	for i, c := range ended {
+		m, err := c.Receive(ctx)
+		if err != nil {
+			t.Fatalf("connection %d: the message sent before the end: %v", i, err)
+		}
+		if _, seq, err := parse(m.Data); err != nil || seq != uint32(i) {
+			t.Errorf("connection %d: message %d, %v", i, seq, err)
+		}
+		if _, err := c.Receive(ctx); !errors.Is(err, fastnet.ErrPeerClosed) {
+			t.Errorf("connection %d: after the message, %v; want the peer's close", i, err)
+		}
+		if err := c.Close(); err != nil {
+			t.Errorf("connection %d: Close after the end: %v", i, err)
+		}
+	}
+}

@@ -37,16 +37,25 @@ type Budget struct {
 // NewBudget returns a budget of limit bytes.
 func NewBudget(limit int) *Budget { return &Budget{limit: int64(limit)} }
 
+// Limit returns the most the readers sharing b may hold.
+func (b *Budget) Limit() int { return int(b.limit) }
+
 // Used returns the bytes the readers sharing b hold.
 func (b *Budget) Used() int { return int(b.used.Load()) }
 
-// take takes n bytes of b, and reports whether they were left.
+// take takes n bytes of b, and reports whether they were left. It
+// never takes more than is left, even for a moment: a take that fails
+// does not make another that fits fail with it.
 func (b *Budget) take(n int) bool {
-	if b.used.Add(int64(n)) > b.limit {
-		b.used.Add(-int64(n))
-		return false
+	for {
+		used := b.used.Load()
+		if used+int64(n) > b.limit {
+			return false
+		}
+		if b.used.CompareAndSwap(used, used+int64(n)) {
+			return true
+		}
 	}
-	return true
 }
 
 // HeaderLen is the length of the prefix in front of every packet (D20).
@@ -125,6 +134,17 @@ func (fr *Reader) Release() {
 		fr.budget.used.Add(-int64(cap(fr.long)))
 	}
 	fr.long, fr.longLen = nil, 0
+}
+
+// ReleaseKept lets go of the buffer the reader keeps for the next long
+// packet, given back to its budget, unless it is in the middle of one:
+// for a reader that stops reading for a while (a paused connection),
+// which would otherwise hold it, counted, for as long (N140). The packet
+// Next returned last must no longer be in use.
+func (fr *Reader) ReleaseKept() {
+	if fr.longLen == 0 && fr.long != nil {
+		fr.Release()
+	}
 }
 
 // Grow gives the reader a read buffer of size bytes if its own is smaller

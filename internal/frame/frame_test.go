@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 )
@@ -739,5 +741,95 @@ func TestFrameBudget(t *testing.T) {
 	a.Release() // twice: nothing more
 	if got := b.Used(); got != 0 {
 		t.Errorf("used %d once every reader let go, want 0", got)
+	}
+}
+
+// TestFrameBudgetKept: ReleaseKept lets go of the buffer kept after a
+// long packet, but not of one in the middle of a packet (N140); a long
+// packet shorter than DefaultBuffer (one past a handshake's small read
+// buffer) is let go at the next short packet too.
+func TestFrameBudgetKept(t *testing.T) {
+	const buf = 512
+	b := NewBudget(1 << 20)
+	stream := append(Append(nil, pattern(10_000)), Append(nil, pattern(10))...)
+	fr := NewReader(bytes.NewReader(stream), 1<<20, buf)
+	fr.SetBudget(b)
+	if p, err := fr.Next(); err != nil || len(p) != 10_000 {
+		t.Fatalf("the long packet: %d bytes, %v", len(p), err)
+	}
+	if b.Used() != 10_000 {
+		t.Fatalf("used %d after a long packet of 10,000 bytes", b.Used())
+	}
+	if p, err := fr.Next(); err != nil || len(p) != 10 {
+		t.Fatalf("the short packet: %d bytes, %v", len(p), err)
+	}
+	if b.Used() != 0 {
+		t.Errorf("used %d after a short packet past a long one of less than DefaultBuffer", b.Used())
+	}
+
+	half := Append(nil, pattern(10_000))[:HeaderLen+5_000]
+	pr, pw := io.Pipe()
+	fr = NewReader(pr, 1<<20, buf)
+	fr.SetBudget(b)
+	go func() {
+		pw.Write(Append(nil, pattern(10_000)))
+		pw.Write(half)
+		pw.Close()
+	}()
+	if _, err := fr.Next(); err != nil {
+		t.Fatal(err)
+	}
+	fr.ReleaseKept()
+	if b.Used() != 0 {
+		t.Errorf("used %d after ReleaseKept between packets", b.Used())
+	}
+	if _, err := fr.Next(); err != io.ErrUnexpectedEOF {
+		t.Fatalf("half a packet: %v", err)
+	}
+	held := b.Used()
+	fr.ReleaseKept()
+	if held == 0 || b.Used() != held {
+		t.Errorf("used %d, then %d after ReleaseKept in the middle of a packet; want it kept", held, b.Used())
+	}
+	fr.Release()
+	if b.Used() != 0 {
+		t.Errorf("used %d after Release", b.Used())
+	}
+}
+
+// TestFrameBudgetTakeExact: a take that fails does not make another that
+// fits fail with it, as adding first and giving back after did: a reader
+// whose packet fitted was refused, and its connection closed, while
+// another's was being refused.
+func TestFrameBudgetTakeExact(t *testing.T) {
+	b := NewBudget(100)
+	if !b.take(1) {
+		t.Fatal("the first take")
+	}
+	var stop atomic.Bool
+	var tries atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			b.take(100) // never fits once 1 is held
+			tries.Add(1)
+		}
+	}()
+	for tries.Load() < 1000 { // under way
+		runtime.Gosched()
+	}
+	refused := 0
+	for range 1_000_000 {
+		if b.take(1) {
+			b.used.Add(-1)
+		} else {
+			refused++
+		}
+	}
+	stop.Store(true)
+	<-done
+	if refused > 0 {
+		t.Errorf("%d takes of 1 byte refused with 1 of 100 used", refused)
 	}
 }
