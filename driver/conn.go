@@ -110,9 +110,18 @@ func (c *Conn) endLocked(err error, local bool) {
 	if c.err != nil {
 		return
 	}
-	if !errors.Is(err, fastnet.ErrRefused) && !errors.Is(err, fastnet.ErrIncompatible) &&
-		!(errors.Is(err, fastnet.ErrTimeout) && !c.established) {
+	// A connection that was never established failed to connect: its
+	// error is the dial's, as it is (a transport closed before the
+	// handshake completed too, N144), not a *CloseError.
+	if c.established && !errors.Is(err, fastnet.ErrRefused) && !errors.Is(err, fastnet.ErrIncompatible) {
 		err = &CloseError{Local: local, Err: err, Net: c.e.opts.Network, Addr: c.remote}
+	}
+	if c.paused && c.e.pauser != nil {
+		// Resumed as it ends (N144): nothing else would, and a
+		// transport that pauses one stream for several connections
+		// (urpdriver's relay connection) stayed paused for good.
+		c.paused = false
+		c.e.pauser.PauseRead(c.remote, false)
 	}
 	c.err = err
 	if c.unwatch != nil {

@@ -173,8 +173,8 @@ func (e *CloseError) Error() string {
 	}
 	var lc *fastnet.LocalCloseError
 	switch {
-	case errors.As(e.Err, &lc):
-		return where + inner // "connection closed: ..."
+	case errors.As(e.Err, &lc), e.Err == fastnet.ErrClosed:
+		return where + inner // "connection closed: ...", "connection closed"
 	case e.Local:
 		return where + "connection closed: " + inner
 	}

@@ -213,3 +213,21 @@ func TestErrorLingerExpired(t *testing.T) {
 		t.Errorf("Close with everything acknowledged: %v, want nil", err)
 	}
 }
+
+// TestCloseErrorText: a connection closed by this side, refusing what is
+// sent on it while it closes (fastnet.ErrClosed), says so once.
+func TestCloseErrorText(t *testing.T) {
+	addr := netip.MustParseAddrPort("192.0.2.1:7000")
+	for _, tt := range []struct {
+		err  *driver.CloseError
+		want string
+	}{
+		{&driver.CloseError{Local: true, Err: fastnet.ErrClosed, Net: "udp", Addr: addr}, "fastnet: udp 192.0.2.1:7000: connection closed"},
+		{&driver.CloseError{Local: true, Err: fastnet.ErrTimeout, Net: "tcp", Addr: addr}, "fastnet: tcp 192.0.2.1:7000: connection closed: " + strings.TrimPrefix(fastnet.ErrTimeout.Error(), "fastnet: ")},
+		{&driver.CloseError{Err: &fastnet.PeerClosedError{Reason: "bye"}, Net: "udp", Addr: addr}, "fastnet: udp 192.0.2.1:7000: connection lost: closed by peer: bye"},
+	} {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("%#v: %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"net"
 	"slices"
 	"time"
@@ -15,9 +16,13 @@ type Listener struct {
 	addr net.Addr
 
 	// Guarded by e.mu.
-	queue   []*Conn // the backlog: established, not yet accepted (N47)
-	notify  chan struct{}
-	closed  bool
+	queue  []*Conn // the backlog: established, not yet accepted (N47)
+	notify chan struct{}
+	closed bool
+	// closing is why the listener closes (CloseWithReason): the reason
+	// given to the clients that ask to connect while the connections it
+	// had linger (N144).
+	closing error
 	refused uint64 // Stats.BacklogRefused
 	ended   uint64 // Stats.BacklogEnded
 }
@@ -44,9 +49,16 @@ func (e *Engine) NewListener(addr net.Addr) *Listener {
 }
 
 // admitLocked is asked, through the endpoint's accept hook, whether a
-// new client may be let in: not while the backlog is full (N47).
+// new client may be let in: not while the backlog is full (N47), nor once
+// the listener is closing (N144): it would be accepted by nobody, and
+// ended without a word when the engine shuts down.
 func (e *Engine) admitLocked() error {
-	if l := e.listener; l != nil && len(l.queue) >= e.opts.Backlog {
+	l := e.listener
+	switch {
+	case l == nil:
+	case l.closing != nil:
+		return l.closing
+	case len(l.queue) >= e.opts.Backlog:
 		l.refused++
 		return errServerBusy
 	}
@@ -134,6 +146,11 @@ func (l *Listener) CloseWithReason(reason string) error {
 		return e.Close()
 	}
 	l.closeLocked()
+	why := reason
+	if why == "" {
+		why = "listener closed"
+	}
+	l.closing = errors.New(why)
 	var waits []<-chan struct{}
 	for _, c := range e.conns {
 		waits = append(waits, c.done)

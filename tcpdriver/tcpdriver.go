@@ -136,8 +136,11 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
 // the established connection. A failure is a *net.OpError (Op "dial")
 // that names the address and wraps the reason, which errors.Is matches
 // against fastnet.ErrRefused (a *fastnet.RefusedError with the server's
-// reason), fastnet.ErrTimeout, fastnet.ErrIncompatible, ctx.Err(), or the
-// system's error (syscall.ECONNREFUSED when nothing listens).
+// reason), fastnet.ErrTimeout, fastnet.ErrIncompatible,
+// fastnet.ErrTransportClosed (the server closed the TCP connection before
+// the handshake completed: not a Fastnet server, or one that dropped it
+// among too many handshakes, N46), ctx.Err(), or the system's error
+// (syscall.ECONNREFUSED when nothing listens).
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	cfg.Engine.Role = fastnet.Client
 	e, err := newEngine(cfg)

@@ -256,7 +256,8 @@ func (p *Peer) Introduction(c *Conn) (*fastnet.Introduction, bool) {
 // within a few seconds, the error matches fastnet.ErrNoIntroducer. The
 // engine bounds every step, and the relay's join is bounded by
 // RelayTimeout (5 s), so Introduce returns within about 25 seconds
-// without a deadline on ctx.
+// without a deadline on ctx; if the Peer closes meanwhile it returns at
+// once, with an error that matches driver.ErrListenerClosed.
 func (p *Peer) Introduce(ctx context.Context, via *Conn, target uint32) (*Conn, fastnet.IntroPath, error) {
 	w := &introWait{done: make(chan struct{})}
 	var req uint32
@@ -286,9 +287,14 @@ func (p *Peer) Introduce(ctx context.Context, via *Conn, target uint32) (*Conn, 
 			return nil, 0, wrap(ctx.Err())
 		}
 	}
+	// The engine settles every introduction it runs, but not once it
+	// has shut down: the Peer closed meanwhile (N144).
+	closed := false
 	select {
 	case <-w.done:
 	case <-ctx.Done():
+	case <-p.e.Done():
+		closed = true
 	}
 	p.mu.Lock()
 	delete(p.waits, req)
@@ -299,6 +305,8 @@ func (p *Peer) Introduce(ctx context.Context, via *Conn, target uint32) (*Conn, 
 		return c, fastnet.PathDirect, nil
 	case err != nil:
 		return nil, 0, wrap(err)
+	case closed:
+		return nil, 0, wrap(driver.ErrListenerClosed)
 	case relay != nil:
 		c, err := p.joinRelay(ctx, relay)
 		if err != nil {

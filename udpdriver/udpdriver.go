@@ -128,7 +128,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	}
 	uc, err := udpio.Listen(ctx, network, local, socketOptions(cfg))
 	if err != nil {
-		return nil, fmt.Errorf("udpdriver: dial %s: %w", addr, err)
+		return nil, dialError(raddr, err)
 	}
 	// A connected socket hears the ICMP port unreachable of a server that
 	// is not there, and fails the dial at once (N65).
@@ -211,8 +211,19 @@ func newEngine(cfg Config) (*driver.Engine, error) {
 	return driver.NewEngine(cfg.Engine, driver.Options{Network: "udp", ReceiveQueue: cfg.ReceiveQueue, Backlog: cfg.Backlog, Events: cfg.Events, Logger: cfg.Logger, CombineWrites: true, Intro: cfg.intro})
 }
 
-// resolve turns "host:port" into one address, IPv4 unmapped.
+// resolve turns "host:port" into one address, IPv4 unmapped, for a dial:
+// a failure is a *net.OpError (Op "dial"), as every failure of a dial is
+// (N144).
 func resolve(ctx context.Context, addr string) (netip.AddrPort, error) {
+	ap, err := lookup(ctx, addr)
+	if err != nil {
+		return ap, &net.OpError{Op: "dial", Net: "udp", Err: err}
+	}
+	return ap, nil
+}
+
+// lookup is resolve, its errors as they come.
+func lookup(ctx context.Context, addr string) (netip.AddrPort, error) {
 	if ap, err := netip.ParseAddrPort(addr); err == nil {
 		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
 	}

@@ -449,9 +449,13 @@ func (t *transport) receiveLoop() {
 		if paused {
 			select {
 			case <-resumed:
+				continue
 			case <-t.c.Done():
+				// The relay connection is over while paused: as a
+				// read that fails (N144); going round again spun.
+				t.lost()
+				return
 			}
-			continue
 		}
 		ev, err := t.c.Receive(context.Background())
 		if err != nil {
