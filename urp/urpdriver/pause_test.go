@@ -3,10 +3,12 @@ package urpdriver_test
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/driver"
+	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/urp/internal/urptest"
 	"github.com/fastnet-engine/fastnet/urp/urpclient"
 	"github.com/fastnet-engine/fastnet/urp/urpdriver"
@@ -152,4 +154,53 @@ func TestCloseWhilePaused(t *testing.T) {
 			t.Error("a connection still open 10 s after the relay went away")
 		}
 	})
+}
+
+// TestSilentRelay: Dial and Listen against a relay address where
+// something accepts and never speaks fail within Engine.ConnectTimeout,
+// with an error that matches fastnet.ErrTimeout, even with a context
+// without a deadline (N144): they waited for as long as the context
+// allowed.
+func TestSilentRelay(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepting := make(chan struct{})
+	go func() {
+		defer close(accepting)
+		var held []net.Conn // accepted, never answered
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	defer func() { ln.Close(); <-accepting }()
+	cfg := urpdriver.Config{Engine: fastnet.Config{ConnectTimeout: 300 * time.Millisecond}}
+	for name, f := range map[string]func() error{
+		"Dial": func() error {
+			_, err := urpdriver.Dial(context.Background(), ln.Addr().String(), 1, 2, cfg)
+			return err
+		},
+		"Listen": func() error {
+			_, err := urpdriver.Listen(context.Background(), ln.Addr().String(), cfg)
+			return err
+		},
+	} {
+		var err error
+		if !returnsWithin(5*time.Second, func() { err = f() }) {
+			t.Fatalf("%s against a silent relay did not return within 5 s", name)
+		}
+		if !errors.Is(err, fastnet.ErrTimeout) {
+			t.Errorf("%s against a silent relay: %v, want fastnet.ErrTimeout", name, err)
+		}
+	}
 }

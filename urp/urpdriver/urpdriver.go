@@ -151,12 +151,16 @@ func (l *Listener) Lock(ctx context.Context) error {
 
 // Listen connects to the relay at relayAddr, makes a group with a
 // password and the flags GroupFlags, and accepts Fastnet connections from
-// its members.
+// its members. The steps on the relay take at most Engine.ConnectTimeout
+// (5 s by default): a relay that does not answer within it fails Listen
+// with an error that matches fastnet.ErrTimeout.
 func Listen(ctx context.Context, relayAddr string, cfg Config) (*Listener, error) {
 	cfg.Engine.Role = fastnet.Server
-	t, c, err := connect(ctx, relayAddr, cfg)
+	rctx, cancel := relayContext(ctx, cfg)
+	defer cancel()
+	t, c, err := connect(rctx, relayAddr, cfg)
 	if err != nil {
-		return nil, err
+		return nil, relayTimedOut(ctx, rctx, relayAddr, err)
 	}
 	password := cfg.Password
 	for password == 0 {
@@ -164,13 +168,14 @@ func Listen(ctx context.Context, relayAddr string, cfg Config) (*Listener, error
 		crand.Read(b[:])
 		password = binary.LittleEndian.Uint32(b[:])
 	}
-	gid, err := c.Make(ctx)
+	gid, err := c.Make(rctx)
 	if err == nil {
-		_, err = c.Set(ctx, urp.Respond, urp.KeyGroupPass, password)
+		_, err = c.Set(rctx, urp.Respond, urp.KeyGroupPass, password)
 	}
 	if err == nil {
-		_, err = c.Set(ctx, urp.Respond, urp.KeyGroupFlags, GroupFlags)
+		_, err = c.Set(rctx, urp.Respond, urp.KeyGroupFlags, GroupFlags)
 	}
+	err = relayTimedOut(ctx, rctx, relayAddr, err)
 	var e *driver.Engine
 	if err == nil {
 		e, err = t.engine(cfg)
@@ -189,14 +194,21 @@ func Listen(ctx context.Context, relayAddr string, cfg Config) (*Listener, error
 // Dial connects to the relay at relayAddr, joins group gid with password,
 // and connects to the group's host. A failure to join is a
 // *urpclient.MadeError (errors.Is urpclient.ErrRefused); the others are
-// those of driver.Engine.Dial.
+// those of driver.Engine.Dial. The steps on the relay (connecting,
+// joining, the host's greeting) take at most Engine.ConnectTimeout (5 s
+// by default), as the handshake that follows does: a relay that does not
+// answer within it fails Dial with an error that matches
+// fastnet.ErrTimeout.
 func Dial(ctx context.Context, relayAddr string, gid, password uint32, cfg Config) (*driver.Conn, error) {
 	cfg.Engine.Role = fastnet.Client
-	t, c, err := connect(ctx, relayAddr, cfg)
+	rctx, cancel := relayContext(ctx, cfg)
+	defer cancel()
+	t, c, err := connect(rctx, relayAddr, cfg)
 	if err != nil {
-		return nil, err
+		return nil, relayTimedOut(ctx, rctx, relayAddr, err)
 	}
-	host, err := join(ctx, c, gid, password)
+	host, err := join(rctx, c, gid, password)
+	err = relayTimedOut(ctx, rctx, relayAddr, err)
 	var e *driver.Engine
 	if err == nil {
 		e, err = t.engine(cfg)
@@ -210,6 +222,29 @@ func Dial(ctx context.Context, relayAddr string, gid, password uint32, cfg Confi
 	e.Start(t)
 	e.Go(t.receiveLoop)
 	return e.Dial(ctx, UserAddr(host))
+}
+
+// relayContext bounds the steps on the relay (connecting, making or
+// joining the group, the host's greeting) by the engine's ConnectTimeout,
+// as the engine bounds the handshake that follows (N144): a relay address
+// where something accepts and never speaks failed the call only when ctx
+// did, and held it for good without a deadline.
+func relayContext(ctx context.Context, cfg Config) (context.Context, context.CancelFunc) {
+	d := cfg.Engine.ConnectTimeout
+	if d <= 0 {
+		d = fastnet.DefaultConnectTimeout
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// relayTimedOut returns err, or, if it is the end of rctx, the bound of
+// the relay's steps (relayContext), while the caller's ctx is not done,
+// an error that says so and matches fastnet.ErrTimeout.
+func relayTimedOut(ctx, rctx context.Context, relayAddr string, err error) error {
+	if err == nil || ctx.Err() != nil || rctx.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("urpdriver: relay %s: no answer within the connect timeout: %w (%w)", relayAddr, fastnet.ErrTimeout, err)
 }
 
 // connect checks cfg and connects to the relay for a new transport.
