@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -12,24 +11,6 @@ import (
 	"github.com/fastnet-engine/fastnet/fastnet"
 	"github.com/fastnet-engine/fastnet/internal/udpio"
 )
-
-// hearsOnly is a socket that reads only what from sends.
-type hearsOnly struct {
-	net.PacketConn
-	from netip.AddrPort
-}
-
-func (o *hearsOnly) ReadFrom(b []byte) (int, net.Addr, error) {
-	for {
-		n, a, err := o.PacketConn.ReadFrom(b)
-		if err != nil {
-			return n, a, err
-		}
-		if ap, ok := udpio.AddrPort(a); ok && ap == o.from {
-			return n, a, nil
-		}
-	}
-}
 
 // TestIntroduceAfterPeerClose: an Introduce under way when its Peer
 // closes returns at once (N144). It waited for the introduction to
@@ -68,8 +49,8 @@ func TestIntroduceAfterPeerClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	bp := punch
-	bp.Consent = func(fastnet.IntroOffer) error { return nil }
-	b, err := OpenPacket(ctx, &hearsOnly{PacketConn: raw, from: saddr}, Config{Engine: fastnet.Config{Punch: bp}})
+	bp.Consent = consentAll
+	b, err := OpenPacket(ctx, &onlyFrom{PacketConn: raw, from: saddr}, Config{Engine: fastnet.Config{Punch: bp}})
 	if err != nil {
 		t.Fatal(err)
 	}
