@@ -553,6 +553,11 @@ func (e *Engine) dial(ctx context.Context, addr netip.AddrPort, own bool) (*Conn
 	}
 	c := e.newConnLocked(h, addr)
 	c.owner = own
+	if e.gone[addr] {
+		// Its transport connection closed already (N145).
+		delete(e.gone, addr)
+		e.ep.HandleTransportClosed(e.clk.Now(), addr)
+	}
 	e.flushLocked()
 	e.unlock()
 	for {

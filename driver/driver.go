@@ -253,6 +253,14 @@ type Engine struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 	closed bool
+	// gone holds the addresses of a client's transport connections that
+	// closed before a dial on them reached the endpoint (TransportClosed,
+	// dial), one for each dial at most.
+	gone map[netip.AddrPort]bool
+	// shut is closed once Close has shut the engine down, with the
+	// transport's closing error closeErr.
+	shut     chan struct{}
+	closeErr error
 
 	writeErrors atomic.Uint64 // Stats.WriteErrors
 
@@ -348,6 +356,7 @@ func NewEngine(cfg fastnet.Config, opts Options) (*Engine, error) {
 		kick:    make(chan struct{}, 1),
 		logKick: make(chan struct{}, 1),
 		done:    make(chan struct{}),
+		shut:    make(chan struct{}),
 	}
 	e.written = sync.NewCond(&e.mu)
 	return e, nil
@@ -642,6 +651,20 @@ func (e *Engine) TransportClosed(addr netip.AddrPort) {
 	e.mu.Lock()
 	defer e.unlock()
 	if e.closed {
+		return
+	}
+	if e.cfg.Role == fastnet.Client && e.byAddr[addr] == nil {
+		// A client's transport connection, opened for a dial that has
+		// not reached the endpoint yet, closed before it did (a server
+		// that closes at once): the dial hears of it then (N145),
+		// rather than waiting its whole ConnectTimeout for an answer
+		// that cannot come. Only a client's: a server hears of every
+		// stream that ends before its handshake, and keeps nothing of
+		// them.
+		if e.gone == nil {
+			e.gone = make(map[netip.AddrPort]bool)
+		}
+		e.gone[addr] = true
 		return
 	}
 	e.ep.HandleTransportClosed(e.clk.Now(), addr)
@@ -1133,10 +1156,14 @@ func (e *Engine) Close() error {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		e.wg.Wait()
-		return nil
+		// Another call closes it, or has (a dialed connection that
+		// ended, N142): this one returns when that one has done, as if
+		// it had closed it itself.
+		<-e.shut
+		return e.closeErr
 	}
 	e.closed = true
+	defer close(e.shut)
 	// What the endpoint produced last (a "disconnect" after a graceful
 	// close) goes out before the socket closes: wait for a write in
 	// progress, then write what is left.
@@ -1171,10 +1198,10 @@ func (e *Engine) Close() error {
 	e.idle.Stop()
 	e.wakeLocked()
 	e.mu.Unlock()
-	err := e.tr.Close()
+	e.closeErr = e.tr.Close()
 	e.wg.Wait()
 	e.idleTimers.Close()
-	return err
+	return e.closeErr
 }
 
 // pathed returns s with Options.Path as its Path if the engine reported

@@ -32,9 +32,14 @@ type endedConn struct {
 const maxEnded = 1024
 
 // specConnectWait is how long a client waits for its answer, sending
-// "connect?" again every 200 ms, as the specification says it does:
-// what an unvalidated connection's record covers at most (retryUntil,
-// N141).
+// "connect?" again every 200 ms, as the specification says it does. An
+// unvalidated connection's record covers the retries of a client that
+// waits as long as the connect timeout, but no longer than its own
+// validation timeout less a second, or this if more (retryUntil, N141):
+// a connection that expires unvalidated then leaves no record past its
+// end that would shut its address out (one forged "connect?" could),
+// and a client that waits longer than the server validates is one the
+// server cannot tell from a forger.
 const specConnectWait = 5 * time.Second
 
 // add records that a connection with addr ended at now, whose client's
@@ -99,9 +104,9 @@ func (m *endedConns) forgetOldest() {
 // it once the client's heartbeats were heard (N34), and otherwise for as
 // long as a client retries, the connect timeout, from now, or, for an
 // unvalidated connection, from shortly after it was opened, and no longer
-// than the specification's client waits (specConnectWait), so that a
-// forged "connect?" does not shut its address out once it ends (D25),
-// whatever the connect timeout (N141).
+// than its validation timeout allows (specConnectWait), so that a forged
+// "connect?" does not shut its address out once it ends (D25), whatever
+// the connect timeout (N141).
 func (c *conn) retryUntil(now clock.Time) clock.Time {
 	if c.role != Server || c.peerClosed || c.ep.cfg.Transport != Datagram || !c.mayBeRetry(now) {
 		return 0
@@ -111,7 +116,7 @@ func (c *conn) retryUntil(now clock.Time) clock.Time {
 		if c.unvalidated {
 			// Its client retried for ConnectTimeout at most from before it
 			// was opened (validateBy less the validation timeout).
-			wait := min(c.ep.cfg.ConnectTimeout, specConnectWait)
+			wait := min(c.ep.cfg.ConnectTimeout, max(specConnectWait, c.ep.cfg.ValidationTimeout-time.Second))
 			until = min(until, c.validateBy.Add(wait+time.Second-c.ep.cfg.ValidationTimeout))
 		}
 		if now >= until {

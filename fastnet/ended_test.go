@@ -327,3 +327,73 @@ func TestStreamEndNotRemembered(t *testing.T) {
 		t.Fatalf("%d connections, %d late retries refused: want 1 and 0", se.ep.NumConns(), se.ep.EndpointStats().LateRetriesRefused)
 	}
 }
+
+// A client that waits longer than the specification's 5 s, connected
+// only after 6.4 s because the server's answers were lost, whose
+// connection the server ends while it is still unvalidated, its abort
+// lost: a late duplicate of its "connect?" is still answered with abort
+// (N123), with a validation timeout that covers such a wait (N141).
+func TestLateRetryLongConnectTimeout(t *testing.T) {
+	cfg := Config{MTU: MTUConfig{Disabled: true}, ConnectTimeout: 30 * time.Second, ValidationTimeout: 30 * time.Second}
+	cli, srv := cfg, cfg
+	cli.Role, srv.Role = Client, Server
+	c, err := NewEndpoint(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewEndpoint(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clock.Epoch
+	if _, err := c.Connect(now, serverAddr); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<16)
+	connected := false
+	var ev Event
+	for !connected {
+		now = now.Add(10 * time.Millisecond)
+		if now.Sub(clock.Epoch) > 20*time.Second {
+			t.Fatal("the client never connected")
+		}
+		for _, ep := range []*Endpoint{c, s} {
+			if d, ok := ep.NextDeadline(); ok && d <= now {
+				ep.HandleTimeout(now)
+			}
+		}
+		for {
+			tx, ok := c.PollTransmit(now, buf)
+			if !ok {
+				break
+			}
+			s.HandleDatagram(now, clientAddr, buf[:tx.N])
+		}
+		open := len(s.conns) > 0
+		for {
+			tx, ok := s.PollTransmit(now, buf)
+			if !ok {
+				break
+			}
+			if !open || now.Sub(clock.Epoch) >= 6400*time.Millisecond { // answers lost until 6.4 s
+				c.HandleDatagram(now, serverAddr, buf[:tx.N])
+			}
+		}
+		for c.NextEvent(&ev) {
+			if ev.Kind == EventConnected {
+				connected = true
+			}
+		}
+	}
+	s.CloseAll(now, "bye")
+	for { // the abort is lost
+		if _, ok := s.PollTransmit(now, buf); !ok {
+			break
+		}
+	}
+	now = now.Add(10 * time.Millisecond)
+	s.HandleDatagram(now, clientAddr, appendControl(appendPacketHeader(nil, chControl), control{kind: ctlConnect})) // a late duplicate
+	if n := len(s.conns); n != 0 || s.EndpointStats().LateRetriesRefused != 1 {
+		t.Errorf("the late retry of the connected client opened %d connection(s) (late retries refused: %d); want it answered with abort", n, s.EndpointStats().LateRetriesRefused)
+	}
+}

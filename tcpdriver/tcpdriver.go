@@ -133,8 +133,9 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
 }
 
 // Dial connects to the Fastnet server at the TCP address addr and returns
-// the established connection. A failure is a *net.OpError (Op "dial")
-// that names the address and wraps the reason, which errors.Is matches
+// the established connection. A failure to connect is a *net.OpError (Op
+// "dial") that names the address and wraps the reason (a Config the engine
+// refuses is an error of its own), which errors.Is matches
 // against fastnet.ErrRefused (a *fastnet.RefusedError with the server's
 // reason), fastnet.ErrTimeout, fastnet.ErrIncompatible,
 // fastnet.ErrTransportClosed (the server closed the TCP connection before

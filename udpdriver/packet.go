@@ -35,8 +35,9 @@ import (
 // it is the connection's business to drop what it cannot carry whole, as a
 // UDP socket with the don't-fragment bit does.
 //
-// Either way the endpoint owns pc from then on: closing the listener, or
-// the dialed connection, closes pc.
+// Either way the endpoint owns pc from then on: closing the listener
+// closes pc, and so does the end of the dialed connection, however it
+// ends (N142).
 
 // ListenPacket starts a Fastnet server on pc, which it owns from then on.
 func ListenPacket(ctx context.Context, pc net.PacketConn, cfg Config) (*Listener, error) {

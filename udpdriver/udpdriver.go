@@ -110,8 +110,10 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
 }
 
 // Dial connects to the Fastnet server at addr ("host:port"; an empty host
-// is the local host) and returns the established connection. A failure is a
-// *net.OpError (Op "dial") that names the address and wraps the reason,
+// is the local host) and returns the established connection. A failure to
+// connect is a *net.OpError (Op "dial") that names the address, if it was
+// resolved, and wraps the reason (a Config the engine refuses is an error
+// of its own),
 // which errors.Is matches against fastnet.ErrRefused (a
 // *fastnet.RefusedError with the server's reason, or a
 // *driver.UnreachableError when the system reported at once that nothing

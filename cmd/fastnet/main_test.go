@@ -655,6 +655,26 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// closingServer returns the address of a TCP server that closes every
+// connection as it accepts it, until the test ends.
+func closingServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
 // TestConnectNoServer checks that connect fails with exit status 1 and a
 // clear reason when no server answers: at once over TCP, after the connect
 // timeout of 5 s (D15) over UDP.
@@ -668,6 +688,8 @@ func TestConnectNoServer(t *testing.T) {
 	}{
 		{"tcp", []string{"--tcp", freePort(t, "tcp")}, "nothing listening over tcp (connection refused); is it a UDP server? try without --tcp", 2 * time.Second},
 		{"udp", []string{freePort(t, "udp")}, "nothing listening over udp (connection refused); is it a TCP server? try --tcp", 2 * time.Second}, // the ICMP port unreachable (N65)
+		// A TCP server that closes every connection at once (N144).
+		{"tcp closes", []string{"--tcp", closingServer(t)}, "the server closed the connection before the Fastnet handshake; is it a Fastnet server?", 2 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

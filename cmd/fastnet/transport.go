@@ -57,6 +57,10 @@ func dialFailure(addr string, tcp bool, timeout time.Duration, err error) string
 			hint = "is it a TCP server? try --tcp"
 		}
 		return fmt.Sprintf("%s: nothing listening over %s (connection refused); %s", addr, name, hint)
+	case tcp && errors.Is(err, fastnet.ErrTransportClosed):
+		// The server closed the connection before the handshake
+		// completed (N144).
+		return fmt.Sprintf("%s: the server closed the connection before the Fastnet handshake; is it a Fastnet server? (\"fastnet probe --tcp %s\" tells)", addr, addr)
 	case errors.Is(err, fastnet.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
 		if tcp {
 			return fmt.Sprintf("%s: timed out: no Fastnet handshake over tcp within %v; is it a Fastnet server? (\"fastnet probe --tcp %s\" tells)", addr, timeout, addr)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fastnet-engine/fastnet/driver"
 	"github.com/fastnet-engine/fastnet/fastnet"
+	"github.com/fastnet-engine/fastnet/urp"
 	"github.com/fastnet-engine/fastnet/urp/internal/urptest"
 	"github.com/fastnet-engine/fastnet/urp/urpclient"
 	"github.com/fastnet-engine/fastnet/urp/urpdriver"
@@ -157,50 +158,57 @@ func TestCloseWhilePaused(t *testing.T) {
 }
 
 // TestSilentRelay: Dial and Listen against a relay address where
-// something accepts and never speaks fail within Engine.ConnectTimeout,
-// with an error that matches fastnet.ErrTimeout, even with a context
-// without a deadline (N144): they waited for as long as the context
-// allowed.
+// something accepts and never speaks, or welcomes and then answers
+// nothing, fail within Engine.ConnectTimeout, with an error that matches
+// fastnet.ErrTimeout, even with a context without a deadline (N144):
+// they waited for as long as the context allowed.
 func TestSilentRelay(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepting := make(chan struct{})
-	go func() {
-		defer close(accepting)
-		var held []net.Conn // accepted, never answered
-		defer func() {
-			for _, c := range held {
-				c.Close()
+	for _, welcome := range []bool{false, true} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepting := make(chan struct{})
+		go func() {
+			defer close(accepting)
+			var held []net.Conn // accepted, never answered
+			defer func() {
+				for _, c := range held {
+					c.Close()
+				}
+			}()
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				if welcome {
+					c.Write(urp.Append(urp.Append(nil, urp.Packet{ID: urp.R2UWelc, Version: urp.Version, Revision: urp.Revision, UID: 7, Brand: "mute"}),
+						urp.Packet{ID: urp.R2UStat, Role: urp.Connected}))
+				}
+				held = append(held, c)
 			}
 		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+		cfg := urpdriver.Config{Engine: fastnet.Config{ConnectTimeout: 300 * time.Millisecond}}
+		for name, f := range map[string]func() error{
+			"Dial": func() error {
+				_, err := urpdriver.Dial(context.Background(), ln.Addr().String(), 1, 2, cfg)
+				return err
+			},
+			"Listen": func() error {
+				_, err := urpdriver.Listen(context.Background(), ln.Addr().String(), cfg)
+				return err
+			},
+		} {
+			var err error
+			if !returnsWithin(5*time.Second, func() { err = f() }) {
+				t.Fatalf("%s against a silent relay (welcome %v) did not return within 5 s", name, welcome)
 			}
-			held = append(held, c)
+			if !errors.Is(err, fastnet.ErrTimeout) {
+				t.Errorf("%s against a silent relay (welcome %v): %v, want fastnet.ErrTimeout", name, welcome, err)
+			}
 		}
-	}()
-	defer func() { ln.Close(); <-accepting }()
-	cfg := urpdriver.Config{Engine: fastnet.Config{ConnectTimeout: 300 * time.Millisecond}}
-	for name, f := range map[string]func() error{
-		"Dial": func() error {
-			_, err := urpdriver.Dial(context.Background(), ln.Addr().String(), 1, 2, cfg)
-			return err
-		},
-		"Listen": func() error {
-			_, err := urpdriver.Listen(context.Background(), ln.Addr().String(), cfg)
-			return err
-		},
-	} {
-		var err error
-		if !returnsWithin(5*time.Second, func() { err = f() }) {
-			t.Fatalf("%s against a silent relay did not return within 5 s", name)
-		}
-		if !errors.Is(err, fastnet.ErrTimeout) {
-			t.Errorf("%s against a silent relay: %v, want fastnet.ErrTimeout", name, err)
-		}
+		ln.Close()
+		<-accepting
 	}
 }

@@ -477,20 +477,22 @@ func (t *transport) Close() error {
 // receiveLoop hands the engine what the relay delivers, until the relay
 // connection ends.
 func (t *transport) receiveLoop() {
+	over := false // the relay connection is over: what it holds is read, paused or not
 	for {
 		t.mu.Lock()
 		paused, resumed := t.paused > 0, t.resumed
 		t.mu.Unlock()
-		if paused {
+		if paused && !over {
 			select {
 			case <-resumed:
-				continue
 			case <-t.c.Done():
-				// The relay connection is over while paused: as a
-				// read that fails (N144); going round again spun.
-				t.lost()
-				return
+				// The relay connection ended while paused: the
+				// events it had already taken in (the members'
+				// last messages, a peer's close) are handed over,
+				// then the loss (N144). Waiting again spun.
+				over = true
 			}
+			continue
 		}
 		ev, err := t.c.Receive(context.Background())
 		if err != nil {
