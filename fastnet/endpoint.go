@@ -94,7 +94,11 @@ type Endpoint struct {
 	// of pendingConn's, and starts the next datagram (N71).
 	scratch     []byte
 	pendingConn *conn
-	pendingN    int
+	// closing lists the connections closed gracefully with something
+	// still to send (Close): PollTransmit finishes each once nothing is
+	// left (finishDrained).
+	closing  []*conn
+	pendingN int
 	// noRuns, set only by tests (SetRuns), has bundle poll every packet
 	// into scratch rather than write first-time packets in place (N101).
 	noRuns bool
@@ -947,6 +951,11 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 			}
 		}
 	}
+	if len(e.closing) > 0 {
+		// What a closing connection had left was written by the calls
+		// before (with the packet that waited for a bundle, above).
+		e.finishDrained(now)
+	}
 	// Channel -1 packets first; the test spares the common case, nothing
 	// queued, the calls and the copies of an empty ctlOut.
 	for e.once.head < len(e.once.q) || e.ctl.head < len(e.ctl.q) {
@@ -1134,8 +1143,33 @@ func (e *Endpoint) Close(now clock.Time, h Handle, reason string) error {
 	c.closeReason = validReason(reason)
 	c.lingerUntil = now.Add(e.cfg.Linger)
 	c.closeIfDrained(now)
+	if c.state == stateClosing {
+		e.closing = append(e.closing, c)
+	}
 	e.touch(c, now)
 	return nil
+}
+
+// finishDrained finishes the graceful closes of the connections that have
+// nothing left to send nor to be acknowledged (N146). Acks finish the
+// others (handleAcks), but over a stream nothing is acked, nor are
+// unreliable messages: a close whose last messages were written waited
+// its whole Linger.
+func (e *Endpoint) finishDrained(now clock.Time) {
+	k := 0
+	for _, c := range e.closing {
+		if c.state != stateClosing || e.conns[c.handle] != c {
+			continue // ended otherwise
+		}
+		if c.drained() {
+			c.finishClose(now)
+			continue
+		}
+		e.closing[k] = c
+		k++
+	}
+	clear(e.closing[k:])
+	e.closing = e.closing[:k]
 }
 
 // CloseAll closes every established connection as Close does, and ends at

@@ -252,7 +252,14 @@ func (e *Endpoint) introEnd(now clock.Time, in *intro, err *IntroError) {
 		c := in.direct
 		in.direct, c.punch = nil, nil
 		if c.state == stateQuerying || c.state == stateConnecting {
-			e.failHandshake(c, &LocalCloseError{Reason: err.Error()})
+			// Ended without an error when it goes on over the relay
+			// (EventRelayJoin): the handshake over the path the punch
+			// proved, still under way, is given up for it (N146).
+			reason := "introduction goes over the relay"
+			if err != nil {
+				reason = err.Error()
+			}
+			e.failHandshake(c, &LocalCloseError{Reason: reason})
 		}
 	}
 	e.intros.schedule(in)
