@@ -772,6 +772,12 @@ func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte)
 		// No transport carries it (D20, D21): a driver's bug or a
 		// forgery, and handled it would be charged to no limit.
 		e.drop(c, DropTooLarge)
+		if c != nil && e.cfg.Transport == Stream && c.established() {
+			// A stream loses nothing: a packet dropped from it is a
+			// hole in what it carries reliably and in order, which
+			// the connection cannot go on past (N147).
+			e.disconnect(now, c, &ProtocolError{Reason: "packet longer than the maximum packet size"}, true)
+		}
 		return
 	}
 	if c != nil {
@@ -949,6 +955,13 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 				c.countSent(len(b))
 				return Transmit{To: c.addr, N: len(b)}, true
 			}
+		} else if !c.unvalidated {
+			// Its connection ended since (an Abort between two
+			// calls): the packet goes alone, before the end's
+			// "abort", as its message's outcome said it was (an
+			// unreliable one's, OutcomeSent, N147).
+			b := append(buf, e.scratch[:e.pendingN]...)
+			return Transmit{To: c.addr, N: len(b)}, true
 		}
 	}
 	if len(e.closing) > 0 {

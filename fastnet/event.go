@@ -25,15 +25,19 @@ const (
 	EventConnected
 	// EventRefused: the server answered "abort". Err is a *RefusedError.
 	EventRefused
-	// EventConnectFailed: the handshake did not complete. Err is ErrTimeout
-	// or ErrIncompatible.
+	// EventConnectFailed: the handshake did not complete. Err is ErrTimeout,
+	// ErrIncompatible, ErrTransportClosed (a stream that closed first), or
+	// a *LocalCloseError (Close or Abort during the handshake, or the end
+	// of the introduction it belonged to).
 	EventConnectFailed
 	// EventMessage: a message arrived. Sets Channel, Reliable and Data; Data
 	// belongs to the receiver.
 	EventMessage
 	// EventDisconnected: an established connection ended. Err says why:
 	// ErrTimeout, a *PeerClosedError, a *LocalCloseError, a *ProtocolError,
-	// ErrNotAcknowledging or ErrTransportClosed. Stats holds the
+	// ErrNotAcknowledging, ErrTransportClosed, ErrPeerRestarted (D28), or a
+	// *RefusedError (the server refused it once it validated the address,
+	// D25). Stats holds the
 	// connection's final statistics (N59). The handle is dead after it:
 	// Endpoint.Stats no longer knows it.
 	EventDisconnected
