@@ -55,8 +55,9 @@ type WaitReporter interface {
 // read, as the UDP driver's socket and the TCP driver's streams can: a
 // deadline that comes overdue (the process was held up) is then put off
 // while any does, within a bound, so that the heartbeats and acks that
-// arrived meanwhile count before it (N129). known is false where it cannot tell. InputWaiting is
-// called with the engine's lock held and must not call the engine.
+// arrived meanwhile count before it (N129). known is false where it
+// cannot tell. InputWaiting is called with the engine's lock held and
+// must not call the engine.
 type InputWaiter interface {
 	InputWaiting() (waiting, known bool)
 }

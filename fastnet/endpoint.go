@@ -94,11 +94,11 @@ type Endpoint struct {
 	// of pendingConn's, and starts the next datagram (N71).
 	scratch     []byte
 	pendingConn *conn
+	pendingN    int
 	// closing lists the connections closed gracefully with something
 	// still to send (Close): PollTransmit finishes each once nothing is
 	// left (finishDrained).
-	closing  []*conn
-	pendingN int
+	closing []*conn
 	// noRuns, set only by tests (SetRuns), has bundle poll every packet
 	// into scratch rather than write first-time packets in place (N101).
 	noRuns bool
@@ -1171,8 +1171,8 @@ func (e *Endpoint) Close(now clock.Time, h Handle, reason string) error {
 func (e *Endpoint) finishDrained(now clock.Time) {
 	k := 0
 	for _, c := range e.closing {
-		if c.state != stateClosing || e.conns[c.handle] != c {
-			continue // ended otherwise
+		if c.state != stateClosing {
+			continue // ended otherwise (state 0)
 		}
 		if c.drained() {
 			c.finishClose(now)
