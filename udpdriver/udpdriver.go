@@ -217,6 +217,11 @@ func newEngine(cfg Config) (*driver.Engine, error) {
 // a failure is a *net.OpError (Op "dial"), as every failure of a dial is
 // (N144).
 func resolve(ctx context.Context, addr string) (netip.AddrPort, error) {
+	if err := ctx.Err(); err != nil {
+		// Done already: nothing is looked up, even in the hosts file,
+		// which the resolver reads whatever the context says.
+		return netip.AddrPort{}, &net.OpError{Op: "dial", Net: "udp", Err: err}
+	}
 	ap, err := lookup(ctx, addr)
 	if err != nil {
 		return ap, &net.OpError{Op: "dial", Net: "udp", Err: err}
