@@ -57,6 +57,7 @@ func DialPacket(ctx context.Context, pc net.PacketConn, addr string, cfg Config)
 	}
 	raddr, err := resolve(ctx, addr)
 	if err != nil {
+		pc.Close() // it is the dial's, as it is when the handshake fails
 		return nil, err
 	}
 	return dialOn(ctx, ownSocket(pc, cfg), pc, raddr, cfg)

@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -110,7 +111,9 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
 }
 
 // Dial connects to the Fastnet server at addr ("host:port"; an empty host
-// is the local host) and returns the established connection. A failure to
+// is the local host, and so is an unspecified address, "0.0.0.0" or "::",
+// as a wildcard listener's Addr reports it) and returns the established
+// connection. A failure to
 // connect is a *net.OpError (Op "dial") that names the address, if it was
 // resolved, and wraps the reason (a Config the engine refuses is an error
 // of its own),
@@ -231,8 +234,41 @@ func resolve(ctx context.Context, addr string) (netip.AddrPort, error) {
 
 // lookup is resolve, its errors as they come.
 func lookup(ctx context.Context, addr string) (netip.AddrPort, error) {
+	ap, err := lookupAny(ctx, addr)
+	if err != nil {
+		return ap, err
+	}
+	return netip.AddrPortFrom(canonical(ap.Addr()), ap.Port()), nil
+}
+
+// canonical returns a, IPv4 unmapped, as the socket reports the peer's
+// address of the datagrams it receives, so that the server's answers are
+// taken for the server's: the unspecified address of a family is that
+// family's loopback (as net.Dial reads "0.0.0.0:port" and "[::]:port",
+// the local system, which answers from its loopback address), and a zone
+// given as an interface's number is that interface's name.
+func canonical(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	switch {
+	case a == netip.IPv4Unspecified():
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	case a == netip.IPv6Unspecified():
+		return netip.IPv6Loopback()
+	}
+	if z := a.Zone(); z != "" {
+		if i, err := strconv.Atoi(z); err == nil {
+			if ifi, err := net.InterfaceByIndex(i); err == nil && ifi.Name != "" {
+				return a.WithZone(ifi.Name)
+			}
+		}
+	}
+	return a
+}
+
+// lookupAny is lookup before canonical.
+func lookupAny(ctx context.Context, addr string) (netip.AddrPort, error) {
 	if ap, err := netip.ParseAddrPort(addr); err == nil {
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+		return ap, nil
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

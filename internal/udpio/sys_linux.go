@@ -189,7 +189,13 @@ func (c *Conn) Connect(ap netip.AddrPort) error {
 	if la := c.LocalAddr(); la.Addr().Is4() && ap.Addr().Is4() {
 		sa = &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
 	} else {
-		sa = &syscall.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+		// A link-local peer's zone names the interface the kernel
+		// must use: without it connect refuses the address (EINVAL).
+		sa6 := &syscall.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+		if z := ap.Addr().Zone(); z != "" {
+			sa6.ZoneId = zoneID(z)
+		}
+		sa = sa6
 	}
 	var cerr error
 	if err := rc.Control(func(fd uintptr) { cerr = syscall.Connect(int(fd), sa) }); err != nil {
