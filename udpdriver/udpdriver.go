@@ -314,11 +314,12 @@ func (t *transport) WriteBatch(msgs []udpio.Message) {
 		// count it (N48). A datagram too large for the path (EMSGSIZE)
 		// is MTU estimation's business, not a failure of the socket.
 		// A client's connected socket may report the server's port
-		// unreachable here rather than to the reader (N65).
-		switch {
-		case errors.Is(err, syscall.ECONNREFUSED):
+		// unreachable here rather than to the reader (N65); the
+		// datagram refused so is lost too, and counted.
+		if errors.Is(err, syscall.ECONNREFUSED) {
 			t.e.Go(func() { t.e.Unreachable(err) })
-		case !errors.Is(err, errMsgSize):
+		}
+		if !errors.Is(err, errMsgSize) {
 			t.e.CountWriteError()
 		}
 		msgs = msgs[n+1:]

@@ -64,3 +64,42 @@ func TestWriteErrorsCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedWritesCounted: a write that the system refuses because the
+// peer's port answered ICMP port unreachable (ECONNREFUSED, on a
+// connected socket) sent nothing: it is a failed write, counted in
+// DriverStats.WriteErrors as N48 says of every failed write but those
+// too big for the path.
+func TestRefusedWritesCounted(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the socket is connected on Linux alone")
+	}
+	e, err := newEngine(Config{Engine: fastnet.Config{Role: fastnet.Client}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := udpio.Listen(context.Background(), "udp4", "127.0.0.1:0", udpio.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	dead, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := dead.LocalAddr().(*net.UDPAddr).AddrPort()
+	dead.Close()
+	if err := uc.Connect(to); err != nil {
+		t.Fatal(err)
+	}
+	tr := &transport{uc: uc, e: e}
+	// Each datagram draws an ICMP port unreachable, which fails the
+	// write after it: every other write is refused.
+	for deadline := time.Now().Add(5 * time.Second); e.Stats().WriteErrors == 0 && time.Now().Before(deadline); {
+		tr.WriteBatch([]udpio.Message{{Buf: []byte("x"), N: 1, Addr: to}})
+		time.Sleep(5 * time.Millisecond)
+	}
+	if e.Stats().WriteErrors == 0 {
+		t.Error("no refused write counted in 5 s")
+	}
+}
