@@ -440,6 +440,7 @@ type totals struct {
 	gaveUp                               int           // clients that stopped waiting for their last echoes
 	rtt, minRTT                          time.Duration // mean smoothed RTT and least min RTT of the clients
 	resentClients, resentServer          uint64
+	expiredClients, expiredServer        uint64                         // unreliable messages dropped at the sender for waiting too long (Stats.UnreliableExpired)
 	mtuUp, mtuUpMin, mtuDown, mtuDownMin int                            // payload MTU client→server and server→client, max and min
 	mtuEnds, mtuDone, mtuSearching       int                            // connection ends seen, those whose MTU estimation finished, those still searching
 	latency                              time.Duration                  // median position echo latency
@@ -474,6 +475,7 @@ func collect(clients []*demoClient, srv *demoServer) totals {
 		}
 		ss := sc.lastStats()
 		t.resentServer += ss.PacketsResent
+		t.expiredServer += ss.UnreliableExpired
 		for i, n := range ss.Dropped {
 			t.dropped[i] += n
 		}
@@ -528,6 +530,7 @@ func collect(clients []*demoClient, srv *demoServer) totals {
 			}
 		}
 		t.resentClients += st.PacketsResent
+		t.expiredClients += st.UnreliableExpired
 		for i, n := range st.Dropped {
 			t.dropped[i] += n
 		}
@@ -614,6 +617,8 @@ func report(s *stdio, o demoOptions, took time.Duration, clients []*demoClient, 
 	s.printf("reliable data:         %.1f MB each way, channels 1-3", float64(t.relBytes)/1e6)
 	s.printf("round-trip time:       %v smoothed (mean of the clients), %v least; position echoes took %v (median)", round(t.rtt), round(t.minRTT), round(t.latency))
 	s.printf("packets resent:        %d by the clients, %d by the server", t.resentClients, t.resentServer)
+	s.printf("unreliable expired:    %d at the clients, %d at the server (waited longer than %v to be sent, D30)",
+		t.expiredClients, t.expiredServer, fastnet.DefaultUnreliableMaxDelay)
 	s.printf("payload MTU reached:   %s client to server, %s server to client (relay limit: %s)",
 		span(t.mtuUpMin, t.mtuUp), span(t.mtuDownMin, t.mtuDown), mtuLimit(o.imp.MTU))
 	s.printf("MTU estimation:        finished at %d of %d connection ends, still searching at %d", t.mtuDone, t.mtuEnds, t.mtuSearching)

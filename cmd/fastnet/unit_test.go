@@ -6,8 +6,10 @@ import (
 	"flag"
 	"io"
 	"net/netip"
+	"regexp"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -280,6 +282,33 @@ func TestDemoGivesUp(t *testing.T) {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
+	}
+}
+
+// TestDemoReportsUnreliableExpired checks that the demo's report says how
+// many unreliable messages the senders dropped for waiting longer than
+// Config.UnreliableMaxDelay (D30), so that the unreliable messages that did
+// not arrive are not all taken for the relay's losses, and that the count is
+// within those that did not arrive.
+func TestDemoReportsUnreliableExpired(t *testing.T) {
+	t.Parallel()
+	var out, errb syncBuffer
+	code := run(context.Background(), []string{"demo", "--duration", "1s", "--clients", "1",
+		"--loss", "0", "--dup", "0", "--reorder", "0", "--wait", "5s"},
+		&stdio{out: &out, err: &errb})
+	report := out.String()
+	if code != exitOK {
+		t.Fatalf("demo: exit %d\n%s\n%s", code, report, errb.String())
+	}
+	sent := regexp.MustCompile(`unreliable messages +(\d+) +(\d+) `).FindStringSubmatch(report)
+	expired := regexp.MustCompile(`(?m)^unreliable expired: +(\d+) at the clients, (\d+) at the server`).FindStringSubmatch(report)
+	if sent == nil || expired == nil {
+		t.Fatalf("report lacks the unreliable counts or the expired line:\n%s", report)
+	}
+	n := func(s string) int { v, _ := strconv.Atoi(s); return v }
+	if n(expired[1]) > n(sent[1])-n(sent[2]) {
+		t.Errorf("%s unreliable messages expired at the clients, but only %d of %s did not reach the server:\n%s",
+			expired[1], n(sent[1])-n(sent[2]), sent[1], report)
 	}
 }
 
