@@ -10,10 +10,11 @@
 //	                [--timeout D] [--drain D] [--stats]
 //	fastnet connect --via-urp RELAY --group GID --password P [the flags above but --tcp]
 //	fastnet relay   [--urp HOST:PORT] [--max-users N] [--max-groups N] [--max-group-size N]
-//	                [--max-message BYTES] [--max-output BYTES] [--write-timeout D] [--brand TEXT]
+//	                [--max-message BYTES] [--max-output BYTES] [--write-timeout D]
+//	                [--join-failures N] [--join-failure-every D] [--brand TEXT]
 //	fastnet probe   HOST:PORT [--tcp] [--timeout D]
 //	fastnet impair  LISTEN --to TARGET [--loss P] [--delay D] [--jitter D] [--dup P]
-//	                [--reorder P] [--mtu BYTES] [--seed N]
+//	                [--reorder P] [--mtu BYTES] [--rate RATE] [--queue SIZE] [--seed N]
 //	fastnet introducer [LISTEN] [--max-conns N] [--relay HOST:PORT]
 //	fastnet peer    --via SERVER [--listen HOST:PORT] [--nat HOST:PORT] [--accept [--echo] [--print]]
 //	fastnet peer    --via SERVER --to ID [--listen HOST:PORT] [--nat HOST:PORT] [connect's flags]
@@ -310,9 +311,9 @@ Commands:
 
 `)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "\t%-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "\t%-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprint(w, `	help     show the help of a command
+	fmt.Fprint(w, `	help       show the help of a command
 
 Run "fastnet help COMMAND" or "fastnet COMMAND --help" for its flags.
 Flags may come before or after the arguments, with one dash or two.

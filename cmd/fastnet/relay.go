@@ -23,7 +23,7 @@ func relayCommand() *command {
 	return &command{
 		name:    "relay",
 		summary: "run a URP 1.0 relay, through which users form groups and exchange messages",
-		usage:   "relay [--urp HOST:PORT] [--max-users N] [--max-groups N] [--max-group-size N] [--max-message BYTES] [--max-output BYTES] [--write-timeout D] [--brand TEXT]",
+		usage:   "relay [--urp HOST:PORT] [--max-users N] [--max-groups N] [--max-group-size N] [--max-message BYTES] [--max-output BYTES] [--write-timeout D] [--join-failures N] [--join-failure-every D] [--brand TEXT]",
 		details: `
 Runs a User Relay Protocol 1.0 relay on a TCP address (without --urp:
 ` + defaultRelay + `) until SIGINT or SIGTERM. Users connect, make groups and
@@ -70,7 +70,7 @@ closed at once. The users of one address may fail --join-failures joins
 			fs.DurationVar(&o.cfg.WriteTimeout, "write-timeout", 30*time.Second, "close a user whose socket takes nothing for `D`")
 			fs.IntVar(&o.cfg.JoinFailures, "join-failures", urpserver.DefaultJoinFailures, "the users of one address may fail `N` joins at once (negative: no bound)")
 			fs.DurationVar(&o.cfg.JoinFailureEvery, "join-failure-every", urpserver.DefaultJoinFailureEvery, "and one more every `D`")
-			fs.StringVar(&o.cfg.Relay.Brand, "brand", urp.DefaultBrand, "the relay's name in its welcome, at most 64 bytes")
+			fs.StringVar(&o.cfg.Relay.Brand, "brand", urp.DefaultBrand, "the relay's name in its welcome, `TEXT` of at most 64 bytes")
 			return func(ctx context.Context, args []string, s *stdio) int {
 				if len(args) > 0 {
 					return usageError(s, "relay", "unexpected argument %q", args[0])

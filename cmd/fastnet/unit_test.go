@@ -496,3 +496,23 @@ func TestLogRefused(t *testing.T) {
 		t.Errorf("logged %q, want %q", out.String(), want)
 	}
 }
+
+// TestUsageNamesEveryFlag checks that each command's synopsis, the first
+// line of its help, names every flag the command takes, and that the help
+// gives each flag that takes a value a placeholder of its own (N, D,
+// HOST:PORT, TEXT), not the name of a Go type.
+func TestUsageNamesEveryFlag(t *testing.T) {
+	for _, c := range commands() {
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.flags(fs)
+		fs.VisitAll(func(f *flag.Flag) {
+			if !regexp.MustCompile(`\[?--` + regexp.QuoteMeta(f.Name) + `[ \]]`).MatchString(c.usage + " ") {
+				t.Errorf("fastnet %s: the synopsis %q lacks --%s", c.name, c.usage, f.Name)
+			}
+			switch name, _ := flag.UnquoteUsage(f); name {
+			case "string", "int", "uint", "float", "duration", "value":
+				t.Errorf("fastnet %s: --%s shows the placeholder %q in the help; name it in backquotes in the flag's usage", c.name, f.Name, name)
+			}
+		})
+	}
+}
