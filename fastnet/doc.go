@@ -86,7 +86,7 @@
 // # Protocol
 //
 // The wire format is that of the specification, read with the project's
-// decisions D1-D23, which the comments of this module cite by number:
+// decisions D1-D30, which the comments of this module cite by number:
 // channel -1 carries queries, the handshake and the disconnect extension
 // (D15, D18), -2 heartbeats (D16, D17), -3 and -4 MTU estimation (D19), -5
 // acks (D13), -6 bundles of packets once negotiated (D24, unless

@@ -67,7 +67,7 @@ func lossyBulkRuns(t *testing.T, n int, link fastnettest.Link, cfg fastnet.Confi
 
 // Repeating ack entries in the spare room of later ack packets (N29) keeps
 // one lost ack packet from costing a resend. At 15 % loss each way and a
-// 200 ms round trip, with every entry sent once, 6 connections of 20 in
+// 200 ms round trip, with every entry sent once, 2 connections of 20 in
 // lossyBulk lose some packet's every ack for the whole 20 s Timeout and
 // end; with the default repeats none does, and the client resends
 // markedly less.

@@ -1239,6 +1239,9 @@ var (
 	_ driver.StatsReporter = (*transport)(nil)
 )
 
-// ErrFrameTooLarge reports a packet longer than the maximum packet size,
-// announced by the peer (which closes the connection, D20).
+// ErrFrameTooLarge is the error of the framing layer for a packet longer
+// than the maximum packet size, announced by the peer (D20). It is not
+// what a Conn reports: the transport connection is closed, and the Conn
+// ends with an error matching fastnet.ErrTransportClosed, as when the peer
+// closes it.
 var ErrFrameTooLarge = frame.ErrTooLarge

@@ -71,9 +71,10 @@ timeout); the report then says "peer is not acknowledging".
 
 Progress goes to standard error (one updated line on a terminal, a line a
 second otherwise). The report on standard output gives the messages sent and
-delivered per kind, the round-trip time, the resends, the payload MTU
-reached and how many MTU estimations are over, and a verdict: every reliable message arrived intact and in order,
-both ways, and every unreliable one at most once and intact. Exits 0 when
+delivered per kind, the round-trip time, the resends, the unreliable
+messages their senders dropped for waiting longer than 100ms ("unreliable
+expired", D30), the payload MTU reached and how many MTU estimations are
+over, and a verdict: every reliable message arrived intact and in order, both ways, and every unreliable one at most once and intact. Exits 0 when
 the verdict passes, 1 otherwise, including when the clients stopped waiting
 before everything arrived.`,
 		flags: func(fs *flag.FlagSet) func(context.Context, []string, *stdio) int {
