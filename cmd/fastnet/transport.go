@@ -50,7 +50,12 @@ func dial(ctx context.Context, tcp bool, addr string, cfg fastnet.Config) (*conn
 // refuses TCP connections.
 func dialFailure(addr string, tcp bool, timeout time.Duration, err error) string {
 	name := transportName(tcp)
+	var refused *fastnet.RefusedError
 	switch {
+	case errors.As(err, &refused):
+		// The server answered "abort" with its reason: the dial's
+		// wrapping (its *net.OpError) only repeats the address.
+		return fmt.Sprintf("%s: connection refused: %s", addr, refused.Reason)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		hint := "is it a UDP server? try without --tcp"
 		if !tcp {

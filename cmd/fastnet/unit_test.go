@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"net"
 	"net/netip"
 	"regexp"
 	"runtime/debug"
@@ -514,5 +515,19 @@ func TestUsageNamesEveryFlag(t *testing.T) {
 				t.Errorf("fastnet %s: --%s shows the placeholder %q in the help; name it in backquotes in the flag's usage", c.name, f.Name, name)
 			}
 		})
+	}
+}
+
+// TestDialFailureRefused checks that a server's refusal is reported as
+// docs/cli.md shows it, with the server's reason after the address alone,
+// not the dial's own words around it.
+func TestDialFailureRefused(t *testing.T) {
+	err := error(&net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:7000")),
+		Err: &fastnet.RefusedError{Reason: "server full"}})
+	for _, tcp := range []bool{false, true} {
+		got := dialFailure("127.0.0.1:7000", tcp, 5*time.Second, err)
+		if want := "127.0.0.1:7000: connection refused: server full"; got != want {
+			t.Errorf("tcp %v: %q, want %q", tcp, got, want)
+		}
 	}
 }
