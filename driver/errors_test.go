@@ -115,7 +115,7 @@ func TestErrorUnreachable(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Errorf("Dial took the whole context")
 	}
-	checkText(t, err, "dial udp "+addr, "port unreachable")
+	checkText(t, err, "dial udp "+addr, "nothing listens there")
 }
 
 func TestErrorPeerClosedAndLocalClose(t *testing.T) {

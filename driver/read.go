@@ -549,14 +549,15 @@ func (e *Engine) readError(err error) {
 
 // UnreachableError is the error of a Dial that the system reported
 // unreachable before the server answered: nothing listens at that port
-// (an ICMP port unreachable). It matches fastnet.ErrRefused, and unwraps
-// to the system's error (syscall.ECONNREFUSED).
+// (over UDP an ICMP port unreachable, over TCP a reset). It matches
+// fastnet.ErrRefused, and unwraps to the system's error
+// (syscall.ECONNREFUSED).
 type UnreachableError struct {
 	Err error
 }
 
 func (e *UnreachableError) Error() string {
-	return "fastnet: connection refused: nothing listens there (port unreachable)"
+	return "fastnet: connection refused: nothing listens there"
 }
 
 // Is reports whether target is fastnet.ErrRefused.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/datagram"
@@ -140,8 +141,10 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
 // reason), fastnet.ErrTimeout, fastnet.ErrIncompatible,
 // fastnet.ErrTransportClosed (the server closed the TCP connection before
 // the handshake completed: not a Fastnet server, or one that dropped it
-// among too many handshakes, N46), ctx.Err(), or the system's error
-// (syscall.ECONNREFUSED when nothing listens).
+// among too many handshakes, N46), ctx.Err(), or the system's error. When
+// nothing listens at addr, the reason is a *driver.UnreachableError, as
+// over UDP: it matches fastnet.ErrRefused and unwraps to
+// syscall.ECONNREFUSED (N148).
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	cfg.Engine.Role = fastnet.Client
 	e, err := newEngine(cfg)
@@ -151,7 +154,13 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, err // a *net.OpError that names the address
+		// A *net.OpError that names the address; a refusal reads as
+		// the UDP driver's does.
+		var oe *net.OpError
+		if errors.As(err, &oe) && errors.Is(oe.Err, syscall.ECONNREFUSED) {
+			oe.Err = &driver.UnreachableError{Err: oe.Err}
+		}
+		return nil, err
 	}
 	t := newTransport(e, cfg)
 	e.Start(t)

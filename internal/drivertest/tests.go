@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -871,9 +872,12 @@ func testDialNothing(t *testing.T, d Driver) {
 		t.Fatalf("Dial to %s, where nothing listens, succeeded", addr)
 	}
 	if d.TCP {
+		// The system refuses the TCP connection; the dial's error reads
+		// as a UDP dial's to a port nothing listens on (N148).
 		var oe *net.OpError
-		if !errors.As(err, &oe) {
-			t.Errorf("Dial = %v (%T), want a *net.OpError", err, err)
+		var ue *driver.UnreachableError
+		if !errors.As(err, &oe) || !errors.As(err, &ue) || !errors.Is(err, fastnet.ErrRefused) || !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("Dial = %v (%T), want a *net.OpError wrapping a *driver.UnreachableError", err, err)
 		}
 		return
 	}
