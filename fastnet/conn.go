@@ -158,10 +158,11 @@ type conn struct {
 	// Admission of estimations (N53): mtuRunning while this side's
 	// estimation holds one of the endpoint's places, mtuWaiting while it
 	// waits for one; respActive while the peer's estimation is among
-	// those answered, respLast its latest reset or probe.
+	// those answered, respLast its latest reset or probe, respSince when
+	// it was given its place.
 	mtuRunning, mtuWaiting bool
 	respActive             bool
-	respLast               clock.Time
+	respLast, respSince    clock.Time
 	estimator              *mtu.Estimator // nil on Stream transports and when disabled
 	mtuLimited             string         // why estimator is nil on a Datagram transport (Stats.MTULimited)
 	responder              *mtu.Responder // nil on Stream transports

@@ -27,6 +27,15 @@ import (
 // that refused clients were still retrying a minute later.
 const responderIdle = 400 * time.Millisecond
 
+// responderHold is how long a peer's estimation keeps its place among
+// those answered while other peers ask for one: the payloads that keep a
+// place are the peer's own to send, and nothing says an estimation ended,
+// so a peer that went on sending them would keep the place for the whole
+// connection and every other peer's estimation refused. An estimation that
+// runs longer is answered to the end of its round (probes always are), and
+// its next reset asks again, as any peer's.
+const responderHold = 10 * time.Second
+
 // admitEstimation starts c's estimation now if fewer than MaxConcurrent
 // of the endpoint's own run, or queues it.
 func (e *Endpoint) admitEstimation(now clock.Time, c *conn) {
@@ -112,11 +121,24 @@ func (e *Endpoint) admitResponder(now clock.Time, c *conn, p []byte) bool {
 		clear(e.responders[len(kept):])
 		e.responders = kept
 		if len(kept) >= limit {
-			e.estats.MTUResetsRefused++
-			return false
+			// The place held longest, once held past responderHold,
+			// goes to the peer asking.
+			oldest := 0
+			for i, r := range kept {
+				if r.respSince < kept[oldest].respSince {
+					oldest = i
+				}
+			}
+			if now.Sub(kept[oldest].respSince) < responderHold {
+				e.estats.MTUResetsRefused++
+				return false
+			}
+			kept[oldest].respActive = false
+			e.responders = append(kept[:oldest], kept[oldest+1:]...)
+			clear(kept[len(e.responders):])
 		}
 	}
-	c.respActive, c.respLast = true, now
+	c.respActive, c.respLast, c.respSince = true, now, now
 	e.responders = append(e.responders, c)
 	return true
 }
