@@ -36,8 +36,12 @@ type congestion struct {
 	minWnd  int
 
 	cwnd, ssthresh int
-	// recovery is when the window was last reduced: the resend of a
-	// packet last sent before then is of a loss already answered.
+	// unanswered is set from a reduction of the window (onResend) to the
+	// next ack of any packet.
+	unanswered bool
+	// recovery is when the window was last reduced, or when the first
+	// ack after that came: the resend of a packet last sent before then
+	// is of a loss already answered.
 	recovery clock.Time
 	// acked counts the bytes acknowledged in congestion avoidance not yet
 	// turned into window growth.
@@ -340,6 +344,13 @@ func (cc *congestion) onAcks(now clock.Time, sum *channel.AckSum, inFlight, mtu 
 	if !cc.on || cc.fixed > 0 || sum.Packets == 0 {
 		return inFlight
 	}
+	if cc.unanswered {
+		// The first ack since the window was reduced: what was sent
+		// before it, while the path gave no answer, was lost to the
+		// loss that reduction answers.
+		cc.unanswered = false
+		cc.recovery = max(cc.recovery, now)
+	}
 	if sum.Fresh > 0 && now >= sum.Last {
 		// The sample: smoothed as RFC 6298, and HyStart++'s delay
 		// test in slow start.
@@ -425,7 +436,14 @@ var srttKeep = func() []uint64 {
 // send was at last: a loss (or an ack later than D14's interval). The
 // window halves, once for the losses of one round trip: a packet last sent
 // before the latest reduction was lost before that reduction could act.
-// It reports whether the window was reduced.
+// A reduction with no ack since the one before (the path carried nothing
+// back for a round trip: a handover, a route converging) halves the window
+// but leaves the threshold where the first put it, as RFC 5681 holds
+// ssthresh while the timer retransmits: otherwise every round trip of such
+// an outage halves the threshold too, down to the floor, and once the path
+// carries again the window regrows a datagram a round trip from there
+// rather than in slow start to half of what it was. It reports whether
+// the window was reduced.
 func (cc *congestion) onResend(now, last clock.Time, mtu int, sampled bool) bool {
 	if !cc.on || cc.fixed > 0 || last < cc.recovery || !sampled {
 		// Before any RTT sample the resend timer ran on D17's guess
@@ -435,7 +453,10 @@ func (cc *congestion) onResend(now, last clock.Time, mtu int, sampled bool) bool
 	}
 	cc.recovery = now
 	cc.cwnd = max(cc.cwnd/2, cc.minWnd, 2*mtu)
-	cc.ssthresh = cc.cwnd
+	if !cc.unanswered || cc.ssthresh < cc.cwnd {
+		cc.ssthresh = cc.cwnd
+	}
+	cc.unanswered = true
 	cc.acked = 0
 	return true
 }
