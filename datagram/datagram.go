@@ -22,6 +22,13 @@ type Message struct {
 	N int
 	// Addr is the sender (read) or the destination (write).
 	Addr netip.AddrPort
+	// Local is, after a read, the local address the datagram was sent
+	// to, where the transport reports it (a UDP socket bound to an
+	// unspecified address, on Linux), else the zero Addr; for a write,
+	// the local address to send it from, the zero Addr letting the
+	// system choose. A server on a host of several addresses answers
+	// each peer from the address the peer sent to (N149).
+	Local netip.Addr
 	// Seg is set by a read when several datagrams from Addr arrived at
 	// once (receive offload): Buf[:N] then holds datagrams of Seg bytes
 	// each, the last one possibly shorter. It is 0 for a single datagram.

@@ -562,7 +562,7 @@ func (e *Engine) feedLocked(msgs []datagram.Message, now clock.Time) clock.Time 
 	e.in = nil
 	for i := range msgs {
 		for d := range msgs[i].Datagrams() {
-			in = append(in, fastnet.Incoming{From: msgs[i].Addr, Data: d})
+			in = append(in, fastnet.Incoming{From: msgs[i].Addr, Local: msgs[i].Local, Data: d})
 			fed += len(d)
 		}
 		if fed >= answerBytes && i < len(msgs)-1 {
@@ -728,7 +728,7 @@ func (e *Engine) flushAtLocked(now clock.Time) {
 		}
 		b := e.bufs[i][:t.N]
 		copy(b, e.scratch[:t.N])
-		e.out = append(e.out, datagram.Message{Buf: b, N: t.N, Addr: t.To})
+		e.out = append(e.out, datagram.Message{Buf: b, N: t.N, Addr: t.To, Local: t.Local})
 		if !e.opts.CombineWrites && len(e.out) == e.opts.Batch {
 			e.tr.WriteBatch(e.out)
 			e.out = e.out[:0]

@@ -26,6 +26,7 @@ type conn struct {
 	ep         *Endpoint
 	handle     Handle
 	addr       netip.AddrPort
+	local      netip.Addr // the local address to send from, if known (N149)
 	id         uint32
 	state      connState
 	peerClosed bool // its peer said "disconnect": no retry of its handshake can be answered by it (N123)

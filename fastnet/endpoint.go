@@ -121,12 +121,17 @@ type Endpoint struct {
 	// intros holds the introductions this endpoint takes part in, as
 	// introducer or peer (docs/nat.md).
 	intros introTable
+	// rxLocal is the local address of the datagram being handled
+	// (Incoming.Local), the zero Addr between datagrams (N149).
+	rxLocal netip.Addr
 }
 
-// ctlOut is a channel -1 packet waiting to be sent.
+// ctlOut is a channel -1 packet waiting to be sent, from local if that is
+// valid (Transmit.Local).
 type ctlOut struct {
-	to netip.AddrPort
-	c  control
+	to    netip.AddrPort
+	local netip.Addr
+	c     control
 }
 
 // maxCtlOut bounds the queue of query answers, and the "connected" and
@@ -199,6 +204,7 @@ func (e *Endpoint) addConn(now clock.Time, addr netip.AddrPort, role Role) *conn
 		}
 	}
 	c := newConn(e, e.nextHandle, addr, role)
+	c.local = e.rxLocal // a server's: where the "connect?" went (N149)
 	if role == Server {
 		e.served++
 	}
@@ -360,7 +366,7 @@ func (q *ctlQueue) pop() (ctlOut, bool) {
 // queueCtl queues a channel -1 packet, or drops it when the queue is full.
 func (e *Endpoint) queueCtl(to netip.AddrPort, c control) {
 	if e.ctl.len() < maxCtlOut {
-		e.ctl.push(ctlOut{to: to, c: c})
+		e.ctl.push(ctlOut{to: to, local: e.localFor(to), c: c})
 	}
 }
 
@@ -370,9 +376,23 @@ func (e *Endpoint) queueCtl(to netip.AddrPort, c control) {
 // (the client's retry asks again).
 func (e *Endpoint) queueCtlOnce(to netip.AddrPort, c control) {
 	if c.kind == ctlDisconnect || e.once.len() < maxCtlOut {
-		e.once.push(ctlOut{to: to, c: c})
+		e.once.push(ctlOut{to: to, local: e.localFor(to), c: c})
 	}
 }
+
+// localFor returns the local address to send a channel -1 packet to addr
+// from (N149): that of addr's connection, if it has one, else that of the
+// datagram being handled, which the packet answers; the zero Addr, the
+// socket's own choice, if neither is known.
+func (e *Endpoint) localFor(addr netip.AddrPort) netip.Addr {
+	if c := e.byAddr[addr]; c != nil && c.local.IsValid() {
+		return c.local
+	}
+	return e.rxLocal
+}
+
+// clearLocal forgets the local address of the datagram handled.
+func (e *Endpoint) clearLocal() { e.rxLocal = netip.Addr{} }
 
 // popCtl takes the next channel -1 packet to send, those of queueCtlOnce
 // first.
@@ -716,6 +736,11 @@ func (e *Endpoint) reschedule(c *conn) {
 type Incoming struct {
 	// From is the address it came from.
 	From netip.AddrPort
+	// Local is the local address it was sent to, where the driver knows
+	// it (a socket bound to an unspecified address, on a host of several
+	// addresses), else the zero Addr. A server answers each client from
+	// the address the client sent to (Transmit.Local, N149).
+	Local netip.Addr
 	// Data is its payload, which HandleDatagrams does not keep.
 	Data []byte
 }
@@ -733,7 +758,8 @@ type Incoming struct {
 // several at a time, should hand each batch over in one call.
 func (e *Endpoint) HandleDatagrams(now clock.Time, ds []Incoming) {
 	if len(ds) == 1 {
-		e.HandleDatagram(now, ds[0].From, ds[0].Data)
+		e.rxLocal = ds[0].Local
+		e.handleDatagram(now, ds[0].From, ds[0].Data)
 		return
 	}
 	if e.cfg.Transport == Stream && coalesce.Batched() {
@@ -746,7 +772,8 @@ func (e *Endpoint) HandleDatagrams(now clock.Time, ds []Incoming) {
 			if i < len(e.batch.views) {
 				e.pre = &e.batch.views[i]
 			}
-			e.HandleDatagram(now, ds[i].From, ds[i].Data)
+			e.rxLocal = ds[i].Local
+			e.handleDatagram(now, ds[i].From, ds[i].Data)
 		}
 		e.pre = nil
 		e.endBatch()
@@ -756,9 +783,20 @@ func (e *Endpoint) HandleDatagrams(now clock.Time, ds []Incoming) {
 
 // HandleDatagram feeds the endpoint one datagram (on a Stream transport, one
 // deframed packet) that arrived from addr at now. It does not keep b. Bad
-// input is dropped and counted, never returned as an error (D23).
+// input is dropped and counted, never returned as an error (D23). Its
+// local address is not known; HandleDatagrams takes it with each
+// datagram (Incoming.Local).
 func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte) {
+	e.rxLocal = netip.Addr{}
+	e.handleDatagram(now, from, b)
+}
+
+// handleDatagram is HandleDatagram, the datagram's local address in
+// e.rxLocal, which it clears once the datagram is handled: what the
+// endpoint queues later, at a timer, is not an answer to it.
+func (e *Endpoint) handleDatagram(now clock.Time, from netip.AddrPort, b []byte) {
 	e.at(now)
+	defer e.clearLocal()
 	if e.lent.Len() > 0 {
 		e.giveBack()
 	}
@@ -768,6 +806,15 @@ func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte)
 		return
 	}
 	c := e.connAt(from)
+	if c != nil && c.unvalidated && e.rxLocal.IsValid() {
+		// Until the client proves its address, its connection answers
+		// from where its latest datagram went: a forged one sent to
+		// another of the server's addresses is undone by the client's
+		// next, and the datagram that validates it, sent where the
+		// client hears the server's answers from, fixes the address
+		// for good (N149).
+		c.local = e.rxLocal
+	}
 	if len(b) > e.maxIncoming() {
 		// No transport carries it (D20, D21): a driver's bug or a
 		// forgery, and handled it would be charged to no limit.
@@ -953,7 +1000,7 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 			e.touch(c, now)
 			if !c.unvalidated || e.mayTransmit(c, len(b)) {
 				c.countSent(len(b))
-				return Transmit{To: c.addr, N: len(b)}, true
+				return Transmit{To: c.addr, Local: c.local, N: len(b)}, true
 			}
 		} else if !c.unvalidated {
 			// Its connection ended since (an Abort between two
@@ -961,7 +1008,7 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 			// "abort", as its message's outcome said it was (an
 			// unreliable one's, OutcomeSent, N147).
 			b := append(buf, e.scratch[:e.pendingN]...)
-			return Transmit{To: c.addr, N: len(b)}, true
+			return Transmit{To: c.addr, Local: c.local, N: len(b)}, true
 		}
 	}
 	if len(e.closing) > 0 {
@@ -987,7 +1034,7 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 			}
 			c.countSent(len(b))
 		}
-		return Transmit{To: m.to, N: len(b)}, true
+		return Transmit{To: m.to, Local: m.local, N: len(b)}, true
 	}
 	for e.readyHead < len(e.ready) {
 		c := e.ready[e.readyHead]
@@ -1015,7 +1062,7 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 		}
 		if ok {
 			c.countSent(len(b))
-			return Transmit{To: c.addr, N: len(b)}, true
+			return Transmit{To: c.addr, Local: c.local, N: len(b)}, true
 		}
 	}
 	return Transmit{}, false

@@ -143,8 +143,15 @@ type Event struct {
 }
 
 // Transmit describes one datagram written by Endpoint.PollTransmit: send the
-// first N bytes of the buffer to To.
+// first N bytes of the buffer to To, from the local address Local if it is
+// valid. Local is the address the peer's datagrams were sent to
+// (Incoming.Local): a server bound to an unspecified address on a host of
+// several addresses must answer each client from the address the client
+// sent to, or the client's socket, connected to that address, drops the
+// answer (N149). It is the zero Addr where the driver gave none: the
+// socket chooses.
 type Transmit struct {
-	To netip.AddrPort
-	N  int
+	To    netip.AddrPort
+	Local netip.Addr
+	N     int
 }

@@ -31,8 +31,8 @@ func TestStreamBatchSummed(t *testing.T) {
 		return coalesce.AppendMessage(b, bytes.Repeat([]byte{byte(size)}, size), true)
 	}
 	in := []Incoming{
-		{from, packet(64)}, {from, packet(coalesce.ShortChecksumMax)}, {from, packet(100)}, {stranger, packet(64)},
-		{from, packet(64)[:30]}, {from, packet(1000)}, {from, []byte("\xff\xfe\x00\x00\x00\x01")},
+		{From: from, Data: packet(64)}, {From: from, Data: packet(coalesce.ShortChecksumMax)}, {From: from, Data: packet(100)}, {From: stranger, Data: packet(64)},
+		{From: from, Data: packet(64)[:30]}, {From: from, Data: packet(1000)}, {From: from, Data: []byte("\xff\xfe\x00\x00\x00\x01")},
 	}
 	e.HandleDatagrams(now, in)
 	if e.streamSummed != 3 {

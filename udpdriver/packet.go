@@ -44,7 +44,7 @@ func ListenPacket(ctx context.Context, pc net.PacketConn, cfg Config) (*Listener
 	if pc == nil {
 		return nil, errors.New("udpdriver: ListenPacket: nil net.PacketConn")
 	}
-	return listenOn(ownSocket(pc, cfg), pc, cfg)
+	return listenOn(ownSocket(pc, listenOptions(cfg)), pc, cfg)
 }
 
 // DialPacket connects over pc, which it owns from then on, to the Fastnet
@@ -60,13 +60,14 @@ func DialPacket(ctx context.Context, pc net.PacketConn, addr string, cfg Config)
 		pc.Close() // it is the dial's, as it is when the handshake fails
 		return nil, err
 	}
-	return dialOn(ctx, ownSocket(pc, cfg), pc, raddr, cfg)
+	return dialOn(ctx, ownSocket(pc, socketOptions(cfg)), pc, raddr, cfg)
 }
 
-// ownSocket wraps pc for batched I/O if it is a UDP socket, or returns nil.
-func ownSocket(pc net.PacketConn, cfg Config) *udpio.Conn {
+// ownSocket wraps pc for batched I/O, with options o, if it is a UDP
+// socket, or returns nil.
+func ownSocket(pc net.PacketConn, o udpio.Options) *udpio.Conn {
 	if uc, ok := pc.(*net.UDPConn); ok {
-		return udpio.New(uc, socketOptions(cfg))
+		return udpio.New(uc, o)
 	}
 	return nil
 }

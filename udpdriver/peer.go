@@ -99,7 +99,7 @@ var negotiationWait = 5 * time.Second
 // connect (X19). Unless set, cfg.Engine.Punch.Candidates are filled with
 // the socket's addresses on this host's interfaces (X9).
 func Open(ctx context.Context, addr string, cfg Config) (*Peer, error) {
-	uc, err := udpio.Listen(ctx, "udp", addr, socketOptions(cfg))
+	uc, err := udpio.Listen(ctx, "udp", addr, listenOptions(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("udpdriver: open %s: %w", addr, err)
 	}
@@ -112,7 +112,7 @@ func OpenPacket(ctx context.Context, pc net.PacketConn, cfg Config) (*Peer, erro
 	if pc == nil {
 		return nil, errors.New("udpdriver: OpenPacket: nil net.PacketConn")
 	}
-	return openOn(ownSocket(pc, cfg), pc, cfg)
+	return openOn(ownSocket(pc, listenOptions(cfg)), pc, cfg)
 }
 
 func openOn(uc *udpio.Conn, pc net.PacketConn, cfg Config) (*Peer, error) {

@@ -103,7 +103,7 @@ type Config struct {
 
 // Listen starts a Fastnet server on the UDP address addr ("host:port").
 func Listen(ctx context.Context, addr string, cfg Config) (*Listener, error) {
-	uc, err := udpio.Listen(ctx, "udp", addr, socketOptions(cfg))
+	uc, err := udpio.Listen(ctx, "udp", addr, listenOptions(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("udpdriver: listen %s: %w", addr, err)
 	}
@@ -198,6 +198,15 @@ func startOn(uc *udpio.Conn, pc net.PacketConn, cfg Config) (*driver.Engine, *Li
 
 func socketOptions(cfg Config) udpio.Options {
 	return udpio.Options{NoBatch: cfg.NoBatch, NoOffload: cfg.NoOffload, SocketBuffer: cfg.SocketBuffer}
+}
+
+// listenOptions are socketOptions for a socket that peers dial: bound to
+// an unspecified address, it answers each peer from the address the peer
+// sent to (N149).
+func listenOptions(cfg Config) udpio.Options {
+	o := socketOptions(cfg)
+	o.ReportLocal = true
+	return o
 }
 
 func localAddr(uc *udpio.Conn, pc net.PacketConn) net.Addr {

@@ -25,6 +25,7 @@ import (
 type rawSocket struct {
 	rc    syscall.RawConn
 	v6    bool     // the socket is AF_INET6 (IPv4 peers as mapped addresses)
+	local bool     // reads report local addresses (Options.ReportLocal)
 	laddr net.Addr // for errors, as the standard library reports them
 	rd    rawRead
 	rm    rawMany
@@ -54,7 +55,7 @@ type rawRead struct {
 	hdr  syscall.Msghdr
 	iov  syscall.Iovec
 	name syscall.RawSockaddrAny
-	oob  [64]byte
+	oob  [readOOBLen]byte
 	peek [1]byte
 	none byte // storage for a read into an empty buffer
 	// probe says that the last read waited for its datagram: the next
@@ -78,7 +79,7 @@ type rawMany struct {
 	hdrs  []mmsghdr
 	iovs  []syscall.Iovec
 	names []syscall.RawSockaddrAny
-	oob   [][64]byte
+	oob   [][readOOBLen]byte
 	k     int // places this read offers
 	n     int // datagrams it read
 	err   syscall.Errno
@@ -207,13 +208,22 @@ func (s *rawSocket) read(m *Message) (waited bool, err error) {
 	case r.err != nil:
 		return waited, &net.OpError{Op: "read", Net: "udp", Source: s.laddr, Err: os.NewSyscallError("recvmsg", r.err)}
 	}
-	m.Seg = 0
+	m.Seg, m.Local = 0, netip.Addr{}
 	if oobn := int(r.hdr.Controllen); oobn > 0 {
-		m.Seg = groSegment(r.oob[:min(oobn, len(r.oob))])
+		m.Seg, m.Local = s.control(r.oob[:min(oobn, len(r.oob))])
 	}
 	m.N = whole(r.n, m.Seg, r.flags)
 	m.Addr = s.from()
 	return waited, nil
+}
+
+// control returns what a read's control messages oob say: the segment
+// size, and the local address if the socket reports local addresses.
+func (s *rawSocket) control(oob []byte) (seg int, local netip.Addr) {
+	if !s.local {
+		return groSegment(oob), netip.Addr{}
+	}
+	return control(oob)
 }
 
 // from returns the sender of the last read, unmapped.
@@ -258,7 +268,7 @@ func (s *rawSocket) readMany(msgs []Message) (int, error) {
 		r.hdrs = make([]mmsghdr, k)
 		r.iovs = make([]syscall.Iovec, k)
 		r.names = make([]syscall.RawSockaddrAny, k)
-		r.oob = make([][64]byte, k)
+		r.oob = make([][readOOBLen]byte, k)
 		for i := range k {
 			h := &r.hdrs[i].hdr
 			h.Iov = &r.iovs[i]
@@ -295,9 +305,9 @@ func (s *rawSocket) readMany(msgs []Message) (int, error) {
 	for i := range r.n {
 		h := &r.hdrs[i].hdr
 		m := &msgs[i]
-		m.Seg = 0
+		m.Seg, m.Local = 0, netip.Addr{}
 		if oobn := int(h.Controllen); oobn > 0 {
-			m.Seg = groSegment(r.oob[i][:min(oobn, len(r.oob[i]))])
+			m.Seg, m.Local = s.control(r.oob[i][:min(oobn, len(r.oob[i]))])
 		}
 		m.N = whole(int(r.hdrs[i].len), m.Seg, int(h.Flags))
 		m.Addr = s.addr(&r.names[i], h.Namelen)

@@ -10,7 +10,7 @@ import (
 
 // rawSocket is Linux only (but for 386, whose socket calls go through
 // socketcall): elsewhere the Conn uses the standard library's calls.
-type rawSocket struct{}
+type rawSocket struct{ local bool }
 
 func newRawSocket(*net.UDPConn) *rawSocket { return nil }
 

@@ -81,6 +81,14 @@ type Options struct {
 	// NoOffload turns segmentation offload off (see the package
 	// documentation); it is on where the kernel has it.
 	NoOffload bool
+	// ReportLocal makes reads report the local address each datagram
+	// was sent to (Message.Local), and writes send each datagram from
+	// the local address its Message gives, where the system allows
+	// (Linux; see Conn.ReportsLocal): for a socket bound to an
+	// unspecified address on a host of several addresses, whose answers
+	// must come from the address each peer sent to. A socket bound to
+	// one address has no other to send from: there it does nothing.
+	ReportLocal bool
 
 	// noRaw makes single reads and writes go through the standard
 	// library's calls, as on other systems (tests).
@@ -123,7 +131,7 @@ type Conn struct {
 	woob  []byte
 	wn    []int    // how many of the caller's messages each entry of wms carries
 	wone  []byte   // the datagrams of a lone offloaded entry, end to end (writeOne)
-	loob  [32]byte // lone's control message
+	loob  [64]byte // lone's control messages: a segment size, a local address
 	// sendOne is writeOne's system call; tests replace it to see it
 	// used and to make it fail.
 	sendOne func(b, oob []byte, to netip.AddrPort) error
@@ -147,6 +155,11 @@ type Conn struct {
 	// counts datagrams the kernel refused as too big (pmtu.go).
 	df     dfState
 	tooBig atomic.Uint64
+
+	// local says that reads report local addresses and writes honour
+	// them (Options.ReportLocal); local6 that the socket is IPv6, whose
+	// control messages say so for IPv4 peers too.
+	local, local6 bool
 }
 
 // Listen opens a UDP socket on address ("host:port"; network is "udp",
@@ -171,11 +184,17 @@ func Listen(ctx context.Context, network, address string, o Options) (*Conn, err
 func New(uc *net.UDPConn, o Options) *Conn {
 	c := &Conn{uc: uc}
 	c.df = setDontFragment(uc)
+	if o.ReportLocal && localSupported && c.LocalAddr().Addr().IsUnspecified() {
+		c.local, c.local6 = enableLocal(uc)
+	}
 	if !o.noRaw {
 		c.raw = newRawSocket(uc)
 		c.rawReads.Store(c.raw != nil)
 		c.rawBatch.Store(c.raw != nil)
 		c.rawWrites.Store(c.raw != nil)
+		if c.raw != nil {
+			c.raw.local = c.local
+		}
 	}
 	c.sendOne = func(b, oob []byte, to netip.AddrPort) error {
 		if c.rawWrites.Load() {
@@ -222,6 +241,11 @@ func (c *Conn) Offload() (write, read bool) {
 	return c.gso.Load(), c.gro
 }
 
+// ReportsLocal reports whether reads give the local address of each
+// datagram and writes send from the one they are given (Options.ReportLocal,
+// where the system allows it).
+func (c *Conn) ReportsLocal() bool { return c.local }
+
 // LocalAddr returns the address the socket is bound to.
 func (c *Conn) LocalAddr() netip.AddrPort {
 	if la, ok := c.uc.LocalAddr().(*net.UDPAddr); ok {
@@ -259,7 +283,8 @@ func (c *Conn) Close() error {
 
 // ReadBatch blocks until at least one datagram arrives, then reads as many
 // datagrams as are waiting, up to len(msgs), into msgs[i].Buf, setting
-// msgs[i].N, msgs[i].Addr and msgs[i].Seg. It returns how many messages it
+// msgs[i].N, msgs[i].Addr, msgs[i].Seg and msgs[i].Local (the zero Addr
+// unless the Conn reports local addresses). It returns how many messages it
 // filled; with receive offload a message may hold several datagrams (range
 // over Message.Datagrams). Without batched calls it reads one message per
 // call.
@@ -292,13 +317,13 @@ func (c *Conn) ReadBatch(msgs []Message) (int, error) {
 		}
 		c.rawReads.Store(false)
 	}
-	if c.gro {
-		var oob [64]byte
+	if c.gro || c.local {
+		var oob [readOOBLen]byte
 		n, oobn, flags, ap, err := c.uc.ReadMsgUDPAddrPort(msgs[0].Buf, oob[:])
 		if err != nil {
 			return 0, err
 		}
-		msgs[0].Seg = groSegment(oob[:oobn])
+		msgs[0].Seg, msgs[0].Local = c.control(oob[:oobn])
 		msgs[0].N = whole(n, msgs[0].Seg, flags)
 		msgs[0].Addr = unmap(ap)
 		return 1, nil
@@ -307,7 +332,7 @@ func (c *Conn) ReadBatch(msgs []Message) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	msgs[0].N, msgs[0].Seg = n, 0
+	msgs[0].N, msgs[0].Seg, msgs[0].Local = n, 0, netip.Addr{}
 	msgs[0].Addr = unmap(ap)
 	return 1, nil
 }
@@ -333,12 +358,14 @@ func (c *Conn) readBatch(msgs []Message) (int, error) {
 		c.rawBatch.Store(false)
 	}
 	k := len(msgs)
-	if k > len(c.rms) {
+	oobLen := 0
+	if c.gro || c.local {
+		oobLen = readOOBLen
+	}
+	if k > len(c.rms) || len(c.roob) < k*oobLen {
 		c.rms = make([]ipv4.Message, k)
 		c.rbuf = make([][]byte, k)
-		if c.gro {
-			c.roob = make([]byte, k*groCmsgLen)
-		}
+		c.roob = make([]byte, k*oobLen)
 	}
 	ms := c.rms[:k]
 	for i := range ms {
@@ -346,8 +373,8 @@ func (c *Conn) readBatch(msgs []Message) (int, error) {
 		ms[i].Buffers = c.rbuf[i : i+1]
 		ms[i].N = 0
 		ms[i].Addr = nil
-		if c.gro {
-			ms[i].OOB = c.roob[i*groCmsgLen : (i+1)*groCmsgLen]
+		if oobLen > 0 {
+			ms[i].OOB = c.roob[i*oobLen : (i+1)*oobLen]
 			ms[i].NN = 0
 		}
 	}
@@ -356,9 +383,9 @@ func (c *Conn) readBatch(msgs []Message) (int, error) {
 	for i := 0; i < n; i++ {
 		msgs[i].N = ms[i].N
 		msgs[i].Addr, _ = AddrPort(ms[i].Addr)
-		msgs[i].Seg = 0
-		if c.gro && ms[i].NN > 0 {
-			msgs[i].Seg = groSegment(ms[i].OOB[:ms[i].NN])
+		msgs[i].Seg, msgs[i].Local = 0, netip.Addr{}
+		if oobLen > 0 && ms[i].NN > 0 {
+			msgs[i].Seg, msgs[i].Local = c.control(ms[i].OOB[:ms[i].NN])
 			msgs[i].N = whole(ms[i].N, msgs[i].Seg, ms[i].Flags)
 		}
 	}
@@ -394,6 +421,13 @@ func (c *Conn) writeAll(msgs []Message) (int, error) {
 	for i := range msgs {
 		if !msgs[i].Addr.IsValid() {
 			return i, ErrInvalidAddr
+		}
+		if c.local && msgs[i].Local.IsValid() {
+			oob := c.loob[:putLocalCmsg(c.loob[:], msgs[i].Local, c.local6)]
+			if _, _, err := c.uc.WriteMsgUDPAddrPort(msgs[i].Buf, oob, unmap(msgs[i].Addr)); err != nil {
+				return i, err
+			}
+			continue
 		}
 		if _, err := c.uc.WriteToUDPAddrPort(msgs[i].Buf, unmap(msgs[i].Addr)); err != nil {
 			return i, err
@@ -539,8 +573,9 @@ func (c *Conn) lone(msgs []Message, gso bool) (int, []byte, []byte) {
 	if c.sendOne == nil || len(msgs) == 0 || !msgs[0].Addr.IsValid() {
 		return 0, nil, nil
 	}
+	local := c.localOf(&msgs[0])
 	if len(msgs) == 1 {
-		return 1, msgs[0].Buf, nil
+		return 1, msgs[0].Buf, c.loob[:c.putLocal(c.loob[:], local)]
 	}
 	ap, size := msgs[0].Addr, len(msgs[0].Buf)
 	if !gso || size == 0 || ap.Port() == 0 || len(msgs) > maxSegments {
@@ -549,7 +584,7 @@ func (c *Conn) lone(msgs []Message, gso bool) (int, []byte, []byte) {
 	total := size
 	for i, m := range msgs[1:] {
 		n := len(m.Buf)
-		if m.Addr != ap || n == 0 || n > size || (n < size && i+2 < len(msgs)) {
+		if m.Addr != ap || n == 0 || n > size || (n < size && i+2 < len(msgs)) || c.localOf(&m) != local {
 			return 0, nil, nil
 		}
 		total += n
@@ -562,10 +597,42 @@ func (c *Conn) lone(msgs []Message, gso bool) (int, []byte, []byte) {
 		b = append(b, m.Buf...)
 	}
 	c.wone = b
-	oob := c.loob[:segmentCmsgLen]
-	putSegmentCmsg(oob, size)
-	return len(msgs), b, oob
+	putSegmentCmsg(c.loob[:segmentCmsgLen], size)
+	n := segmentCmsgLen + c.putLocal(c.loob[segmentCmsgLen:], local)
+	return len(msgs), b, c.loob[:n]
 }
+
+// localOf returns the local address to send m from: its Local, if the
+// Conn honours local addresses, else the zero Addr.
+func (c *Conn) localOf(m *Message) netip.Addr {
+	if !c.local {
+		return netip.Addr{}
+	}
+	return m.Local
+}
+
+// putLocal writes into b the control message that sends a datagram from
+// a, if a is valid, and returns its length (0 if none).
+func (c *Conn) putLocal(b []byte, a netip.Addr) int {
+	if !a.IsValid() {
+		return 0
+	}
+	return putLocalCmsg(b, a, c.local6)
+}
+
+// control returns what a read's control messages oob say: the segment
+// size, and the local address if the Conn reports local addresses.
+func (c *Conn) control(oob []byte) (seg int, local netip.Addr) {
+	if !c.local {
+		return groSegment(oob), netip.Addr{}
+	}
+	return control(oob)
+}
+
+// readOOBLen is the room a read gives the kernel's control messages: a
+// segment size (UDP_GRO) and a local address (IPV6_PKTINFO, the longer),
+// with room to spare.
+const readOOBLen = 96
 
 // packWrite fills the write scratch with entries for the longest prefix of
 // msgs (at most maxBatch messages) whose addresses are valid, and returns
@@ -584,7 +651,7 @@ func (c *Conn) packWrite(msgs []Message, gso bool) int {
 		c.waddr = make([]net.UDPAddr, k)
 		c.wip = make([][net.IPv6len]byte, k)
 		c.wn = make([]int, k)
-		c.woob = make([]byte, k*segmentCmsgLen)
+		c.woob = make([]byte, k*(segmentCmsgLen+localCmsgLen))
 	}
 	k := 0
 	for i := 0; i < len(msgs); k++ {
@@ -593,10 +660,11 @@ func (c *Conn) packWrite(msgs []Message, gso bool) int {
 			break
 		}
 		size := len(msgs[i].Buf)
+		local := c.localOf(&msgs[i])
 		j := i + 1
 		if gso && size > 0 && ap.Port() != 0 {
 			total := size
-			for j < len(msgs) && j-i < maxSegments && msgs[j].Addr == ap {
+			for j < len(msgs) && j-i < maxSegments && msgs[j].Addr == ap && c.localOf(&msgs[j]) == local {
 				n := len(msgs[j].Buf)
 				if n == 0 || n > size || total+n > maxGSOBytes {
 					break
@@ -626,9 +694,16 @@ func (c *Conn) packWrite(msgs []Message, gso bool) int {
 		m.Buffers = c.wbuf[i:j]
 		m.Addr = ua
 		m.OOB = nil
-		if j-i > 1 {
-			m.OOB = c.woob[k*segmentCmsgLen : (k+1)*segmentCmsgLen]
-			putSegmentCmsg(m.OOB, size)
+		if j-i > 1 || local.IsValid() {
+			// The entry's room for its control messages.
+			oob := c.woob[k*(segmentCmsgLen+localCmsgLen) : (k+1)*(segmentCmsgLen+localCmsgLen)]
+			n := 0
+			if j-i > 1 {
+				putSegmentCmsg(oob, size)
+				n = segmentCmsgLen
+			}
+			n += c.putLocal(oob[n:], local)
+			m.OOB = oob[:n]
 		}
 		c.wn[k] = j - i
 		i = j
