@@ -173,6 +173,11 @@ func queueCharge(data []byte) int { return len(data) + messagePlace }
 // an unreliable one that does not fit is dropped.
 func (c *Conn) deliverLocked(ev *fastnet.Event) {
 	limit := c.e.opts.ReceiveQueue
+	if c.backlogged {
+		// What the backlog's other connections hold counts too: they
+		// share one ReceiveQueue (N152).
+		limit -= c.e.listener.queued - c.queueBytes
+	}
 	if !ev.Reliable && c.queueBytes+queueCharge(ev.Data) > limit && c.queue.Len() > 0 {
 		c.dropped++
 		c.pauseLocked(true)
@@ -180,6 +185,9 @@ func (c *Conn) deliverLocked(ev *fastnet.Event) {
 	}
 	c.queue.Push(Message{Channel: ev.Channel, Reliable: ev.Reliable, Data: ev.Data})
 	c.queueBytes += queueCharge(ev.Data)
+	if c.backlogged {
+		c.e.listener.queued += queueCharge(ev.Data)
+	}
 	c.e.delivered++
 	if c.queueBytes >= limit {
 		c.pauseLocked(true)

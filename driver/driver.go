@@ -59,8 +59,11 @@ type Options struct {
 	// connection's intake pauses until Receive has taken half: the peer's
 	// packets are dropped unacked and resent later, or its stream is not
 	// read. Unreliable messages that do not fit are dropped (counted in
-	// DroppedUnread); reliable ones are never lost. Default:
-	// 4*MaxMessageSize, at least 16 MiB.
+	// DroppedUnread); reliable ones are never lost. The connections of a
+	// listener's backlog, which the application has not accepted yet,
+	// share one ReceiveQueue (N152); an accepted connection has one of
+	// its own, so that an application that reads slowly holds up to
+	// MaxConnections of them. Default: 4*MaxMessageSize, at least 16 MiB.
 	ReceiveQueue int
 	// Batch is how many datagrams one batched write carries. Default 64.
 	Batch int

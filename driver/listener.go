@@ -16,7 +16,11 @@ type Listener struct {
 	addr net.Addr
 
 	// Guarded by e.mu.
-	queue  []*Conn // the backlog: established, not yet accepted (N47)
+	queue []*Conn // the backlog: established, not yet accepted (N47)
+	// queued is the bytes the backlog's connections hold for Receive
+	// together (their queueBytes), which one Options.ReceiveQueue bounds
+	// (N152).
+	queued int
 	notify chan struct{}
 	closed bool
 	// closing is why the listener closes (CloseWithReason): the reason
@@ -86,8 +90,40 @@ func (l *Listener) removeLocked(c *Conn) {
 		l.queue = slices.Delete(l.queue, i, i+1)
 	}
 	l.ended++
+	l.queued -= c.queueBytes
 	c.queue.Reset(0)
 	c.queueBytes = 0
+	l.resumeLocked()
+}
+
+// takeLocked takes the connection at the head of the backlog for Accept.
+// It leaves the backlog's shared queue (N152) for its own ReceiveQueue:
+// its intake resumes if its queue is within half of that, and the
+// backlog's other connections' if what they hold together now is.
+func (l *Listener) takeLocked() *Conn {
+	c := l.queue[0]
+	c.backlogged = false
+	l.queue[0] = nil
+	l.queue = l.queue[1:]
+	l.queued -= c.queueBytes
+	if c.paused && c.queueBytes <= l.e.opts.ReceiveQueue/2 {
+		c.pauseLocked(false)
+	}
+	l.resumeLocked()
+	return c
+}
+
+// resumeLocked resumes the intake of the backlog's paused connections
+// once what they hold together is within half of a ReceiveQueue.
+func (l *Listener) resumeLocked() {
+	if l.queued > l.e.opts.ReceiveQueue/2 {
+		return
+	}
+	for _, c := range l.queue {
+		if c.paused {
+			c.pauseLocked(false)
+		}
+	}
 }
 
 func (l *Listener) closeLocked() {
@@ -107,10 +143,7 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	for {
 		e.mu.Lock()
 		if len(l.queue) > 0 {
-			c := l.queue[0]
-			c.backlogged = false
-			l.queue[0] = nil
-			l.queue = l.queue[1:]
+			c := l.takeLocked()
 			e.mu.Unlock()
 			return c, nil
 		}

@@ -53,8 +53,9 @@ type Config struct {
 	// Receive, per connection, each counting its data and its place in
 	// the queue (40 bytes on 64-bit platforms). When they reach it the
 	// connection's TCP stream is no longer read until Receive has taken
-	// half, and TCP's flow control holds the sender. Default (0): 4*MaxMessageSize, at
-	// least 16 MiB; negative is refused.
+	// half, and TCP's flow control holds the sender. The connections
+	// waiting for Accept share one (N152). Default (0): 4*MaxMessageSize,
+	// at least 16 MiB; negative is refused.
 	ReceiveQueue int
 	// WriteQueue bounds the bytes waiting to be written to one TCP
 	// connection: Send blocks while it is exceeded. Default (0): 4 MiB;

@@ -70,6 +70,7 @@ type Config struct {
 	// the reliable ones (D22), so nothing reliable is lost and the
 	// connection stays up.
 	// Unreliable messages that do not fit are dropped (Conn.DroppedUnread).
+	// The connections waiting for Accept share one (N152).
 	// Default (0): 4*MaxMessageSize, at least 16 MiB; negative is refused.
 	ReceiveQueue int
 	// Backlog bounds a server's established connections waiting for
