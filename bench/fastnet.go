@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/fastnet-engine/fastnet/fastnet"
@@ -104,7 +106,11 @@ func (s fastnetSystem) listen(ctx context.Context, w Workload, o Options) (*udpd
 	if s.tcp {
 		return tcpdriver.Listen(ctx, "127.0.0.1:0", tcpdriver.Config{Engine: s.engine(w, o)})
 	}
-	return udpdriver.Listen(ctx, "127.0.0.1:0", udpdriver.Config{Engine: s.engine(w, o), SocketBuffer: o.SocketBuffer, NoOffload: o.NoOffload})
+	addr := "127.0.0.1:0"
+	if o.ListenAny {
+		addr = "0.0.0.0:0" // a socket of both families: IPv4 peers come mapped
+	}
+	return udpdriver.Listen(ctx, addr, udpdriver.Config{Engine: s.engine(w, o), SocketBuffer: o.SocketBuffer, NoOffload: o.NoOffload})
 }
 
 func (s fastnetSystem) dial(ctx context.Context, w Workload, o Options, addr string) (*udpdriver.Conn, error) {
@@ -123,7 +129,13 @@ func (s fastnetSystem) Server(ctx context.Context, w Workload, o Options, ready 
 		return nil, err
 	}
 	defer l.Close()
-	ready(l.Addr().String())
+	addr := l.Addr().String()
+	if o.ListenAny && !s.tcp {
+		// The loopback address of its family, as a client would dial
+		// one of the host's addresses.
+		addr = "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.UDPAddr).Port)
+	}
+	ready(addr)
 	c, err := l.Accept(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("accept: %w", err)

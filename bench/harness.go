@@ -124,6 +124,10 @@ type Options struct {
 	// systems that use the project's socket layer (udpio-batch64 and
 	// fastnet-udp), for measuring what it brings.
 	NoOffload bool
+	// ListenAny binds fastnet-udp's servers to the unspecified IPv4
+	// address, as servers usually are, so that they read and set each
+	// datagram's local address (N149); the clients dial 127.0.0.1.
+	ListenAny bool
 	// PayloadMTU, if positive, is the fastnet systems' payload MTU, with
 	// MTU estimation off (fastnet.MTUConfig.Disabled), as on a path whose
 	// MTU is known: 1200 measures them at an Internet path's size, where

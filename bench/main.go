@@ -19,6 +19,9 @@
 //	-min-resend-rtt D  floor of the fastnet systems' resend RTT (default: the engine's)
 //	-no-offload      turn UDP segmentation offload (GSO, GRO) off in
 //	                 udpio-batch64 and fastnet-udp
+//	-listen-any      bind fastnet-udp's servers to 0.0.0.0, as servers
+//	                 usually are (each datagram's local address read and
+//	                 set, N149), its clients still dialing 127.0.0.1
 //	-pin LIST        run the client and every server on these CPUs only
 //	                 (Linux; "0", "0,1", "0-3"): with one CPU, W1 measures
 //	                 the work of a round trip without the cost of waking
@@ -147,6 +150,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 2*time.Minute, "limit on each run")
 	list := fs.Bool("list", false, "list the systems and exit")
 	noOffload := fs.Bool("no-offload", false, "turn UDP segmentation offload (GSO, GRO) off in udpio-batch64 and fastnet-udp")
+	listenAny := fs.Bool("listen-any", false, "bind fastnet-udp's servers to 0.0.0.0 (clients dial 127.0.0.1)")
 	payloadMTU := fs.Int("payload-mtu", 0, "fastnet-udp's payload MTU, with MTU estimation off (0: estimated; 1200 is an Internet path's)")
 	cpuprofile := fs.String("cpuprofile", "", "write CPU profiles of clients and servers to this file (and FILE-SYSTEM-WORKLOAD.server)")
 	pin := fs.String("pin", "", "run the client and every server on these CPUs only (Linux; e.g. 0, 0,1 or 0-3)")
@@ -228,7 +232,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
-	cfg.opts = Options{SocketBuffer: *sockbuf, CPUProfile: *cpuprofile, MinResendRTT: *minResend, NoOffload: *noOffload, PayloadMTU: *payloadMTU, Progress: stderr}
+	cfg.opts = Options{SocketBuffer: *sockbuf, CPUProfile: *cpuprofile, MinResendRTT: *minResend, NoOffload: *noOffload, ListenAny: *listenAny, PayloadMTU: *payloadMTU, Progress: stderr}
 	if *cpuprofile != "" {
 		stop, err := startCPUProfile(*cpuprofile)
 		if err != nil {
