@@ -133,6 +133,13 @@ type conn struct {
 	// probeAt is when the estimator's last packet went, replyAt the
 	// responder's last count (N94).
 	probeAt, replyAt clock.Time
+	// probeShare is the bytes of paced datagrams the connection may
+	// still send, since the estimator's last packet went beside queued
+	// data, before the next while unreliable data waits; dataTurn is set
+	// while PollTransmit fills such a datagram, in which no estimator
+	// packet is polled (N153).
+	probeShare int
+	dataTurn   bool
 	// peerProbeAt is when the last of the peer's MTU probes arrived
 	// (N93).
 	peerProbeAt  clock.Time

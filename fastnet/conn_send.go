@@ -198,6 +198,20 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 	if !c.paceReady(now) {
 		return buf, false
 	}
+	b, ok := c.pollData(now, buf)
+	if !ok && c.dataTurn && !c.bundling {
+		// Data's turn beside the probes, and nothing of it could go
+		// after all (its messages expired): the probe's turn (N153).
+		c.dataTurn, c.probeShare = false, 0
+		return c.mtuPoll(now, buf)
+	}
+	return b, ok
+}
+
+// pollData writes the connection's next resend or first-time packet into
+// buf, once the pacer has let it go (pollPacket).
+func (c *conn) pollData(now clock.Time, buf []byte) ([]byte, bool) {
+	cfg := &c.ep.cfg
 	if c.newTurn {
 		// Resends and first sends take turns for the pacer's tokens
 		// while both wait: a channel whose packets keep being lost

@@ -1049,9 +1049,15 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 		}
 		c.tick(now)
 		paced := c.paceReady(now) // before the first packet takes its tokens
+		c.beginDatagram(paced)
 		b, ok := c.poll(now, buf)
 		if ok && c.bundleTo {
 			b = c.bundle(now, b, paced)
+		}
+		if ok {
+			c.endDatagram(b, paced)
+		} else {
+			c.dataTurn = false
 		}
 		if c.state != 0 {
 			// Round robin: it goes to the back while it has more.

@@ -196,7 +196,8 @@ func (c *conn) mtuWantsTransmit(now clock.Time) bool {
 // (D19's 2 ms interval); beside data that fills a slower bottleneck, the
 // probes would overflow its queue and be lost, and the estimation would
 // end low; on an idle connection, whose window never grows, pacing them
-// would only make the estimation slow.
+// would only make the estimation slow. Beside unreliable data, the probes
+// and the data take turns for the pacer's tokens, byte for byte (N153).
 func (c *conn) probeReady(now clock.Time) bool {
 	if c.queued == 0 {
 		return true
@@ -207,8 +208,42 @@ func (c *conn) probeReady(now clock.Time) bool {
 		// as often (N94).
 		return false
 	}
+	if c.dataTurn {
+		return false // the datagram is data's (N153)
+	}
 	c.expireProbes(now)
 	return c.paceReady(now) && c.probeFits(now)
+}
+
+// beginDatagram decides, as PollTransmit begins a datagram that the
+// pacer lets go (paced), whether it is data's turn beside the probes: the
+// estimator's last packet went beside queued data less than its own bytes
+// of paced datagrams ago, and a channel's next first-time packet is
+// unreliable, a message that expires if it waits too long (D30). The
+// datagram then holds no estimator packet, whatever it holds (N153).
+// Reliable data alone waits for the probes, as it waits for room in the
+// window. Decided once a datagram, so that a bundle's packets, polled
+// one at a time or in runs, see the same (N101).
+func (c *conn) beginDatagram(paced bool) {
+	if !paced || c.probeShare <= 0 {
+		return
+	}
+	for _, cs := range c.ring {
+		if !cs.snd.NextReliable() {
+			c.dataTurn = true
+			return
+		}
+	}
+}
+
+// endDatagram counts datagram b, which PollTransmit sends and the pacer
+// let go (paced), against the data's share beside the probes, unless it
+// is the estimator's own, and ends data's turn (N153).
+func (c *conn) endDatagram(b []byte, paced bool) {
+	c.dataTurn = false
+	if paced && c.probeShare > 0 && !c.alone(b) {
+		c.probeShare -= len(b) + ipUDPOverhead
+	}
 }
 
 // mtuQuiet reports whether mtuPoll's estimator part would do nothing at
@@ -367,7 +402,15 @@ func (c *conn) mtuPoll(now clock.Time, buf []byte) ([]byte, bool) {
 		c.applyMTU()
 		c.estimationDone(now)
 		if ok {
-			c.sentProbe(now, len(b)-len(buf)+ipUDPOverhead)
+			n := len(b) - len(buf) + ipUDPOverhead
+			c.sentProbe(now, n)
+			if c.cc.on && c.queued > 0 {
+				// As many bytes of data go before the next, while
+				// unreliable data waits (beginDatagram, N153): the
+				// probe's, or the most it can have left the pacer's
+				// bucket owing (spend).
+				c.probeShare = min(n, int(capacity(c.cc.rateVal, c.payloadMTU+2)))
+			}
 			return b, true
 		}
 	}
