@@ -391,9 +391,6 @@ func (e *Endpoint) localFor(addr netip.AddrPort) netip.Addr {
 	return e.rxLocal
 }
 
-// clearLocal forgets the local address of the datagram handled.
-func (e *Endpoint) clearLocal() { e.rxLocal = netip.Addr{} }
-
 // popCtl takes the next channel -1 packet to send, those of queueCtlOnce
 // first.
 func (e *Endpoint) popCtl() (ctlOut, bool) {
@@ -758,8 +755,7 @@ type Incoming struct {
 // several at a time, should hand each batch over in one call.
 func (e *Endpoint) HandleDatagrams(now clock.Time, ds []Incoming) {
 	if len(ds) == 1 {
-		e.rxLocal = ds[0].Local
-		e.handleDatagram(now, ds[0].From, ds[0].Data)
+		e.handleIncoming(now, &ds[0])
 		return
 	}
 	if e.cfg.Transport == Stream && coalesce.Batched() {
@@ -772,8 +768,7 @@ func (e *Endpoint) HandleDatagrams(now clock.Time, ds []Incoming) {
 			if i < len(e.batch.views) {
 				e.pre = &e.batch.views[i]
 			}
-			e.rxLocal = ds[i].Local
-			e.handleDatagram(now, ds[i].From, ds[i].Data)
+			e.handleIncoming(now, &ds[i])
 		}
 		e.pre = nil
 		e.endBatch()
@@ -787,16 +782,25 @@ func (e *Endpoint) HandleDatagrams(now clock.Time, ds []Incoming) {
 // local address is not known; HandleDatagrams takes it with each
 // datagram (Incoming.Local).
 func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte) {
-	e.rxLocal = netip.Addr{}
 	e.handleDatagram(now, from, b)
 }
 
+// handleIncoming is HandleDatagram for d, with its local address.
+func (e *Endpoint) handleIncoming(now clock.Time, d *Incoming) {
+	if !d.Local.IsValid() {
+		e.handleDatagram(now, d.From, d.Data)
+		return
+	}
+	e.rxLocal = d.Local
+	e.handleDatagram(now, d.From, d.Data)
+	e.rxLocal = netip.Addr{}
+}
+
 // handleDatagram is HandleDatagram, the datagram's local address in
-// e.rxLocal, which it clears once the datagram is handled: what the
-// endpoint queues later, at a timer, is not an answer to it.
+// e.rxLocal, which its caller clears once the datagram is handled: what
+// the endpoint queues later, at a timer, is not an answer to it.
 func (e *Endpoint) handleDatagram(now clock.Time, from netip.AddrPort, b []byte) {
 	e.at(now)
-	defer e.clearLocal()
 	if e.lent.Len() > 0 {
 		e.giveBack()
 	}
@@ -1049,15 +1053,15 @@ func (e *Endpoint) PollTransmit(now clock.Time, buf []byte) (t Transmit, ok bool
 		}
 		c.tick(now)
 		paced := c.paceReady(now) // before the first packet takes its tokens
-		c.beginDatagram(paced)
+		if c.probeShare > 0 {
+			c.beginDatagram(paced)
+		}
 		b, ok := c.poll(now, buf)
 		if ok && c.bundleTo {
 			b = c.bundle(now, b, paced)
 		}
-		if ok {
-			c.endDatagram(b, paced)
-		} else {
-			c.dataTurn = false
+		if c.probeShare > 0 || c.dataTurn {
+			c.endDatagram(ok, b, paced)
 		}
 		if c.state != 0 {
 			// Round robin: it goes to the back while it has more.

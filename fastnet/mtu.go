@@ -223,9 +223,10 @@ func (c *conn) probeReady(now clock.Time) bool {
 // datagram then holds no estimator packet, whatever it holds (N153).
 // Reliable data alone waits for the probes, as it waits for room in the
 // window. Decided once a datagram, so that a bundle's packets, polled
-// one at a time or in runs, see the same (N101).
+// one at a time or in runs, see the same (N101). PollTransmit calls it
+// only while there is a share.
 func (c *conn) beginDatagram(paced bool) {
-	if !paced || c.probeShare <= 0 {
+	if !paced {
 		return
 	}
 	for _, cs := range c.ring {
@@ -236,12 +237,13 @@ func (c *conn) beginDatagram(paced bool) {
 	}
 }
 
-// endDatagram counts datagram b, which PollTransmit sends and the pacer
-// let go (paced), against the data's share beside the probes, unless it
-// is the estimator's own, and ends data's turn (N153).
-func (c *conn) endDatagram(b []byte, paced bool) {
+// endDatagram ends data's turn, and counts datagram b, if PollTransmit
+// sends it (ok) and the pacer let it go (paced), against the data's share
+// beside the probes, unless it is the estimator's own (N153). PollTransmit
+// calls it only while there is a share or a turn.
+func (c *conn) endDatagram(ok bool, b []byte, paced bool) {
 	c.dataTurn = false
-	if paced && c.probeShare > 0 && !c.alone(b) {
+	if ok && paced && c.probeShare > 0 && !c.alone(b) {
 		c.probeShare -= len(b) + ipUDPOverhead
 	}
 }
