@@ -122,8 +122,10 @@ type Endpoint struct {
 	// introducer or peer (docs/nat.md).
 	intros introTable
 	// rxLocal is the local address of the datagram being handled
-	// (Incoming.Local), the zero Addr between datagrams (N149).
+	// (Incoming.Local), and rxFrom its sender: the zero values between
+	// datagrams (N149).
 	rxLocal netip.Addr
+	rxFrom  netip.AddrPort
 }
 
 // ctlOut is a channel -1 packet waiting to be sent, from local if that is
@@ -204,7 +206,11 @@ func (e *Endpoint) addConn(now clock.Time, addr netip.AddrPort, role Role) *conn
 		}
 	}
 	c := newConn(e, e.nextHandle, addr, role)
-	c.local = e.rxLocal // a server's: where the "connect?" went (N149)
+	if addr == e.rxFrom {
+		// Made in answer to addr's datagram (a server's, to its
+		// "connect?"): it answers from where that datagram went (N149).
+		c.local = e.rxLocal
+	}
 	if role == Server {
 		e.served++
 	}
@@ -381,14 +387,22 @@ func (e *Endpoint) queueCtlOnce(to netip.AddrPort, c control) {
 }
 
 // localFor returns the local address to send a channel -1 packet to addr
-// from (N149): that of addr's connection, if it has one, else that of the
-// datagram being handled, which the packet answers; the zero Addr, the
-// socket's own choice, if neither is known.
+// from (N149): that of addr's connection, if it has one (the zero Addr
+// for a connection that leaves it to the socket, a client's); else, if
+// the packet answers the datagram being handled, addr's, the address that
+// datagram went to; else the zero Addr, the socket's own choice. A packet
+// queued while another address's datagram is handled (the punches to an
+// introduced peer's candidates, when the introducer's "intro=" arrives)
+// does not answer it: that datagram's local address may be of the other
+// family, or not the one the route to addr takes.
 func (e *Endpoint) localFor(addr netip.AddrPort) netip.Addr {
-	if c := e.byAddr[addr]; c != nil && c.local.IsValid() {
+	if c := e.byAddr[addr]; c != nil {
 		return c.local
 	}
-	return e.rxLocal
+	if addr == e.rxFrom {
+		return e.rxLocal
+	}
+	return netip.Addr{}
 }
 
 // popCtl takes the next channel -1 packet to send, those of queueCtlOnce
@@ -791,9 +805,9 @@ func (e *Endpoint) handleIncoming(now clock.Time, d *Incoming) {
 		e.handleDatagram(now, d.From, d.Data)
 		return
 	}
-	e.rxLocal = d.Local
+	e.rxLocal, e.rxFrom = d.Local, d.From
 	e.handleDatagram(now, d.From, d.Data)
-	e.rxLocal = netip.Addr{}
+	e.rxLocal, e.rxFrom = netip.Addr{}, netip.AddrPort{}
 }
 
 // handleDatagram is HandleDatagram, the datagram's local address in

@@ -2,6 +2,7 @@ package fastnet
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -211,5 +212,47 @@ func TestUnvalidatedFollowsLatestLocal(t *testing.T) {
 		if c.local != a {
 			t.Errorf("the validated connection answers from %v, want %v", c.local, a)
 		}
+	}
+}
+
+// TestLocalPerDatagramOfBatch: in a batch of several datagrams, each is
+// answered from the local address it went to, and what the endpoint sends
+// after the batch on its own account (a Connect's handshake, even to the
+// sender of the batch's last datagram) goes from the socket's choice, the
+// zero Addr: the local address of the last datagram handled is forgotten
+// (N149).
+func TestLocalPerDatagramOfBatch(t *testing.T) {
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("198.51.100.7")
+	ep, err := NewEndpoint(Config{Role: Peer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clock.Epoch
+	s1, s2 := netip.MustParseAddrPort("203.0.113.9:4000"), netip.MustParseAddrPort("203.0.113.10:4000")
+	query := append([]byte{0xff, 0xff}, litQueryFastnet...)
+	ep.HandleDatagrams(now, []Incoming{{From: s1, Local: a, Data: query}, {From: s2, Local: b, Data: query}})
+	h, err := ep.Connect(now, s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// s1 gets its answer from a; s2 its answer from b, then the
+	// Connect's queries from the socket's choice.
+	want := map[netip.AddrPort][]netip.Addr{s1: {a}, s2: {b, {}, {}}}
+	got := map[netip.AddrPort][]netip.Addr{}
+	buf := make([]byte, 1<<16)
+	for {
+		tr, ok := ep.PollTransmit(now, buf)
+		if !ok {
+			break
+		}
+		got[tr.To] = append(got[tr.To], tr.Local)
+	}
+	for to, w := range want {
+		if !slices.Equal(got[to], w) {
+			t.Errorf("sent to %v from %v, want from %v", to, got[to], w)
+		}
+	}
+	if c := ep.conns[h]; c == nil || c.local.IsValid() {
+		t.Errorf("a Connect made after a batch was handled sends from %v, want the socket's choice", c.local)
 	}
 }
