@@ -24,6 +24,12 @@ const localSupported = true
 // enableLocal asks the kernel to report the local address of each
 // datagram uc reads, and reports whether it will, and whether uc is an
 // IPv6 socket (whose control messages are IPv6's, for IPv4 peers too).
+//
+// An IPv6 socket asks for IP_PKTINFO as well: for an IPv4 datagram,
+// IPV6_PKTINFO gives the header's destination mapped, which for a
+// broadcast is the broadcast address, not one to send from (the kernel
+// refuses it, ENETUNREACH); IP_PKTINFO gives ipi_spec_dst, the
+// interface's own address, as on an IPv4 socket (control prefers it).
 func enableLocal(uc *net.UDPConn) (ok, v6 bool) {
 	rc, err := uc.SyscallConn()
 	if err != nil {
@@ -40,6 +46,9 @@ func enableLocal(uc *net.UDPConn) (ok, v6 bool) {
 		case *syscall.SockaddrInet6:
 			v6 = true
 			ok = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_RECVPKTINFO, 1) == nil
+			if ok {
+				syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_PKTINFO, 1) // IPv4 peers, if any
+			}
 		}
 	})
 	return ok, v6
@@ -79,8 +88,10 @@ func putLocalCmsg(b []byte, a netip.Addr, v6 bool) int {
 // a read of several datagrams (UDP_GRO), 0 for one; and the local address
 // the datagrams were sent to (IP_PKTINFO, IPV6_PKTINFO), IPv4 unmapped, or
 // the zero Addr if they do not give it or it is a multicast address, not
-// one to answer from.
+// one to answer from. Where both are given (an IPv4 datagram on an IPv6
+// socket), IP_PKTINFO's ipi_spec_dst is the one.
 func control(oob []byte) (seg int, local netip.Addr) {
+	var local4 netip.Addr
 	for len(oob) >= syscall.SizeofCmsghdr {
 		n, level, typ := cmsghdr(oob)
 		if n < syscall.SizeofCmsghdr || n > len(oob) {
@@ -96,7 +107,7 @@ func control(oob []byte) (seg int, local netip.Addr) {
 			// interface's own), not ipi_addr, the header's.
 			var a [4]byte
 			copy(a[:], data[4:8])
-			local = netip.AddrFrom4(a)
+			local4 = netip.AddrFrom4(a)
 		case level == syscall.IPPROTO_IPV6 && typ == syscall.IPV6_PKTINFO && len(data) >= syscall.SizeofInet6Pktinfo:
 			var a [16]byte
 			copy(a[:], data[:16])
@@ -108,6 +119,9 @@ func control(oob []byte) (seg int, local netip.Addr) {
 			}
 		}
 		oob = oob[min(syscall.CmsgSpace(n-syscall.CmsgLen(0)), len(oob)):]
+	}
+	if local4.IsValid() {
+		local = local4
 	}
 	if local.IsMulticast() || local.IsUnspecified() {
 		local = netip.Addr{}

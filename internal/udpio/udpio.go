@@ -422,8 +422,8 @@ func (c *Conn) writeAll(msgs []Message) (int, error) {
 		if !msgs[i].Addr.IsValid() {
 			return i, ErrInvalidAddr
 		}
-		if c.local && msgs[i].Local.IsValid() {
-			oob := c.loob[:putLocalCmsg(c.loob[:], msgs[i].Local, c.local6)]
+		if local := c.localOf(&msgs[i]); local.IsValid() {
+			oob := c.loob[:putLocalCmsg(c.loob[:], local, c.local6)]
 			if _, _, err := c.uc.WriteMsgUDPAddrPort(msgs[i].Buf, oob, unmap(msgs[i].Addr)); err != nil {
 				return i, err
 			}
@@ -603,9 +603,11 @@ func (c *Conn) lone(msgs []Message, gso bool) (int, []byte, []byte) {
 }
 
 // localOf returns the local address to send m from: its Local, if the
-// Conn honours local addresses, else the zero Addr.
+// Conn honours local addresses and Local is of the family of m's
+// destination, else the zero Addr, the system's choice (an IPv6 socket
+// refuses a source of the other family, EINVAL).
 func (c *Conn) localOf(m *Message) netip.Addr {
-	if !c.local {
+	if !c.local || m.Local.Unmap().Is4() != m.Addr.Addr().Unmap().Is4() {
 		return netip.Addr{}
 	}
 	return m.Local
@@ -630,9 +632,10 @@ func (c *Conn) control(oob []byte) (seg int, local netip.Addr) {
 }
 
 // readOOBLen is the room a read gives the kernel's control messages: a
-// segment size (UDP_GRO) and a local address (IPV6_PKTINFO, the longer),
-// with room to spare.
-const readOOBLen = 96
+// segment size (UDP_GRO) and a local address, which for an IPv4 datagram
+// on an IPv6 socket comes twice (IPV6_PKTINFO and IP_PKTINFO: 24, 40 and
+// 32 bytes on a 64-bit system), with room to spare.
+const readOOBLen = 128
 
 // packWrite fills the write scratch with entries for the longest prefix of
 // msgs (at most maxBatch messages) whose addresses are valid, and returns
