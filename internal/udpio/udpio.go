@@ -584,7 +584,7 @@ func (c *Conn) lone(msgs []Message, gso bool) (int, []byte, []byte) {
 	total := size
 	for i, m := range msgs[1:] {
 		n := len(m.Buf)
-		if m.Addr != ap || n == 0 || n > size || (n < size && i+2 < len(msgs)) || c.localOf(&m) != local {
+		if m.Addr != ap || n == 0 || n > size || (n < size && i+2 < len(msgs)) || c.local && m.Local != msgs[0].Local {
 			return 0, nil, nil
 		}
 		total += n
@@ -607,10 +607,19 @@ func (c *Conn) lone(msgs []Message, gso bool) (int, []byte, []byte) {
 // destination, else the zero Addr, the system's choice (an IPv6 socket
 // refuses a source of the other family, EINVAL).
 func (c *Conn) localOf(m *Message) netip.Addr {
-	if !c.local || m.Local.Unmap().Is4() != m.Addr.Addr().Unmap().Is4() {
+	if !c.local {
+		return netip.Addr{} // inlined: the common case costs a test
+	}
+	return sameFamily(m.Local, m.Addr.Addr())
+}
+
+// sameFamily returns local if it is of the family of to, else the zero
+// Addr.
+func sameFamily(local, to netip.Addr) netip.Addr {
+	if local.Unmap().Is4() != to.Unmap().Is4() {
 		return netip.Addr{}
 	}
-	return m.Local
+	return local
 }
 
 // putLocal writes into b the control message that sends a datagram from
@@ -666,8 +675,11 @@ func (c *Conn) packWrite(msgs []Message, gso bool) int {
 		local := c.localOf(&msgs[i])
 		j := i + 1
 		if gso && size > 0 && ap.Port() != 0 {
+			// Only datagrams from one local address share an entry;
+			// the test costs nothing more without them (c.local).
+			byLocal := c.local
 			total := size
-			for j < len(msgs) && j-i < maxSegments && msgs[j].Addr == ap && c.localOf(&msgs[j]) == local {
+			for j < len(msgs) && j-i < maxSegments && msgs[j].Addr == ap && (!byLocal || msgs[j].Local == msgs[i].Local) {
 				n := len(msgs[j].Buf)
 				if n == 0 || n > size || total+n > maxGSOBytes {
 					break
