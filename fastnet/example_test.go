@@ -21,7 +21,12 @@ func Example_echoServer() {
 		fmt.Fprintln(os.Stderr, err)
 		return
 	}
-	ep, _ := fastnet.NewEndpoint(fastnet.Config{Role: fastnet.Server})
+	defer sock.Close()
+	ep, err := fastnet.NewEndpoint(fastnet.Config{Role: fastnet.Server})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err) // a Config out of its bounds
+		return
+	}
 	clk := clock.NewReal()
 	in, out := make([]byte, 65536), make([]byte, 65536)
 	var ev fastnet.Event
@@ -39,11 +44,17 @@ func Example_echoServer() {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			ep.HandleTimeout(now)
 		default:
+			fmt.Fprintln(os.Stderr, err)
 			return
 		}
 		for ep.NextEvent(&ev) { // or ev, ok := ep.PollEvent(), which copies more
-			if ev.Kind == fastnet.EventMessage {
-				ep.Send(now, ev.Conn, ev.Channel, ev.Data, ev.Reliable)
+			if ev.Kind != fastnet.EventMessage {
+				continue
+			}
+			// ErrQueueFull when the send queue is full: this server
+			// drops the echo; one that must not waits for EventWritable.
+			if err := ep.Send(now, ev.Conn, ev.Channel, ev.Data, ev.Reliable); err != nil {
+				fmt.Fprintln(os.Stderr, "echo:", err)
 			}
 		}
 		for {
@@ -51,7 +62,11 @@ func Example_echoServer() {
 			if !ok {
 				break
 			}
-			sock.WriteToUDPAddrPort(out[:t.N], t.To)
+			// A datagram that fails to go is lost, as on the network:
+			// the engine resends what must arrive.
+			if _, err := sock.WriteToUDPAddrPort(out[:t.N], t.To); err != nil {
+				fmt.Fprintln(os.Stderr, "write:", err)
+			}
 		}
 	}
 }
