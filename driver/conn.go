@@ -15,8 +15,8 @@ import (
 
 // Message is one message received on a connection.
 type Message struct {
-	Channel  int
-	Reliable bool
+	Channel  int    // the channel it came on, 0..32767
+	Reliable bool   // it was sent reliably: delivered once, in its channel's order
 	Data     []byte // the receiver's to keep; small ones share 4 KiB blocks (fastnet.Event)
 }
 

@@ -151,7 +151,7 @@ type Event struct {
 // answer (N149). It is the zero Addr where the driver gave none: the
 // socket chooses.
 type Transmit struct {
-	To    netip.AddrPort
-	Local netip.Addr
-	N     int
+	To    netip.AddrPort // the destination
+	Local netip.Addr     // the local address to send from, if valid
+	N     int            // the datagram's length, at the start of the buffer
 }

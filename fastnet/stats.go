@@ -144,7 +144,7 @@ type Stats struct {
 
 	SendQueueBytes  int // encoded message bytes waiting to be sent
 	InFlightBytes   int // reliable bytes sent and not acknowledged
-	InFlightPackets int
+	InFlightPackets int // reliable packets sent and not acknowledged
 	// ReceiveBytes is the memory the peer makes the connection hold, as
 	// counted against ConnReceiveMemory: packets held for reassembly and
 	// their receivers, the state of every channel the peer used, and
