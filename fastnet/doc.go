@@ -18,14 +18,17 @@
 //  1. Read the time once, as a clock.Time, for each input. Time passed to
 //     the endpoint must never go backwards.
 //  2. Feed one input: HandleDatagram for a datagram that arrived (or
-//     HandleDatagrams for several read at once, which costs less),
+//     HandleDatagrams for several read at once, which costs less, and
+//     takes each one's local address, Incoming.Local),
 //     HandleTimeout when the time from NextDeadline has come, Send, Connect
 //     or Close for the application's requests.
-//  3. Call PollTransmit until it returns false, sending each datagram it
-//     writes to its Transmit.To.
-//  4. Call PollEvent until it returns false, and act on each event; or
+//  3. Call PollEvent until it returns false, and act on each event; or
 //     NextEvent, which stores each event into a variable of the caller's
 //     and copies less.
+//  4. Call PollTransmit until it returns false, sending each datagram it
+//     writes to its Transmit.To, from its Transmit.Local if that is valid
+//     (N149). Polled after the events, it sends what acting on them
+//     queued (a Send is an input too) in the same round.
 //  5. Wait for the next datagram or until NextDeadline, whichever is first,
 //     and go back to 1.
 //
