@@ -22,24 +22,33 @@ func echoServer(t *testing.T, ctx context.Context, addr string) *udpdriver.Liste
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept(ctx)
-			if err != nil {
-				return
-			}
-			go func() {
-				for {
-					m, err := c.Receive(ctx)
-					if err != nil {
-						return
-					}
-					c.Send(ctx, m.Channel, m.Data, m.Reliable)
-				}
-			}()
-		}
-	}()
+	go serveEcho(ctx, l)
 	return l
+}
+
+// acceptor is what serveEcho serves: a Listener, or a Peer.
+type acceptor interface {
+	Accept(ctx context.Context) (*udpdriver.Conn, error)
+}
+
+// serveEcho echoes every message of every connection a accepts, until
+// ctx is done or a is closed.
+func serveEcho(ctx context.Context, a acceptor) {
+	for {
+		c, err := a.Accept(ctx)
+		if err != nil {
+			return
+		}
+		go func() {
+			for {
+				m, err := c.Receive(ctx)
+				if err != nil {
+					return
+				}
+				c.Send(ctx, m.Channel, m.Data, m.Reliable)
+			}
+		}()
+	}
 }
 
 // dialEcho dials addr and has one message echoed.

@@ -32,23 +32,7 @@ func TestDialWildcardServerAtSecondAddress(t *testing.T) {
 			}
 			defer l.Close()
 			port := l.Addr().(*net.UDPAddr).Port
-			go func() {
-				for {
-					c, err := l.Accept(ctx)
-					if err != nil {
-						return
-					}
-					go func() {
-						for {
-							m, err := c.Receive(ctx)
-							if err != nil {
-								return
-							}
-							c.Send(ctx, m.Channel, m.Data, m.Reliable)
-						}
-					}()
-				}
-			}()
+			go serveEcho(ctx, l)
 			addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), uint16(port)).String()
 			// Where the server's answer to a "connect?" sent to
 			// 127.0.0.2 comes from.
@@ -173,23 +157,7 @@ func TestWildcardServers(t *testing.T) {
 						t.Fatal(err)
 					}
 					defer srv.Close()
-					go func() {
-						for {
-							sc, err := srv.Accept(ctx)
-							if err != nil {
-								return
-							}
-							go func() {
-								for {
-									m, err := sc.Receive(ctx)
-									if err != nil {
-										return
-									}
-									sc.Send(ctx, m.Channel, m.Data, m.Reliable)
-								}
-							}()
-						}
-					}()
+					go serveEcho(ctx, srv)
 					addr := netip.AddrPortFrom(tg.addr, uint16(srv.Addr().(*net.UDPAddr).Port)).String()
 					cli := c.cfg
 					cli.Engine = fastnet.Config{ConnectTimeout: 3 * time.Second}

@@ -40,59 +40,9 @@ func TestLocalAddresses(t *testing.T) {
 				}
 				peer := listen(t, "udp4", "127.0.0.1:0", mode.opts)
 				to := netip.AddrPortFrom(second, srv.LocalAddr().Port())
-				var out []Message
-				for i := range count {
-					b := make([]byte, 200)
-					binary.BigEndian.PutUint32(b, uint32(i))
-					out = append(out, Message{Buf: b, Addr: to})
-				}
-				if n, err := peer.WriteBatch(out); err != nil || n != count {
-					t.Fatalf("the peer's WriteBatch: %d, %v", n, err)
-				}
-				in := make([]Message, 16)
-				for i := range in {
-					in[i].Buf = make([]byte, BufferSize)
-				}
-				srv.SetReadDeadline(time.Now().Add(5 * time.Second))
-				var back []Message
-				for len(back) < count {
-					n, err := srv.ReadBatch(in)
-					if err != nil {
-						t.Fatalf("ReadBatch after %d datagrams: %v", len(back), err)
-					}
-					for _, m := range in[:n] {
-						if m.Local != second {
-							t.Fatalf("datagram sent to %v read with Local %v", to, m.Local)
-						}
-						for d := range m.Datagrams() {
-							back = append(back, Message{Buf: bytes.Clone(d), Addr: m.Addr, Local: m.Local})
-						}
-					}
-				}
-				// Answered in one batch (offload groups them), then one
-				// alone (lone's path).
-				if n, err := srv.WriteBatch(back[:count-1]); err != nil || n != count-1 {
-					t.Fatalf("WriteBatch: %d, %v", n, err)
-				}
-				if n, err := srv.WriteBatch(back[count-1:]); err != nil || n != 1 {
-					t.Fatalf("WriteBatch of one: %d, %v", n, err)
-				}
-				peer.SetReadDeadline(time.Now().Add(5 * time.Second))
-				for got := 0; got < count; {
-					n, err := peer.ReadBatch(in)
-					if err != nil {
-						t.Fatalf("the peer's ReadBatch after %d datagrams: %v", got, err)
-					}
-					for _, m := range in[:n] {
-						if m.Addr != to {
-							t.Fatalf("an answer came from %v, want %v", m.Addr, to)
-						}
-						if m.Local.IsValid() {
-							t.Fatalf("a Conn without ReportLocal read Local %v", m.Local)
-						}
-						for range m.Datagrams() {
-							got++
-						}
+				for i, from := range exchange(t, srv, peer, to, count) {
+					if from != to {
+						t.Fatalf("answer %d came from %v, want %v", i, from, to)
 					}
 				}
 			})
@@ -194,6 +144,9 @@ func readFrom(t *testing.T, c *Conn, count int) []netip.AddrPort {
 			t.Fatalf("ReadBatch after %d datagrams: %v", got, err)
 		}
 		for _, m := range in[:n] {
+			if m.Local.IsValid() && !c.ReportsLocal() {
+				t.Fatalf("a Conn that does not report local addresses read Local %v", m.Local)
+			}
 			for d := range m.Datagrams() {
 				i := int(binary.BigEndian.Uint32(d))
 				if i >= count || from[i].IsValid() {
