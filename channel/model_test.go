@@ -19,6 +19,7 @@ import (
 // where the real receiver's limits are never reached.
 type naiveReceiver struct {
 	g, l     Seq
+	lAt      Seq // the sequence number of the packet with R = L (D26, N154)
 	q        map[Seq]naivePacket
 	window   int
 	maxMsg   int
@@ -47,7 +48,7 @@ type naivePacket struct {
 }
 
 func newNaive(cfg ReceiverConfig) *naiveReceiver {
-	return &naiveReceiver{g: -1, q: map[Seq]naivePacket{}, window: cfg.Window, maxMsg: cfg.MaxMessage, maxBytes: cfg.MaxBytes, mci: cfg.MCI}
+	return &naiveReceiver{g: -1, lAt: -1, q: map[Seq]naivePacket{}, window: cfg.Window, maxMsg: cfg.MaxMessage, maxBytes: cfg.MaxBytes, mci: cfg.MCI}
 }
 
 func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
@@ -64,6 +65,11 @@ func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
 			return Stale
 		case !m.l.Before(h.Rel): // R at or before L (D26)
 			return Duplicate
+		case !m.lAt.Before(h.Seq) || Distance(m.l, h.Rel) > Distance(m.lAt, h.Seq):
+			// Not after L's packet by as many places as its R is
+			// after L: no sender makes it (N154).
+			m.drops.Malformed++
+			return Corrupt
 		}
 		m.err = ErrPassedReliable
 		clear(m.q)
@@ -143,6 +149,15 @@ func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
 			}
 		}
 		m.g = m.g.Add(lo - 1)
+	}
+	nd := h.Rel
+	if h.Reliable {
+		nd = nd.Prev()
+	}
+	if Distance(m.l, nd) > Distance(m.g, h.Seq)-1 {
+		// It could never be unblocked (D7, D10, N154).
+		m.drops.Malformed++
+		return Corrupt
 	}
 	if p, ok := m.q[h.Seq]; ok {
 		if !h.Reliable {
@@ -240,7 +255,15 @@ func (m *naiveReceiver) process(now clock.Time) {
 		case coalesce.Expire:
 			m.drops.Expired++
 		case coalesce.Discard:
-			if g.Start || g.Blocked {
+			if g.Blocked {
+				// Dropped without moving G (N154).
+				m.drops.Malformed++
+				for _, p := range grp {
+					delete(m.q, p.h.Seq)
+				}
+				continue
+			}
+			if g.Start {
 				m.drops.Malformed++
 			} else {
 				m.drops.Orphaned++
@@ -267,7 +290,7 @@ func (m *naiveReceiver) consume(grp []naivePacket, delivered bool) {
 	last := grp[len(grp)-1].h
 	m.g = last.Seq
 	if delivered && last.Reliable {
-		m.l = last.Rel
+		m.l, m.lAt = last.Rel, last.Seq
 	}
 }
 

@@ -121,8 +121,10 @@ const (
 	// passed that was never consumed (D26). Not acked.
 	Rejected
 	// Corrupt: a reliable packet holding a whole message that fails its
-	// checksum or reliability check (D3, D11). Dropped before it is acked,
-	// so the sender resends an intact copy; counted as Drops.Malformed.
+	// checksum or reliability check (D3, D11), dropped before it is acked
+	// so that the sender resends an intact copy; or a packet whose R
+	// could never be unblocked at its place (D7, D10), which no sender
+	// makes. Not acked; counted as Drops.Malformed.
 	Corrupt
 )
 
@@ -235,6 +237,12 @@ type Receiver struct {
 
 	g Seq // ignore number (D8)
 	l Seq // L, the R of the last consumed reliable packet (D7)
+	// lAt is the sequence number of that packet (the ignore number when
+	// none was consumed yet), if lAtKnown: an unconsumed reliable packet
+	// of the sender's lies after it, at least as many places after it as
+	// its R lies after L (D26). A reused receiver does not know it.
+	lAt      Seq
+	lAtKnown bool
 
 	q         seqRing
 	queued    int // packets in q
@@ -326,7 +334,7 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 	if cfg.SkipEvidenceTime <= 0 {
 		cfg.SkipEvidenceTime = DefaultSkipEvidenceTime
 	}
-	r := &Receiver{cfg: cfg, budget: cfg.Budget, g: -1, l: 0}
+	r := &Receiver{cfg: cfg, budget: cfg.Budget, g: -1, l: 0, lAt: -1, lAtKnown: true}
 	// Free chunk buffers are kept so that steady-state reassembly
 	// allocates nothing: by the root of the Budget, within its room
 	// (Budget), or up to the memory the queue may use.
@@ -625,6 +633,14 @@ func (r *Receiver) handle(now clock.Time, h Header, chunk []byte, take bool) (Re
 		if !r.l.Before(h.Rel) {
 			return Duplicate, Message{}, false // consumed already: its R is at or before L
 		}
+		if r.lAtKnown && !(r.lAt.Before(h.Seq) && Distance(r.l, h.Rel) <= Distance(r.lAt, h.Seq)) {
+			// Not a packet the window passed: the sender's reliable
+			// packets after L lie after the one with R = L, one place
+			// at least for each. No sender makes it (forged or
+			// damaged): dropped, not acked, and the channel goes on.
+			r.drops.Malformed++
+			return Corrupt, Message{}, false
+		}
 		// The window passed a reliable packet that was never consumed: an
 		// ack would tell the sender it was delivered. Only a datagram no
 		// honest sender makes (forged, corrupted, or one that moved the
@@ -667,6 +683,18 @@ func (r *Receiver) handle(now clock.Time, h Header, chunk []byte, take bool) (Re
 		}
 		r.skip(lo - 1)
 		d -= lo - 1
+	}
+	if Distance(r.l, need(h.Reliable, h.Rel)) > d-1 {
+		// It waits for more reliable packets than there are places
+		// between the ignore number and it, or for an R that L has
+		// passed: no sender makes it (D7, D10), and it could never be
+		// unblocked. Queued, it would take the place of the packet that
+		// really has its sequence number, and at the head fail the
+		// channel (reliable) or move the ignore number past that packet
+		// (unreliable, D26): one forged or damaged datagram would end
+		// the connection. Dropped, and not acked.
+		r.drops.Malformed++
+		return Corrupt, Message{}, false
 	}
 	i := d - 1
 	if r.q.has(i) {
@@ -872,7 +900,7 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 	// once for the messages taken since the last change (took): nothing
 	// reads it in between but the memory test of a message larger than
 	// the room, before which it is brought up to date.
-	g, l, n := r.g, r.l, 0
+	g, l, lAt, n := r.g, r.l, r.lAt, 0
 	// The window and the message's length are tested each in one
 	// comparison, unsigned, of the distance less 1 with the window (from
 	// 1 to SeqSpace/2-1, NewReceiver makes sure) and of the length less
@@ -908,8 +936,8 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 			break
 		}
 		if hdr.Len > room {
-			r.took(g, l, n)
-			g, l, n = r.g, r.l, 0
+			r.took(g, l, lAt, n)
+			g, l, lAt, n = r.g, r.l, r.lAt, 0
 			if !r.mayTake(hdr.Len) {
 				// Refused for memory: HandleTake, given it next,
 				// refuses it alike (the ring released stays released).
@@ -920,23 +948,24 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 		// (g.Add(Distance(g, h.Seq)) is h.Seq), L to a reliable one's R.
 		g = h.Seq
 		if h.Reliable {
-			l = h.Rel
+			l, lAt = h.Rel, h.Seq
 		}
 		n++
 	}
-	r.took(g, l, n)
+	r.took(g, l, lAt, n)
 	return i
 }
 
 // took records that TakeWhole took n more messages at once, as fastFits
-// would have after each: the ignore number is then g and L is l, the ring
+// would have after each: the ignore number is then g, L is l (of the
+// packet at lAt), the ring
 // paid n packets of its debt (N39), and, holding nothing, returns to its
 // base arrays once its debt is paid.
-func (r *Receiver) took(g, l Seq, n int) {
+func (r *Receiver) took(g, l, lAt Seq, n int) {
 	if n == 0 {
 		return
 	}
-	r.g, r.l = g, l
+	r.g, r.l, r.lAt = g, l, lAt
 	r.cmg.valid = false
 	r.q.debt = max(r.q.debt-n, 0)
 	r.q.shrink()
@@ -980,7 +1009,7 @@ func (r *Receiver) deliver(m Message) {
 func (r *Receiver) consumed(k int, reliable bool, lastRel Seq) {
 	r.g = r.g.Add(k)
 	if reliable {
-		r.l = lastRel
+		r.l, r.lAt = lastRel, r.g
 	}
 	r.cmg.valid = false
 	if r.queued == 0 {
@@ -1218,6 +1247,20 @@ func (r *Receiver) Idle() bool {
 // receiving half between messages.
 func (r *Receiver) Position() (g, l Seq) { return r.g, r.l }
 
+// LAt returns the sequence number of the packet whose R is L, when the
+// receiver knows it (ok), for ReuseAt.
+func (r *Receiver) LAt() (s Seq, ok bool) { return r.lAt, r.lAtKnown }
+
+// ReuseAt is Reuse for a receiver that continues a channel whose packet
+// with R = l had sequence number lAt (known, from LAt).
+func (r *Receiver) ReuseAt(g, l, lAt Seq, known bool) bool {
+	if !r.Reuse(g, l) {
+		return false
+	}
+	r.lAt, r.lAtKnown = lAt, known
+	return true
+}
+
 // Reuse makes an idle receiver continue at ignore number g and L l, with
 // its drop counters at zero: the receiver of a channel that gave up its
 // state, or of another channel of the same connection (same configuration
@@ -1228,6 +1271,9 @@ func (r *Receiver) Reuse(g, l Seq) bool {
 		return false
 	}
 	r.g, r.l = g, l
+	// A channel that never consumed anything starts where a new
+	// receiver does; of any other, ReuseAt says where L's packet was.
+	r.lAt, r.lAtKnown = g, g == -1 && l == 0
 	r.evidenceN = 0
 	r.drops, r.reported = Drops{}, Drops{}
 	r.cmg = cmgState{}
@@ -1307,7 +1353,17 @@ func (r *Receiver) process(now clock.Time) {
 			r.drops.Expired++
 			r.consumeGroup(false)
 		case coalesce.Discard:
-			if g.Start || g.Blocked {
+			if g.Blocked {
+				// Unreliable packets that wait for reliable packets
+				// that cannot lie before them: none came from the
+				// sender (see handle). The ignore number stays, so
+				// that the packets really sent at their places are
+				// still taken.
+				r.drops.Malformed++
+				r.dropGroup()
+				continue
+			}
+			if g.Start {
 				r.drops.Malformed++
 			} else {
 				r.drops.Orphaned++
@@ -1349,6 +1405,17 @@ func (r *Receiver) consumeGroup(delivered bool) {
 		r.remove(i)
 	}
 	r.consumed(m.head+m.n, delivered && m.reliable, m.lastRel)
+	r.recharge()
+}
+
+// dropGroup removes the current message group from the queue without
+// moving the ignore number.
+func (r *Receiver) dropGroup() {
+	m := r.cmg
+	for i := m.head; i < m.head+m.n; i++ {
+		r.remove(i)
+	}
+	r.cmg.valid = false
 	r.recharge()
 }
 

@@ -510,19 +510,28 @@ func TestUnblockableHead(t *testing.T) {
 	// plausible, R 4 is not.
 	p.handle(Accepted, raw(false, true, 3, 3, msg))
 	p.wantPoll("plausible: waits")
-	p.handle(Accepted, raw(false, true, 4, 9, msg))
+	// R 9 at seq 4 never unblocks: dropped on arrival (N154).
+	p.handle(Corrupt, raw(false, true, 4, 9, msg))
 	p.wantPoll("still waiting on seq 3")
 	if p.r.Bytes() == 0 {
 		t.Fatal("nothing queued")
 	}
 	p2 := newPair(t, ReceiverConfig{})
-	p2.handle(Accepted, raw(false, true, 3, 4, msg), raw(false, true, 4, 0, msg))
+	p2.handle(Corrupt, raw(false, true, 3, 4, msg))
+	p2.handle(Accepted, raw(false, true, 4, 0, msg))
 	p2.wantPoll("unblockable dropped, the next delivered", msgOf(false, []byte("x")))
 	if d := p2.r.Drops(); d.Malformed != 1 {
 		t.Errorf("Drops = %+v", d)
 	}
 	p3 := newPair(t, ReceiverConfig{})
-	p3.handle(Accepted, raw(true, true, 2, 5, coalesce.AppendMessage(nil, []byte("x"), true)))
+	p3.handle(Corrupt, raw(true, true, 2, 5, coalesce.AppendMessage(nil, []byte("x"), true)))
+	if err := p3.r.Err(); err != nil {
+		t.Errorf("Err = %v after a reliable packet that never unblocks, want none: dropped (N154)", err)
+	}
+	// Plausible on arrival (R 3 at seq 2), unblockable once an
+	// unreliable packet before it is consumed: the channel fails.
+	p3.handle(Accepted, raw(true, true, 2, 3, coalesce.AppendMessage(nil, []byte("x"), true)))
+	p3.handle(Accepted, raw(false, true, 0, 0, msg))
 	if !errors.Is(p3.r.Err(), ErrReliableSeq) {
 		t.Errorf("Err = %v, want ErrReliableSeq", p3.r.Err())
 	}
@@ -796,8 +805,11 @@ func TestGroupRules(t *testing.T) {
 		{"reliable R advancing with seq joins", []packet{
 			raw(true, true, 0, 1, rel[:20]), raw(true, false, 1, 2, rel[20:]),
 		}, []Message{msgOf(true, payload(1, 20))}, nil, 0},
-		{"reliable R not advancing ends the group", []packet{
+		{"reliable R jumping is dropped", []packet{
 			raw(true, true, 0, 1, rel[:20]), raw(true, false, 1, 3, rel[20:]),
+		}, nil, nil, 1},
+		{"reliable R not advancing ends the group", []packet{
+			raw(true, true, 1, 1, rel[:20]), raw(true, false, 2, 3, rel[20:]),
 		}, nil, ErrMalformedReliable, 0},
 		{"reliable R standing still ends the group", []packet{
 			raw(true, true, 0, 1, rel[:20]), raw(true, false, 1, 1, rel[20:]),

@@ -98,6 +98,16 @@ func (e *Endpoint) bundleControl(from netip.AddrPort, c *conn, m control) {
 func (e *Endpoint) handleBundle(now clock.Time, from netip.AddrPort, c *conn, p []byte) {
 	if c == nil || !c.bundleFrom || !e.bundlesOn() {
 		e.drop(c, DropBundleUnnegotiated)
+		if c != nil && e.bundlesOn() {
+			// The peer bundles without this side's answer: its query
+			// was lost and an answer forged, or it came late. A peer
+			// stops asking once answered, so without this answer its
+			// bundles would be dropped for good. Answered as if asked
+			// (what a forged query gets anyway); the bundle itself
+			// stays dropped (D24, N69).
+			e.queueCtl(from, control{kind: ctlBundleYes})
+			c.bundleFrom = true
+		}
 		return
 	}
 	c.stats.BundlesReceived++

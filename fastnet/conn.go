@@ -268,6 +268,8 @@ type chanState struct {
 	rIdx     int32
 	ackIdx   int32
 	g, l     channel.Seq
+	lAt      channel.Seq // of the receiver parked (channel.Receiver.LAt)
+	lAtKnown bool
 	seq, rel channel.Seq
 	rdl      clock.Time
 	snd      *channel.Sender
@@ -413,7 +415,11 @@ func (c *conn) recvChannel(id int16) *chanState {
 	if cs.g != -1 || cs.l != 0 { // revived: the channels in use outnumber the receivers kept
 		c.liveReceivers = min(c.liveReceivers+1, c.ep.liveCap)
 	}
-	cs.rcv.Reuse(cs.g, cs.l)
+	if cs.g != -1 || cs.l != 0 {
+		cs.rcv.ReuseAt(cs.g, cs.l, cs.lAt, cs.lAtKnown)
+	} else {
+		cs.rcv.Reuse(cs.g, cs.l)
+	}
 	c.receivers++
 	return cs
 }

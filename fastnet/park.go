@@ -74,6 +74,7 @@ func (c *conn) receiverIdle(cs *chanState) {
 		x.rcvQueued = false
 		if x.rcv != nil && !x.inRecv && x.rcv.Idle() {
 			x.g, x.l = x.rcv.Position()
+			x.lAt, x.lAtKnown = x.rcv.LAt()
 			if len(c.spare) < spareReceivers {
 				c.spare = append(c.spare, x.rcv)
 			} else {
@@ -107,6 +108,7 @@ func (c *conn) takeIdleReceiver() *channel.Receiver {
 		if x.rcv != nil && !x.inRecv && x.rcv.Idle() {
 			r := x.rcv
 			x.g, x.l = r.Position()
+			x.lAt, x.lAtKnown = r.LAt()
 			x.rcv = nil
 			c.receivers--
 			return r
