@@ -150,6 +150,11 @@ func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
 		}
 		m.g = m.g.Add(lo - 1)
 	}
+	if !h.Start && m.g == -1 && m.l == 0 && h.Seq == 0 {
+		// A channel's first packet starts its first message (N154).
+		m.drops.Malformed++
+		return Corrupt
+	}
 	nd := h.Rel
 	if h.Reliable {
 		nd = nd.Prev()

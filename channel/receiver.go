@@ -684,6 +684,17 @@ func (r *Receiver) handle(now clock.Time, h Header, chunk []byte, take bool) (Re
 		r.skip(lo - 1)
 		d -= lo - 1
 	}
+	if !h.Start && d == 1 && r.g == -1 && r.l == 0 {
+		// A channel's first packet (sequence number 0, D5) starts its
+		// first message. One that does not, a datagram of zeros among
+		// them (channel 0, sequence number 0, R 0, unreliable), would
+		// be discarded as the rest of a message whose start is gone,
+		// the ignore number moved past it, and the channel's real
+		// first packet, reliable, would then end the connection (D26).
+		// No sender makes it: dropped (N154).
+		r.drops.Malformed++
+		return Corrupt, Message{}, false
+	}
 	if Distance(r.l, need(h.Reliable, h.Rel)) > d-1 {
 		// It waits for more reliable packets than there are places
 		// between the ignore number and it, or for an R that L has

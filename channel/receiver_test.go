@@ -490,7 +490,11 @@ func TestMalformedAcrossPackets(t *testing.T) {
 // not a start of message breaks the protocol.
 func TestReliableWithoutStart(t *testing.T) {
 	p := newPair(t, ReceiverConfig{})
-	p.handle(Accepted, raw(true, false, 0, 1, []byte{1, 2, 3}))
+	// Past a channel's first packet, which one without a start is not
+	// even taken for (N154).
+	p.handle(Accepted, raw(true, true, 0, 1, coalesce.AppendMessage(nil, []byte("x"), true)))
+	p.wantPoll("the first message", msgOf(true, []byte("x")))
+	p.handle(Accepted, raw(true, false, 1, 2, []byte{1, 2, 3}))
 	if err := p.r.Err(); !errors.Is(err, ErrNoStart) {
 		t.Errorf("Err = %v, want ErrNoStart", err)
 	}
@@ -851,7 +855,10 @@ func TestResetReleasesMemory(t *testing.T) {
 	p := newPair(t, ReceiverConfig{Budget: b})
 	a := p.send(payload(1, 100), true)
 	p.handle(Accepted, a[1:]...)
-	p.handle(Accepted, raw(true, false, 0, 1, []byte{1})) // breaks the protocol
+	// Held packets of the message beyond the first, and the channel
+	// fails (as it does for a reliable packet that continues no
+	// message, TestReliableWithoutStart).
+	p.r.fail(ErrNoStart)
 	if p.r.Err() == nil || b.Used != 0 || p.r.Bytes() != 0 {
 		t.Errorf("after a violation: Err %v, budget used %d", p.r.Err(), b.Used)
 	}

@@ -695,7 +695,7 @@ func TestTakeWholeRefuses(t *testing.T) {
 		{name: "stale: before the ignore number", setup: take(unrel(0, 40)), pkts: []twPkt{unrel(-3, 40)}, why: "duplicate or stale"},
 		{name: "at the window's edge", pkts: []twPkt{unrel(window-1, 40)}, want: 1},
 		{name: "beyond the window", pkts: []twPkt{unrel(window, 40)}, why: "beyond the window"},
-		{name: "slot already held (so not settled)", setup: handle(twPkt{h: Header{Seq: 0}, chunk: []byte{1, 2, 3}}), pkts: []twPkt{unrel(0, 40)}, why: "not settled"},
+		{name: "slot already held (so not settled)", setup: handle(twPkt{h: Header{Seq: 1}, chunk: []byte{1, 2, 3}}), pkts: []twPkt{unrel(0, 40)}, why: "not settled"},
 		{name: "too large for MaxMessage", pkts: []twPkt{unrel(0, 201)}, why: "too large"},
 		{name: "MaxMessage the least with an MD5 checksum", cfg: func(c *ReceiverConfig) { c.MaxMessage = coalesce.ShortChecksumMax + 1 }, pkts: []twPkt{unrel(0, coalesce.ShortChecksumMax+1), unrel(1, coalesce.ShortChecksumMax+2)}, want: 1, why: "too large"},
 		{name: "MaxMessage below any with an MD5 checksum", cfg: func(c *ReceiverConfig) { c.MaxMessage = coalesce.ShortChecksumMax }, pkts: []twPkt{unrel(0, coalesce.ShortChecksumMax+1)}, why: "too large"},

@@ -262,14 +262,18 @@ type chanState struct {
 	// tracked: the channel has tracked messages pending, followed by
 	// conn.trackers (N55).
 	tracked bool
+	// lAt says where the parked receiver's packet with R = L was
+	// (channel.Receiver.LAt, N154): at its ignore number (lAtAtG), before
+	// the channel's first packet (lAtStart: no reliable packet consumed),
+	// or elsewhere, not kept (lAtUnknown), which would cost the struct
+	// 16 bytes of every used channel's.
+	lAt uint8
 	// sendIdx is the channel's place in c.sendChans while inSend, so that
 	// an ack removes it without a scan.
 	sendIdx  int32
 	rIdx     int32
 	ackIdx   int32
 	g, l     channel.Seq
-	lAt      channel.Seq // of the receiver parked (channel.Receiver.LAt)
-	lAtKnown bool
 	seq, rel channel.Seq
 	rdl      clock.Time
 	snd      *channel.Sender
@@ -416,7 +420,14 @@ func (c *conn) recvChannel(id int16) *chanState {
 		c.liveReceivers = min(c.liveReceivers+1, c.ep.liveCap)
 	}
 	if cs.g != -1 || cs.l != 0 {
-		cs.rcv.ReuseAt(cs.g, cs.l, cs.lAt, cs.lAtKnown)
+		switch cs.lAt {
+		case lAtAtG:
+			cs.rcv.ReuseAt(cs.g, cs.l, cs.g, true)
+		case lAtStart:
+			cs.rcv.ReuseAt(cs.g, cs.l, -1, true)
+		default:
+			cs.rcv.ReuseAt(cs.g, cs.l, 0, false)
+		}
 	} else {
 		cs.rcv.Reuse(cs.g, cs.l)
 	}

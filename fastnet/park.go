@@ -74,7 +74,7 @@ func (c *conn) receiverIdle(cs *chanState) {
 		x.rcvQueued = false
 		if x.rcv != nil && !x.inRecv && x.rcv.Idle() {
 			x.g, x.l = x.rcv.Position()
-			x.lAt, x.lAtKnown = x.rcv.LAt()
+			x.lAt = parkedLAt(x.rcv)
 			if len(c.spare) < spareReceivers {
 				c.spare = append(c.spare, x.rcv)
 			} else {
@@ -108,7 +108,7 @@ func (c *conn) takeIdleReceiver() *channel.Receiver {
 		if x.rcv != nil && !x.inRecv && x.rcv.Idle() {
 			r := x.rcv
 			x.g, x.l = r.Position()
-			x.lAt, x.lAtKnown = r.LAt()
+			x.lAt = parkedLAt(r)
 			x.rcv = nil
 			c.receivers--
 			return r
@@ -194,4 +194,27 @@ func (c *conn) shrinkSenders(now clock.Time) {
 	if len(kept) > 0 {
 		c.shrinkAt = now.Add(channel.GrowthRetention)
 	}
+}
+
+// Where a parked channel's packet with R = L was (chanState.lAt, N154).
+const (
+	lAtUnknown = iota
+	lAtAtG     // the packet at the ignore number
+	lAtStart   // none: no reliable packet was consumed, and L is 0
+)
+
+// parkedLAt returns what a parked channel keeps of where idle receiver
+// r's packet with R = L was.
+func parkedLAt(r *channel.Receiver) uint8 {
+	g, l := r.Position()
+	at, ok := r.LAt()
+	switch {
+	case !ok:
+		return lAtUnknown
+	case at == g:
+		return lAtAtG
+	case at == -1 && l == 0:
+		return lAtStart
+	}
+	return lAtUnknown
 }

@@ -7,7 +7,9 @@ package fastnet_test
 // blind forger must not achieve is harm with guesses that are wrong.
 
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -92,7 +94,13 @@ func drawForgedPacket(t *rapid.T, early, bundles bool) []byte {
 		case 0: // a whole message, which would be delivered at once if unblocked
 			chunk = coalesce.AppendMessage(nil, rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "fmsg"), reliable)
 		case 1: // a header announcing a long message
-			chunk = coalesce.AppendMessage(nil, make([]byte, rapid.IntRange(100, 60000).Draw(t, "flong")), reliable)
+			// Its payload is not zeros: a bundle whose lengths do not
+			// add up is read on from inside it, and zeros read as
+			// packets of channel 0 at sequence number 0 with R 0 or
+			// 1, a right guess for a channel that has received
+			// nothing yet (N154).
+			long := bytes.Repeat([]byte{0x5a}, rapid.IntRange(100, 60000).Draw(t, "flong"))
+			chunk = coalesce.AppendMessage(nil, long, reliable)
 			chunk = chunk[:min(len(chunk), rapid.IntRange(1, 200).Draw(t, "fcut"))]
 		default:
 			chunk = rapid.SliceOfN(rapid.Byte(), 0, 200).Draw(t, "fjunk")
@@ -213,6 +221,10 @@ func drawForgeCase(t *rapid.T) forgeCase {
 		Seed: rapid.Uint64().Draw(t, "seed"),
 		Cli:  cfg, Srv: cfg,
 		Up: link("up"), Down: link("down"),
+		// Default, or receivers parked whenever idle (N25): a parked
+		// channel keeps where L's packet was only if it was at its
+		// ignore number (N154).
+		LiveReceivers: rapid.SampledFrom([]int{0, 1}).Draw(t, "liveReceivers"),
 	}}
 	for range rapid.IntRange(0, 5).Draw(t, "atStart") {
 		c.atStart = append(c.atStart, drawForgery(t, true, !cfg.NoBundles))
@@ -230,8 +242,12 @@ func drawForgeCase(t *rapid.T) forgeCase {
 				size:     rapid.SampledFrom([]int{0, 5, 40, 300, 3000}).Draw(t, "size"),
 				n:        rapid.IntRange(1, 3).Draw(t, "n"),
 			}
-			// Channel 3 is unreliable only, channel 2 mixed.
-			o.reliable = o.channel < 2 || o.channel == 2 && rapid.Bool().Draw(t, "reliable")
+			// Channel 3 is unreliable only, channel 2 mixed; with
+			// receivers parked, reliable only: a parked mixed
+			// channel does not keep where L's packet was, and D26
+			// then ends the connection for any reliable packet
+			// behind its window with an R after L (N154).
+			o.reliable = o.channel < 2 || o.channel == 2 && (c.setup.LiveReceivers > 0 || rapid.Bool().Draw(t, "reliable"))
 			tk.sends = append(tk.sends, o)
 		}
 	}
@@ -432,4 +448,65 @@ func TestForgedBundleAnswerBeforeQuery(t *testing.T) {
 	if st := s.stats(srvSide); st.BundlesReceived == 0 {
 		t.Errorf("the server took no bundle")
 	}
+}
+
+// N154, N25: a channel whose receiver was parked keeps where its packet
+// with R = L was when that was its last packet, or when it never took a
+// reliable packet, so that a forged reliable packet behind its window
+// with an R no sender reached is dropped after the receiver is revived,
+// as before it was parked: on a reliable channel, on an unreliable one.
+func TestForgedBehindWindowOfParkedChannel(t *testing.T) {
+	for _, reliable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reliable=%v", reliable), func(t *testing.T) {
+			cfg := fixedMTU(200)
+			link := fastnettest.Link{Delay: 10 * time.Millisecond}
+			s := newSim(t, simSetup{Cli: cfg, Srv: cfg, Up: link, Down: link, LiveReceivers: 1})
+			s.connect(5 * time.Second)
+			// Channels 1 and 2 in turn: each parks while the other
+			// is used.
+			for i := range 20 {
+				s.send(cliSide, 1+i%2, payload(uint32(i+1), 10), reliable)
+				s.run(20 * time.Millisecond)
+			}
+			s.runUntil(s.settled, time.Minute)
+			msg := coalesce.AppendMessage(nil, []byte("forged"), true)
+			// R values no sender reaches at those places: more
+			// reliable packets after L's than places (N154).
+			for _, seq := range []int32{2, 5} {
+				for _, rel := range []int32{40, 2000000} {
+					s.net.Inject(cliAddr, srvAddr, dataPacket(1, true, true, seq, rel, msg))
+					s.run(20 * time.Millisecond)
+				}
+			}
+			for i := range 4 {
+				s.send(cliSide, 1+i%2, payload(uint32(100+i), 10), true)
+				s.run(20 * time.Millisecond)
+			}
+			s.runUntil(s.settled, time.Minute)
+			s.checkIntact(t)
+		})
+	}
+}
+
+// N154: a datagram of zeros is an unreliable packet of channel 0 at
+// sequence number 0, R 0, that starts no message. On a channel that has
+// received nothing yet it was taken for the rest of a message whose start
+// was gone and discarded, the window moved past sequence number 0, and
+// the channel's real first packet, reliable, then ended the connection
+// (D26). A channel's first packet starts a message: it is dropped.
+func TestZerosBeforeFirstPacket(t *testing.T) {
+	cfg := fixedMTU(200)
+	link := fastnettest.Link{Delay: 10 * time.Millisecond}
+	s := newSim(t, simSetup{Cli: cfg, Srv: cfg, Up: link, Down: link})
+	s.connect(5 * time.Second)
+	for _, n := range []int{9, 40, 120} {
+		s.net.Inject(cliAddr, srvAddr, make([]byte, n))
+	}
+	s.run(50 * time.Millisecond)
+	for i := range 5 {
+		s.send(cliSide, 0, payload(uint32(i+1), 10), true)
+		s.run(20 * time.Millisecond)
+	}
+	s.runUntil(s.settled, time.Minute)
+	s.checkIntact(t)
 }
