@@ -457,7 +457,23 @@ func TestReceiverMatchesModel(t *testing.T) {
 // through HandleTake, as the engine does, and must return the same results,
 // deliver the same messages and end in the same state (twinDiff).
 func TestReceiverProperties(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapid.Check(t, func(t *rapid.T) { receiverProperties(t, false) })
+}
+
+// TestReceiverPropertiesAcrossWrap is TestReceiverProperties for a channel
+// that has carried packets already: its sequence numbers and R start just
+// before the wrap (D5) or just before 0, where a channel that has taken
+// nothing would be (G -1, L 0), and its receiver continues there as a
+// parked channel's does (Reuse, or ReuseAt with the packet with R = L at
+// the ignore number).
+func TestReceiverPropertiesAcrossWrap(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) { receiverProperties(t, true) })
+}
+
+// receiverProperties is the body of TestReceiverProperties; with wrap set,
+// the channel starts at sequence numbers and an R drawn near the wrap.
+func receiverProperties(t *rapid.T, wrap bool) {
+	{
 		budget := &Budget{Limit: rapid.IntRange(4000, 10000).Draw(t, "budget")}
 		cfg := ReceiverConfig{
 			Window:     rapid.IntRange(64, 400).Draw(t, "window"),
@@ -475,6 +491,22 @@ func TestReceiverProperties(t *testing.T) {
 		twin := NewReceiver(twinCfg)
 		var took []Message // what twin's HandleTake returned, not yet compared
 		s := NewSender(0)
+		if wrap {
+			near := func(label string) Seq {
+				base := rapid.SampledFrom([]Seq{0, MinSeq}).Draw(t, label+"Base")
+				return base.Add(-rapid.IntRange(0, 40).Draw(t, label))
+			}
+			seq0, rel0 := near("seq"), near("rel")
+			g0 := seq0.Prev()
+			s.Reuse(0, seq0, rel0)
+			if rapid.Bool().Draw(t, "lAtKnown") {
+				r.ReuseAt(g0, rel0, g0, true)
+				twin.ReuseAt(g0, rel0, g0, true)
+			} else {
+				r.Reuse(g0, rel0)
+				twin.Reuse(g0, rel0)
+			}
+		}
 		mtu := rapid.IntRange(8, 60).Draw(t, "mtu")
 		// With unlimited set, the sender does not hold back: the receiver
 		// alone must keep the channel from deadlocking (roomForFront).
@@ -554,6 +586,9 @@ func TestReceiverProperties(t *testing.T) {
 			}
 			if res == Rejected || r.Err() != nil {
 				t.Fatalf("honest traffic broke the receiver: %v", r.Err())
+			}
+			if res == Corrupt {
+				t.Fatalf("honest packet %+v dropped as one no sender makes (G %d L %d)", p.h, r.g, r.l)
 			}
 			deliverAll(t)
 		}
@@ -682,7 +717,7 @@ func TestReceiverProperties(t *testing.T) {
 		if errors.Is(r.Err(), ErrProtocol) {
 			t.Fatal(r.Err())
 		}
-	})
+	}
 }
 
 // TestModelWitnessTies replays what a rapid seed found (D27): unreliable
