@@ -1,10 +1,13 @@
 package channel
 
 import (
+	"crypto/md5"
 	"runtime"
 	"slices"
 	"testing"
 	"unsafe"
+
+	"github.com/fastnet-engine/fastnet/coalesce"
 )
 
 // TestMaxHolders checks Budget.MaxHolders (D22, D23, N25): once that many
@@ -229,5 +232,64 @@ func TestRingHysteresisAllocs(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 128 {
 		t.Errorf("%d bytes allocated per hostile datagram, want at most 128", per)
+	}
+}
+
+// TestReuseLearnsLAt: a receiver continuing a channel whose packet with
+// R = L it does not know (Reuse, or ReuseAt unknown, as a parked mixed
+// channel's) learns it from the next reliable packet it consumes, however
+// it consumes it: a message in several packets (process), one whole in its
+// packet (fast), or a run of them (TakeWhole). After that, a reliable
+// packet behind the window whose R lies further after L than its sequence
+// number lies after that packet, which no sender makes, is dropped and
+// not acked, as on a channel that never gave up its receiver, instead of
+// ending the connection (D26, N154).
+func TestReuseLearnsLAt(t *testing.T) {
+	big := payload(7, coalesce.ShortChecksumMax+20) // an MD5 checksum, as TakeWhole takes
+	for _, how := range []string{"several packets", "whole", "TakeWhole"} {
+		t.Run(how, func(t *testing.T) {
+			p := newPair(t, ReceiverConfig{MaxMessage: 1000})
+			p.mtu = 1200
+			const g, l = Seq(99), Seq(5)
+			if !p.r.ReuseAt(g, l, 0, false) || !p.s.Reuse(0, g.Next(), l) {
+				t.Fatal("Reuse refused")
+			}
+			var last Header
+			switch how {
+			case "several packets":
+				p.mtu = 10
+				pk := p.send([]byte("a message in several packets"), true)
+				p.handle(Accepted, pk...)
+				p.wantPoll(how, msgOf(true, []byte("a message in several packets")))
+				last = pk[len(pk)-1].h
+			case "whole":
+				pk := p.send(big, true)
+				p.handle(Accepted, pk...)
+				p.wantPoll(how, msgOf(true, big))
+				last = pk[0].h
+			case "TakeWhole":
+				pk := p.send(big, true)
+				hdr, ok := twWhole(pk[0].chunk)
+				if !ok {
+					t.Fatal("not whole")
+				}
+				var buf []byte
+				ws := []Whole{twPut(&buf, pk[0].h, hdr, pk[0].chunk)}
+				digests := [][coalesce.MD5Len]byte{md5.Sum(big)}
+				if n := p.r.TakeWhole(buf, ws, digests); n != 1 {
+					t.Fatalf("TakeWhole took %d", n)
+				}
+				last = pk[0].h
+			}
+			if at, ok := p.r.LAt(); !ok || at != last.Seq {
+				t.Errorf("LAt = %d, %v after consuming the reliable packet at %d, want it known", at, ok, last.Seq)
+			}
+			// R two after L at L's own packet: behind the window, no
+			// sender makes it.
+			p.handle(Corrupt, raw(true, true, last.Seq, last.Rel.Add(2), coalesce.AppendMessage(nil, []byte("x"), true)))
+			if err := p.r.Err(); err != nil {
+				t.Errorf("Err = %v, want none: the packet is dropped", err)
+			}
+		})
 	}
 }

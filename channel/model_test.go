@@ -349,9 +349,9 @@ func TestReceiverMatchesModel(t *testing.T) {
 			if diff := cmp.Diff(m.out, got); diff != "" {
 				t.Fatalf("delivered (-model +receiver):\n%s", diff)
 			}
-			if r.Drops() != m.drops || r.Err() != m.err || r.g != m.g || r.l != m.l {
-				t.Fatalf("receiver: drops %+v err %v G %d L %d; model: drops %+v err %v G %d L %d",
-					r.Drops(), r.Err(), r.g, r.l, m.drops, m.err, m.g, m.l)
+			if r.Drops() != m.drops || r.Err() != m.err || r.g != m.g || r.l != m.l || r.lAt != m.lAt || !r.lAtKnown {
+				t.Fatalf("receiver: drops %+v err %v G %d L %d at %d (known %v); model: drops %+v err %v G %d L %d at %d",
+					r.Drops(), r.Err(), r.g, r.l, r.lAt, r.lAtKnown, m.drops, m.err, m.g, m.l, m.lAt)
 			}
 			if r.NextDeadline() != m.deadline {
 				t.Fatalf("NextDeadline %v, model %v", r.NextDeadline(), m.deadline)

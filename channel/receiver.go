@@ -240,7 +240,8 @@ type Receiver struct {
 	// lAt is the sequence number of that packet (the ignore number when
 	// none was consumed yet), if lAtKnown: an unconsumed reliable packet
 	// of the sender's lies after it, at least as many places after it as
-	// its R lies after L (D26). A reused receiver does not know it.
+	// its R lies after L (D26). A reused receiver may not know it, until
+	// it consumes a reliable packet.
 	lAt      Seq
 	lAtKnown bool
 
@@ -911,7 +912,7 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 	// once for the messages taken since the last change (took): nothing
 	// reads it in between but the memory test of a message larger than
 	// the room, before which it is brought up to date.
-	g, l, lAt, n := r.g, r.l, r.lAt, 0
+	g, l, lAt, known, n := r.g, r.l, r.lAt, r.lAtKnown, 0
 	// The window and the message's length are tested each in one
 	// comparison, unsigned, of the distance less 1 with the window (from
 	// 1 to SeqSpace/2-1, NewReceiver makes sure) and of the length less
@@ -947,8 +948,8 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 			break
 		}
 		if hdr.Len > room {
-			r.took(g, l, lAt, n)
-			g, l, lAt, n = r.g, r.l, r.lAt, 0
+			r.took(g, l, lAt, known, n)
+			g, l, lAt, known, n = r.g, r.l, r.lAt, r.lAtKnown, 0
 			if !r.mayTake(hdr.Len) {
 				// Refused for memory: HandleTake, given it next,
 				// refuses it alike (the ring released stays released).
@@ -959,24 +960,24 @@ func (r *Receiver) TakeWhole(b []byte, ws []Whole, digests [][coalesce.MD5Len]by
 		// (g.Add(Distance(g, h.Seq)) is h.Seq), L to a reliable one's R.
 		g = h.Seq
 		if h.Reliable {
-			l, lAt = h.Rel, h.Seq
+			l, lAt, known = h.Rel, h.Seq, true
 		}
 		n++
 	}
-	r.took(g, l, lAt, n)
+	r.took(g, l, lAt, known, n)
 	return i
 }
 
 // took records that TakeWhole took n more messages at once, as fastFits
 // would have after each: the ignore number is then g, L is l (of the
-// packet at lAt), the ring
+// packet at lAt, if known), the ring
 // paid n packets of its debt (N39), and, holding nothing, returns to its
 // base arrays once its debt is paid.
-func (r *Receiver) took(g, l, lAt Seq, n int) {
+func (r *Receiver) took(g, l, lAt Seq, known bool, n int) {
 	if n == 0 {
 		return
 	}
-	r.g, r.l, r.lAt = g, l, lAt
+	r.g, r.l, r.lAt, r.lAtKnown = g, l, lAt, known
 	r.cmg.valid = false
 	r.q.debt = max(r.q.debt-n, 0)
 	r.q.shrink()
@@ -1020,7 +1021,7 @@ func (r *Receiver) deliver(m Message) {
 func (r *Receiver) consumed(k int, reliable bool, lastRel Seq) {
 	r.g = r.g.Add(k)
 	if reliable {
-		r.l, r.lAt = lastRel, r.g
+		r.l, r.lAt, r.lAtKnown = lastRel, r.g, true
 	}
 	r.cmg.valid = false
 	if r.queued == 0 {

@@ -15,7 +15,8 @@ import (
 // taken are accounted for. It returns "" if they are the same.
 func twinDiff(a, b *Receiver) string {
 	type st struct {
-		G, L                                      Seq
+		G, L, LAt                                 Seq
+		LAtKnown                                  bool
 		Queued, Bufs, UnrelN, UnrelBufs, MaxChunk int
 		ReadyLen, ReadyBytes, Charge              int
 		Deadline                                  int64
@@ -32,7 +33,7 @@ func twinDiff(a, b *Receiver) string {
 		Bytes                                     int
 	}
 	get := func(r *Receiver) st {
-		s := st{G: r.g, L: r.l, Queued: r.queued, Bufs: r.bufs, UnrelN: r.unrelN, UnrelBufs: r.unrelBufs, MaxChunk: r.maxChunk,
+		s := st{G: r.g, L: r.l, LAt: r.lAt, LAtKnown: r.lAtKnown, Queued: r.queued, Bufs: r.bufs, UnrelN: r.unrelN, UnrelBufs: r.unrelBufs, MaxChunk: r.maxChunk,
 			ReadyLen: r.ready.Len(), ReadyBytes: r.readyBytes, Charge: r.charge, Deadline: int64(r.deadline), Err: r.err,
 			Drops: r.drops, Reported: r.reported, Holding: r.holding, Grant: r.grant, GrantBufs: r.grantBufs, GrantCap: r.grantCap,
 			GrantLen: r.grantLen, GrantSeq: r.grantSeq, GrantRel: r.grantRel, Evidence: r.evidence, EvidenceN: r.evidenceN,

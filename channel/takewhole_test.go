@@ -249,7 +249,8 @@ func (g *twGen) draw(t *rapid.T, a *Receiver, batch []twPkt) []twPkt {
 
 // twView is what can be observed of a receiver and its budget.
 type twView struct {
-	G, L                          Seq
+	G, L, LAt                     Seq
+	LAtKnown                      bool
 	Bytes                         int
 	Drops                         Drops
 	Err                           error
@@ -259,7 +260,7 @@ type twView struct {
 }
 
 func twViewOf(r *Receiver) twView {
-	v := twView{G: r.g, L: r.l, Bytes: r.Bytes(), Drops: r.Drops(), Err: r.Err(),
+	v := twView{G: r.g, L: r.l, LAt: r.lAt, LAtKnown: r.lAtKnown, Bytes: r.Bytes(), Drops: r.Drops(), Err: r.Err(),
 		Settled: r.Settled(), Idle: r.Idle(), Dropped: r.Dropped(), Deadline: r.NextDeadline()}
 	if b := r.budget; b != nil {
 		v.Used, v.Granted, v.Holders, v.Freed = b.Used, b.Granted(), b.Holders(), b.Free()

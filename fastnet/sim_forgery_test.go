@@ -510,3 +510,36 @@ func TestZerosBeforeFirstPacket(t *testing.T) {
 	s.runUntil(s.settled, time.Minute)
 	s.checkIntact(t)
 }
+
+// N154: a mixed channel parked after an unreliable message does not know
+// where its packet with R = L was; once revived, the next reliable message
+// it takes tells it, and it keeps that when it parks again. A forged
+// reliable packet behind its window with an R no sender reaches there is
+// then dropped, as on a channel that never parked, instead of ending the
+// connection.
+func TestForgedBehindWindowAfterParkedUnknown(t *testing.T) {
+	cfg := fixedMTU(200)
+	link := fastnettest.Link{Delay: 10 * time.Millisecond}
+	s := newSim(t, simSetup{Cli: cfg, Srv: cfg, Up: link, Down: link, LiveReceivers: 1})
+	s.connect(5 * time.Second)
+	// Channel 1 takes a reliable message, an unreliable one (it parks
+	// not knowing where its packet with R = L was), then two reliable
+	// ones; channel 2 in between, so that channel 1 parks each time.
+	for i, rel := range []bool{true, false, true, true} {
+		s.send(cliSide, 1, payload(uint32(2*i+1), 10), rel)
+		s.run(20 * time.Millisecond)
+		s.send(cliSide, 2, payload(uint32(2*i+2), 10), true)
+		s.run(20 * time.Millisecond)
+	}
+	s.runUntil(s.settled, time.Minute)
+	// Channel 1's packets are 0 to 3, the last reliable with R 3: R 40
+	// at sequence number 2 no sender makes.
+	s.net.Inject(cliAddr, srvAddr, dataPacket(1, true, true, 2, 40, coalesce.AppendMessage(nil, []byte("forged"), true)))
+	s.run(20 * time.Millisecond)
+	for i := range 4 {
+		s.send(cliSide, 1+i%2, payload(uint32(100+i), 10), true)
+		s.run(20 * time.Millisecond)
+	}
+	s.runUntil(s.settled, time.Minute)
+	s.checkIntact(t)
+}
