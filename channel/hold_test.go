@@ -2,6 +2,7 @@ package channel
 
 import (
 	"crypto/md5"
+	"errors"
 	"runtime"
 	"slices"
 	"testing"
@@ -291,5 +292,28 @@ func TestReuseLearnsLAt(t *testing.T) {
 				t.Errorf("Err = %v, want none: the packet is dropped", err)
 			}
 		})
+	}
+}
+
+// TestReuseDoesNotKnowLAt: a receiver continued by Reuse past a channel's
+// start does not know where the packet with R = L was, so a reliable
+// packet behind its window with R after L ends the channel loudly (D26),
+// as before N154; at the start (G -1, L 0) it knows: before the first
+// packet.
+func TestReuseDoesNotKnowLAt(t *testing.T) {
+	r := NewReceiver(ReceiverConfig{})
+	if !r.Reuse(99, 5) {
+		t.Fatal("Reuse refused")
+	}
+	if _, ok := r.LAt(); ok {
+		t.Error("LAt known after Reuse past the start")
+	}
+	if res := r.Handle(t0, Header{Reliable: true, Start: true, Seq: 99, Rel: 7}, coalesce.AppendMessage(nil, []byte("x"), true)); res != Rejected || !errors.Is(r.Err(), ErrPassedReliable) {
+		t.Errorf("Handle = %v, Err %v; want Rejected, ErrPassedReliable", res, r.Err())
+	}
+	r2 := NewReceiver(ReceiverConfig{})
+	r2.Reuse(-1, 0)
+	if at, ok := r2.LAt(); !ok || at != -1 {
+		t.Errorf("LAt = %d, %v after Reuse at the start, want -1, true", at, ok)
 	}
 }
