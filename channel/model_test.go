@@ -19,7 +19,8 @@ import (
 // where the real receiver's limits are never reached.
 type naiveReceiver struct {
 	g, l     Seq
-	lAt      Seq // the sequence number of the packet with R = L (D26, N154)
+	lAt      Seq  // the sequence number of the packet with R = L (D26, N154)
+	fresh    bool // nothing taken yet: the next packet is the channel's first (N154)
 	q        map[Seq]naivePacket
 	window   int
 	maxMsg   int
@@ -48,7 +49,7 @@ type naivePacket struct {
 }
 
 func newNaive(cfg ReceiverConfig) *naiveReceiver {
-	return &naiveReceiver{g: -1, lAt: -1, q: map[Seq]naivePacket{}, window: cfg.Window, maxMsg: cfg.MaxMessage, maxBytes: cfg.MaxBytes, mci: cfg.MCI}
+	return &naiveReceiver{g: -1, lAt: -1, fresh: true, q: map[Seq]naivePacket{}, window: cfg.Window, maxMsg: cfg.MaxMessage, maxBytes: cfg.MaxBytes, mci: cfg.MCI}
 }
 
 func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
@@ -149,8 +150,9 @@ func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
 			}
 		}
 		m.g = m.g.Add(lo - 1)
+		m.fresh = false
 	}
-	if !h.Start && m.g == -1 && m.l == 0 && h.Seq == 0 {
+	if !h.Start && m.fresh && h.Seq == 0 {
 		// A channel's first packet starts its first message (N154).
 		m.drops.Malformed++
 		return Corrupt
@@ -207,6 +209,7 @@ func (m *naiveReceiver) process(now clock.Time) {
 				if dist > 1 && nd == m.l {
 					// Slide the window up to the unblocked head.
 					m.g = head.Prev()
+					m.fresh = false
 					dist = 1
 					k--
 					continue
@@ -294,6 +297,7 @@ func (m *naiveReceiver) consume(grp []naivePacket, delivered bool) {
 	}
 	last := grp[len(grp)-1].h
 	m.g = last.Seq
+	m.fresh = false
 	if delivered && last.Reliable {
 		m.l, m.lAt = last.Rel, last.Seq
 	}

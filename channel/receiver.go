@@ -244,6 +244,10 @@ type Receiver struct {
 	// it consumes a reliable packet.
 	lAt      Seq
 	lAtKnown bool
+	// fresh: the channel has taken nothing, its ignore number never moved
+	// (a new receiver, or Reuse at a channel's start), so that its next
+	// packet is its first, which starts a message (N154).
+	fresh bool
 
 	q         seqRing
 	queued    int // packets in q
@@ -335,7 +339,7 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 	if cfg.SkipEvidenceTime <= 0 {
 		cfg.SkipEvidenceTime = DefaultSkipEvidenceTime
 	}
-	r := &Receiver{cfg: cfg, budget: cfg.Budget, g: -1, l: 0, lAt: -1, lAtKnown: true}
+	r := &Receiver{cfg: cfg, budget: cfg.Budget, g: -1, l: 0, lAt: -1, lAtKnown: true, fresh: true}
 	// Free chunk buffers are kept so that steady-state reassembly
 	// allocates nothing: by the root of the Budget, within its room
 	// (Budget), or up to the memory the queue may use.
@@ -685,7 +689,7 @@ func (r *Receiver) handle(now clock.Time, h Header, chunk []byte, take bool) (Re
 		r.skip(lo - 1)
 		d -= lo - 1
 	}
-	if !h.Start && d == 1 && r.g == -1 && r.l == 0 {
+	if !h.Start && d == 1 && r.fresh {
 		// A channel's first packet (sequence number 0, D5) starts its
 		// first message. One that does not, a datagram of zeros among
 		// them (channel 0, sequence number 0, R 0, unreliable), would
@@ -978,6 +982,7 @@ func (r *Receiver) took(g, l, lAt Seq, known bool, n int) {
 		return
 	}
 	r.g, r.l, r.lAt, r.lAtKnown = g, l, lAt, known
+	r.fresh = false
 	r.cmg.valid = false
 	r.q.debt = max(r.q.debt-n, 0)
 	r.q.shrink()
@@ -1020,6 +1025,7 @@ func (r *Receiver) deliver(m Message) {
 // to its last R (D11).
 func (r *Receiver) consumed(k int, reliable bool, lastRel Seq) {
 	r.g = r.g.Add(k)
+	r.fresh = false
 	if reliable {
 		r.l, r.lAt, r.lAtKnown = lastRel, r.g, true
 	}
@@ -1270,6 +1276,7 @@ func (r *Receiver) ReuseAt(g, l, lAt Seq, known bool) bool {
 		return false
 	}
 	r.lAt, r.lAtKnown = lAt, known
+	r.fresh = false // a channel that was used
 	return true
 }
 
@@ -1286,6 +1293,7 @@ func (r *Receiver) Reuse(g, l Seq) bool {
 	// A channel that never consumed anything starts where a new
 	// receiver does; of any other, ReuseAt says where L's packet was.
 	r.lAt, r.lAtKnown = g, g == -1 && l == 0
+	r.fresh = g == -1 && l == 0
 	r.evidenceN = 0
 	r.drops, r.reported = Drops{}, Drops{}
 	r.cmg = cmgState{}
