@@ -790,30 +790,25 @@ func (e *Endpoint) HandleDatagrams(now clock.Time, ds []Incoming) {
 	}
 }
 
+// handleIncoming is HandleDatagram for d, with its local address in
+// e.rxLocal, and its sender in e.rxFrom, while it is handled: what the
+// endpoint queues later, at a timer, is not an answer to it.
+func (e *Endpoint) handleIncoming(now clock.Time, d *Incoming) {
+	if !d.Local.IsValid() {
+		e.HandleDatagram(now, d.From, d.Data)
+		return
+	}
+	e.rxLocal, e.rxFrom = d.Local, d.From
+	e.HandleDatagram(now, d.From, d.Data)
+	e.rxLocal, e.rxFrom = netip.Addr{}, netip.AddrPort{}
+}
+
 // HandleDatagram feeds the endpoint one datagram (on a Stream transport, one
 // deframed packet) that arrived from addr at now. It does not keep b. Bad
 // input is dropped and counted, never returned as an error (D23). Its
 // local address is not known; HandleDatagrams takes it with each
 // datagram (Incoming.Local).
 func (e *Endpoint) HandleDatagram(now clock.Time, from netip.AddrPort, b []byte) {
-	e.handleDatagram(now, from, b)
-}
-
-// handleIncoming is HandleDatagram for d, with its local address.
-func (e *Endpoint) handleIncoming(now clock.Time, d *Incoming) {
-	if !d.Local.IsValid() {
-		e.handleDatagram(now, d.From, d.Data)
-		return
-	}
-	e.rxLocal, e.rxFrom = d.Local, d.From
-	e.handleDatagram(now, d.From, d.Data)
-	e.rxLocal, e.rxFrom = netip.Addr{}, netip.AddrPort{}
-}
-
-// handleDatagram is HandleDatagram, the datagram's local address in
-// e.rxLocal, which its caller clears once the datagram is handled: what
-// the endpoint queues later, at a timer, is not an answer to it.
-func (e *Endpoint) handleDatagram(now clock.Time, from netip.AddrPort, b []byte) {
 	e.at(now)
 	if e.lent.Len() > 0 {
 		e.giveBack()
