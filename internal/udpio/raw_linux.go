@@ -220,10 +220,7 @@ func (s *rawSocket) read(m *Message) (waited bool, err error) {
 // control returns what a read's control messages oob say: the segment
 // size, and the local address if the socket reports local addresses.
 func (s *rawSocket) control(oob []byte) (seg int, local netip.Addr) {
-	if !s.local {
-		return groSegment(oob), netip.Addr{}
-	}
-	return control(oob)
+	return readControl(oob, s.local)
 }
 
 // from returns the sender of the last read, unmapped.

@@ -634,7 +634,13 @@ func (c *Conn) putLocal(b []byte, a netip.Addr) int {
 // control returns what a read's control messages oob say: the segment
 // size, and the local address if the Conn reports local addresses.
 func (c *Conn) control(oob []byte) (seg int, local netip.Addr) {
-	if !c.local {
+	return readControl(oob, c.local)
+}
+
+// readControl returns the segment size that a read's control messages oob
+// give, and, if local is set, the local address they give.
+func readControl(oob []byte, local bool) (int, netip.Addr) {
+	if !local {
 		return groSegment(oob), netip.Addr{}
 	}
 	return control(oob)
