@@ -173,10 +173,109 @@ func (m *naiveReceiver) handle(now clock.Time, h Header, chunk []byte) Result {
 		if p.h.Reliable {
 			return Duplicate
 		}
+		delete(m.q, h.Seq) // a reliable packet takes its place
+	}
+	if !m.agrees(now, h) {
+		if m.err != nil {
+			return Rejected
+		}
+		m.drops.Malformed++
+		return Corrupt
 	}
 	m.q[h.Seq] = naivePacket{h: h, data: slices.Clone(chunk), at: now}
 	m.process(now)
 	return Accepted
+}
+
+// naiveFollows reports whether packet b can follow packet a from one
+// sender (N155): b waits for at least a's R, and for at most one more for
+// each place between them.
+func naiveFollows(a, b Header) bool {
+	nb := b.Rel
+	if b.Reliable {
+		nb = nb.Prev()
+	}
+	return Distance(a.Rel, nb) <= Distance(a.Seq, b.Seq)-1
+}
+
+// agrees is the check of N155 on the packets queued before and after h,
+// nearest first: a reliable packet removes the unreliable ones it does not
+// follow or precede, and fails the channel at a reliable one; an unreliable one
+// disagreeing with its neighbour on one side only, unreliable, is dropped
+// with it, and otherwise alone.
+func (m *naiveReceiver) agrees(now clock.Time, h Header) bool {
+	d := Distance(m.g, h.Seq)
+	var before, after []Header
+	for s, p := range m.q {
+		if Distance(m.g, s) < d {
+			before = append(before, p.h)
+		} else {
+			after = append(after, p.h)
+		}
+	}
+	slices.SortFunc(before, func(x, y Header) int { return Distance(m.g, y.Seq) - Distance(m.g, x.Seq) })
+	slices.SortFunc(after, func(x, y Header) int { return Distance(m.g, x.Seq) - Distance(m.g, y.Seq) })
+	if !h.Reliable {
+		pBad := len(before) > 0 && !naiveFollows(before[0], h)
+		nBad := len(after) > 0 && !naiveFollows(h, after[0])
+		var other Header
+		switch {
+		case !pBad && !nBad:
+			return true
+		case pBad && !nBad:
+			other = before[0]
+		case nBad && !pBad:
+			other = after[0]
+		default:
+			return false
+		}
+		if !other.Reliable {
+			delete(m.q, other.Seq)
+			m.drops.Malformed++
+			m.process(now)
+		}
+		return false
+	}
+	for _, side := range []struct {
+		pkts   []Header
+		agrees func(p Header) bool
+	}{
+		{before, func(p Header) bool { return naiveFollows(p, h) }},
+		{after, func(p Header) bool { return naiveFollows(h, p) }},
+	} {
+		for _, p := range side.pkts {
+			if side.agrees(p) {
+				break
+			}
+			if p.Reliable {
+				m.err = ErrReliableSeq
+				clear(m.q)
+				return false
+			}
+			delete(m.q, p.Seq)
+			m.drops.Malformed++
+		}
+	}
+	return true
+}
+
+// agreeing reports whether every two queued packets could come from one
+// sender (naiveFollows), and each after the ignore number at L: what
+// checking an arriving packet against its nearest neighbours alone keeps
+// (N155).
+func (m *naiveReceiver) agreeing() bool {
+	anchor := Header{Seq: m.g, Rel: m.l}
+	for _, a := range m.q {
+		if !naiveFollows(anchor, a.h) {
+			return false
+		}
+		for _, b := range m.q {
+			if Distance(m.g, a.h.Seq) < Distance(m.g, b.h.Seq) && !naiveFollows(a.h, b.h) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (m *naiveReceiver) process(now clock.Time) {
@@ -350,6 +449,9 @@ func TestReceiverMatchesModel(t *testing.T) {
 				t.Fatalf("model twin state differs:%s", d)
 			}
 			m.process(now)
+			if !m.agreeing() {
+				t.Fatalf("queued packets disagree (N155): G %d L %d", m.g, m.l)
+			}
 			if diff := cmp.Diff(m.out, got); diff != "" {
 				t.Fatalf("delivered (-model +receiver):\n%s", diff)
 			}
@@ -378,6 +480,9 @@ func TestReceiverMatchesModel(t *testing.T) {
 			}
 			if want := m.handle(now, p.h, p.chunk); res != want {
 				t.Fatalf("Handle(%+v, %d bytes) = %v, model %v", p.h, len(p.chunk), res, want)
+			}
+			if !m.agreeing() {
+				t.Fatalf("queued packets disagree (N155): G %d L %d", m.g, m.l)
 			}
 			if p.h.Reliable && res.Ack() {
 				s.HandleAck(p.h.Seq)
@@ -461,7 +566,7 @@ func TestReceiverMatchesModel(t *testing.T) {
 // through HandleTake, as the engine does, and must return the same results,
 // deliver the same messages and end in the same state (twinDiff).
 func TestReceiverProperties(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) { receiverProperties(t, false) })
+	rapid.Check(t, func(t *rapid.T) { receiverProperties(t, false, false) })
 }
 
 // TestReceiverPropertiesAcrossWrap is TestReceiverProperties for a channel
@@ -471,12 +576,24 @@ func TestReceiverProperties(t *testing.T) {
 // parked channel's does (Reuse, or ReuseAt with the packet with R = L at
 // the ignore number).
 func TestReceiverPropertiesAcrossWrap(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) { receiverProperties(t, true) })
+	rapid.Check(t, func(t *rapid.T) { receiverProperties(t, true, false) })
+}
+
+// TestReceiverPropertiesForged is TestReceiverProperties with a forger
+// beside the sender: unreliable packets at the places of packets the
+// sender sent, each waiting for more reliable packets than the sender's
+// there (a wrong guess of its R that the window and L alone cannot tell,
+// N154). Every reliable message still arrives, in order, no forged one is
+// delivered, no reliable packet of the sender's is dropped, and nothing
+// waits behind a forged packet: what stays queued at the end waits for
+// reliable packets that never come (N155, D23, D26).
+func TestReceiverPropertiesForged(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) { receiverProperties(t, rapid.Bool().Draw(t, "wrap"), true) })
 }
 
 // receiverProperties is the body of TestReceiverProperties; with wrap set,
 // the channel starts at sequence numbers and an R drawn near the wrap.
-func receiverProperties(t *rapid.T, wrap bool) {
+func receiverProperties(t *rapid.T, wrap, forge bool) {
 	{
 		budget := &Budget{Limit: rapid.IntRange(4000, 10000).Draw(t, "budget")}
 		cfg := ReceiverConfig{
@@ -516,7 +633,8 @@ func receiverProperties(t *rapid.T, wrap bool) {
 		// alone must keep the channel from deadlocking (roomForFront).
 		unlimited := rapid.Bool().Draw(t, "unlimited")
 		var nw net
-		var sent [][]byte // message i's payload
+		var sentHdrs []Header // the headers of the packets sent, for the forger
+		var sent [][]byte     // message i's payload
 		var reliable []bool
 		next := 0    // index of the next delivered message must be >= next
 		nextRel := 0 // every reliable message before this one was delivered
@@ -573,10 +691,12 @@ func receiverProperties(t *rapid.T, wrap bool) {
 				return false
 			}
 			b, _ := s.AppendNew(nil, now, mtu)
-			nw.pkts = append(nw.pkts, parsePacket(t, b))
+			p := parsePacket(t, b)
+			nw.pkts = append(nw.pkts, p)
+			sentHdrs = append(sentHdrs, p.h)
 			return true
 		}
-		handle := func(t *rapid.T, p packet) {
+		handle := func(t *rapid.T, p packet, forged bool) {
 			res := r.Handle(now, p.h, p.chunk)
 			tres, tm, ok := twin.HandleTake(now, p.h, p.chunk)
 			if tres != res {
@@ -591,7 +711,9 @@ func receiverProperties(t *rapid.T, wrap bool) {
 			if res == Rejected || r.Err() != nil {
 				t.Fatalf("honest traffic broke the receiver: %v", r.Err())
 			}
-			if res == Corrupt {
+			// Beside a forger, an honest unreliable packet may meet a
+			// forged one and be dropped with it (N155).
+			if res == Corrupt && !forged && (!forge || p.h.Reliable) {
 				t.Fatalf("honest packet %+v dropped as one no sender makes (G %d L %d)", p.h, r.g, r.l)
 			}
 			deliverAll(t)
@@ -615,7 +737,7 @@ func receiverProperties(t *rapid.T, wrap bool) {
 				t.Fatalf("twin at %d %d, receiver at %d %d", tg, tl, g, l)
 			}
 		}
-		t.Repeat(map[string]func(*rapid.T){
+		actions := map[string]func(*rapid.T){
 			"queue": func(t *rapid.T) {
 				id := len(sent)
 				n := rapid.IntRange(4, cfg.MaxMessage).Draw(t, "len")
@@ -642,7 +764,7 @@ func receiverProperties(t *rapid.T, wrap bool) {
 				if len(nw.pkts) == 0 {
 					t.Skip()
 				}
-				handle(t, nw.take(t, rapid.IntRange(0, 7).Draw(t, "dup") == 0))
+				handle(t, nw.take(t, rapid.IntRange(0, 7).Draw(t, "dup") == 0), false)
 			},
 			"lose": func(t *rapid.T) {
 				if len(nw.pkts) == 0 {
@@ -655,14 +777,30 @@ func receiverProperties(t *rapid.T, wrap bool) {
 				deliverAll(t)
 			},
 			"": invariants,
-		})
+		}
+		if forge {
+			actions["forge"] = func(t *rapid.T) {
+				if len(sentHdrs) == 0 {
+					t.Skip()
+				}
+				at := sentHdrs[rapid.IntRange(0, len(sentHdrs)-1).Draw(t, "at")]
+				rel := at.Rel.Add(rapid.IntRange(1, 3).Draw(t, "more"))
+				if !at.Reliable {
+					rel = rel.Add(1)
+				}
+				// A message no sender sent: its id is out of range.
+				msg := coalesce.AppendMessage(nil, []byte{0xff, 0xff, 0xff, 0xff, 'f'}, false)
+				handle(t, packet{h: Header{Seq: at.Seq, Rel: rel, Start: rapid.Bool().Draw(t, "start")}, chunk: msg}, true)
+			}
+		}
+		t.Repeat(actions)
 		// Drain: a perfect network from now on, in order.
 		for step := 0; ; step++ {
 			if step > 100000 {
 				t.Fatal("no progress while draining")
 			}
 			for _, p := range nw.pkts {
-				handle(t, p)
+				handle(t, p, false)
 			}
 			nw.pkts = nw.pkts[:0]
 			invariants(t)
@@ -708,6 +846,16 @@ func receiverProperties(t *rapid.T, wrap bool) {
 			if reliable[j] {
 				t.Fatalf("reliable message %d of %d never delivered", j, len(sent))
 			}
+		}
+		if forge {
+			// Forged packets after the sender's last may stay, each
+			// waiting for a reliable packet that never comes.
+			for j := r.q.first(0); j >= 0; j = r.q.first(j + 1) {
+				if sl := r.q.at(j); sl.reliable() || need(false, sl.rel) == r.l {
+					t.Fatalf("after draining, queued at %d: reliable %v, R %d, L %d", j, sl.reliable(), sl.rel, r.l)
+				}
+			}
+			r.release()
 		}
 		// A ring that grew is kept, and charged, until as many packets
 		// have passed as it grew by (N39); Reset releases it.

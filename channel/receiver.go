@@ -726,6 +726,13 @@ func (r *Receiver) handle(now clock.Time, h Header, chunk []byte, take bool) (Re
 		r.remove(i)
 		r.recharge()
 	}
+	if r.queued > 0 && !r.agrees(now, i, h) {
+		if r.err != nil {
+			return Rejected, Message{}, false
+		}
+		r.drops.Malformed++
+		return Corrupt, Message{}, false
+	}
 	if whole && r.queued == 0 && r.ready.Len() < maxReady && need(h.Reliable, h.Rel) == r.l {
 		return r.fast(h, msg, d, take)
 	}
@@ -735,6 +742,80 @@ func (r *Receiver) handle(now clock.Time, h Header, chunk []byte, take bool) (Re
 	r.process(now)
 	r.updateGrant()
 	return Accepted, Message{}, false
+}
+
+// follows reports whether a packet that waits for (need, D7) nb, b places
+// after a packet with R ra, can come from the sender of that packet: the
+// sender's R never falls, and rises by one for each reliable packet, so b
+// waits for at least ra and for at most one more for each place between
+// them (N155).
+func follows(ra, nb Seq, b int) bool { return Distance(ra, nb) <= b-1 }
+
+// agrees checks a packet with header h arriving at logical index i against
+// the queued packets nearest it, before and after, as one sender's packets
+// agree (follows); the queued packets agree with one another and with the
+// ignore number at L (handle checks the packet against those), so the
+// packets it disagrees with lie next to it, on either side (N155). It
+// reports whether the packet is to be queued; if not, the caller drops it,
+// or, if the channel failed, rejects it. What disagrees came from no
+// sender: one of the two was forged or damaged. An unreliable packet at
+// the head that waited for an R no reliable packet will ever carry would
+// hold back the channel for good, acked reliable packets behind it: so
+//
+//   - a reliable packet takes the place of the unreliable packets it
+//     disagrees with, nearest first, removing them; if it meets a reliable
+//     one that disagrees, acked already and not to be given back, the
+//     channel fails (ErrReliableSeq, D26), as it did when such a pair
+//     reached the head;
+//   - an unreliable packet that disagrees with one neighbour, unreliable,
+//     is dropped with it, and what waited behind that one is processed;
+//     if it disagrees with a reliable neighbour, or with both, which agree
+//     with each other, it is dropped alone.
+//
+// Each queued packet is removed at most once, so the work is bounded by
+// the packets queued.
+func (r *Receiver) agrees(now clock.Time, i int, h Header) bool {
+	nd := need(h.Reliable, h.Rel)
+	p := r.q.prev(bmPresent, i)
+	pOK := p < 0 || follows(r.q.at(p).rel, nd, i-p)
+	n := r.q.first(i + 1)
+	nOK := n < 0 || follows(h.Rel, need(r.q.at(n).reliable(), r.q.at(n).rel), n-i)
+	switch {
+	case pOK && nOK:
+		return true
+	case !h.Reliable:
+		switch {
+		case !pOK && nOK && !r.q.at(p).reliable():
+			r.remove(p)
+		case pOK && !nOK && !r.q.at(n).reliable():
+			r.remove(n)
+		default:
+			return false
+		}
+		r.drops.Malformed++
+		r.recharge()
+		r.process(now) // what waited behind it may go on
+		r.updateGrant()
+		return false
+	}
+	for ; p >= 0 && !follows(r.q.at(p).rel, nd, i-p); p = r.q.prev(bmPresent, p) {
+		if r.q.at(p).reliable() {
+			r.fail(ErrReliableSeq)
+			return false
+		}
+		r.remove(p)
+		r.drops.Malformed++
+	}
+	for ; n >= 0 && !follows(h.Rel, need(r.q.at(n).reliable(), r.q.at(n).rel), n-i); n = r.q.first(n + 1) {
+		if r.q.at(n).reliable() {
+			r.fail(ErrReliableSeq)
+			return false
+		}
+		r.remove(n)
+		r.drops.Malformed++
+	}
+	r.recharge()
+	return true
 }
 
 // witnessed records a packet with sequence number seq, d places after the
@@ -1378,7 +1459,9 @@ func (r *Receiver) process(now clock.Time) {
 				// that cannot lie before them: none came from the
 				// sender (see handle). The ignore number stays, so
 				// that the packets really sent at their places are
-				// still taken.
+				// still taken. Since the queue agrees with the
+				// ignore number at L (N155) no packets lead here; the
+				// rule stays, so that nothing could stall if any did.
 				r.drops.Malformed++
 				r.dropGroup()
 				continue
@@ -1392,7 +1475,7 @@ func (r *Receiver) process(now clock.Time) {
 		case coalesce.Fail:
 			switch {
 			case g.Blocked:
-				r.fail(ErrReliableSeq)
+				r.fail(ErrReliableSeq) // unreached since N155, as above
 			case !g.Start:
 				r.fail(ErrNoStart)
 			default:

@@ -532,13 +532,18 @@ func TestUnblockableHead(t *testing.T) {
 	if err := p3.r.Err(); err != nil {
 		t.Errorf("Err = %v after a reliable packet that never unblocks, want none: dropped (N154)", err)
 	}
-	// Plausible on arrival (R 3 at seq 2), unblockable once an
-	// unreliable packet before it is consumed: the channel fails.
+	// Plausible on arrival (R 3 at seq 2): it says seq 0 and 1 hold R 1
+	// and 2. An unreliable packet at seq 0 with R 0 disagrees (N155):
+	// consumed, it would have made the reliable one unblockable and
+	// failed the channel. It is dropped, and the channel goes on.
 	p3.handle(Accepted, raw(true, true, 2, 3, coalesce.AppendMessage(nil, []byte("x"), true)))
-	p3.handle(Accepted, raw(false, true, 0, 0, msg))
-	if !errors.Is(p3.r.Err(), ErrReliableSeq) {
-		t.Errorf("Err = %v, want ErrReliableSeq", p3.r.Err())
+	p3.handle(Corrupt, raw(false, true, 0, 0, msg))
+	if err := p3.r.Err(); err != nil {
+		t.Errorf("Err = %v, want none: the unreliable packet that disagrees is dropped (N155)", err)
 	}
+	p3.handle(Accepted, raw(true, true, 0, 1, coalesce.AppendMessage(nil, []byte("y"), true)))
+	p3.handle(Accepted, raw(true, true, 1, 2, coalesce.AppendMessage(nil, []byte("z"), true)))
+	p3.wantPoll("in order", msgOf(true, []byte("y")), msgOf(true, []byte("z")), msgOf(true, []byte("x")))
 }
 
 // TestMemoryEviction checks D22: unreliable packets that do not fit are
@@ -794,8 +799,8 @@ func TestReliableReplacesUnreliable(t *testing.T) {
 
 // TestGroupRules checks where the current message group ends (D10): at a
 // start of message, at a packet of other reliability, at an unreliable
-// packet with another R, and at a reliable packet whose R does not advance
-// with its sequence number.
+// packet with another R; a reliable packet whose R does not advance with
+// its sequence number fails the channel as it arrives (N155).
 func TestGroupRules(t *testing.T) {
 	rel := coalesce.AppendMessage(nil, payload(1, 20), true)    // 38 bytes
 	unrel := coalesce.AppendMessage(nil, payload(1, 20), false) // 38 bytes
@@ -812,12 +817,15 @@ func TestGroupRules(t *testing.T) {
 		{"reliable R jumping is dropped", []packet{
 			raw(true, true, 0, 1, rel[:20]), raw(true, false, 1, 3, rel[20:]),
 		}, nil, nil, 1},
-		{"reliable R not advancing ends the group", []packet{
+		// A reliable packet whose R does not advance by one from the
+		// one before it disagrees with it: the channel fails as it
+		// arrives (N155), not once the pair reaches the head.
+		{"reliable R not advancing by one fails", []packet{
 			raw(true, true, 1, 1, rel[:20]), raw(true, false, 2, 3, rel[20:]),
-		}, nil, ErrMalformedReliable, 0},
-		{"reliable R standing still ends the group", []packet{
+		}, nil, ErrReliableSeq, 0},
+		{"reliable R standing still fails", []packet{
 			raw(true, true, 0, 1, rel[:20]), raw(true, false, 1, 1, rel[20:]),
-		}, nil, ErrMalformedReliable, 0},
+		}, nil, ErrReliableSeq, 0},
 		{"unreliable same R joins", []packet{
 			raw(false, true, 0, 0, unrel[:20]), raw(false, false, 1, 0, unrel[20:]),
 		}, []Message{msgOf(false, payload(1, 20))}, nil, 0},

@@ -343,11 +343,16 @@ func (r *seqRing) next(k, from int, set bool) int {
 
 // last returns the highest logical index whose bit in bitmap k is set, or
 // -1.
-func (r *seqRing) last(k int) int {
-	if r.span == 0 {
+func (r *seqRing) last(k int) int { return r.prev(k, r.off+r.span) }
+
+// prev returns the highest logical index before before whose bit in
+// bitmap k is set, or -1.
+func (r *seqRing) prev(k, before int) int {
+	n := min(before, r.off+r.span) - r.off
+	if n <= 0 {
 		return -1
 	}
-	a, n := r.head, r.span
+	a := r.head
 	if a+n > len(r.slots) {
 		if p := lastSet(r.bm[k], 0, a+n-len(r.slots)); p >= 0 {
 			return r.off + len(r.slots) - a + p

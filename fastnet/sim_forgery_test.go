@@ -419,6 +419,43 @@ func TestForgedUnreliableWrongRDoesNotMoveWindow(t *testing.T) {
 	s.checkIntact(t)
 }
 
+// N155, D23, D26: an unreliable packet forged with an R plausible where
+// it lies (N154) but more than the sender's there used to wait at the head
+// of the channel's queue for reliable packets that never come, once the
+// packets before it were lost: everything the channel received after it,
+// reliable messages acked all the same, was never delivered. The sender's
+// next packet disagrees with it (its R is less), and both are dropped; the
+// reliable messages after them arrive.
+func TestForgedUnreliableBlockerGivesWay(t *testing.T) {
+	cfg := fixedMTU(200)
+	cfg.NoBundles = true // the filter below reads single packets
+	link := fastnettest.Link{Delay: 10 * time.Millisecond}
+	s := newSim(t, simSetup{Cli: cfg, Srv: cfg, Up: link, Down: link})
+	s.connect(5 * time.Second)
+	s.net.Filter = func(from, to netip.AddrPort, b []byte) bool {
+		p := parseWire(t, b)
+		return !(from == cliAddr && p.ch == 1 && (p.seq == 1 || p.seq == 2)) // lost
+	}
+	s.send(cliSide, 1, payload(1, 10), true) // seq 0, R 1
+	s.run(50 * time.Millisecond)
+	// R 2 at seq 3 is plausible (seq 1 or 2 could carry it) but wrong.
+	s.net.Inject(cliAddr, srvAddr, dataPacket(1, false, true, 3, 2, coalesce.AppendMessage(nil, []byte("forged"), false)))
+	s.run(20 * time.Millisecond)
+	for i := range 4 { // seq 1-4, R 1
+		s.send(cliSide, 1, payload(uint32(10+i), 10), false)
+		s.run(5 * time.Millisecond)
+	}
+	for i := range 5 {
+		s.send(cliSide, 1, payload(uint32(2+i), 10), true)
+		s.run(20 * time.Millisecond)
+	}
+	s.runUntil(s.settled, time.Minute)
+	s.checkIntact(t)
+	if d := s.stats(srvSide).Dropped[fastnet.DropMalformedMessage]; d < 2 {
+		t.Errorf("%d packets dropped as malformed, want the forged one and the one it met", d)
+	}
+}
+
 // D24, N69: bundles go to a peer once it answered "query:ext:bundle=yes",
 // and a peer takes them once it answered. An answer forged before the
 // peer heard the query (lost, or still on its way) made the client bundle
