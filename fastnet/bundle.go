@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/fastnet-engine/fastnet/channel"
 	"github.com/fastnet-engine/fastnet/clock"
@@ -47,7 +48,7 @@ func (e *Endpoint) bundlesOn() bool {
 // fewer than bundleAsks times so far. It is called when c originates a
 // heartbeat, and when a server's connection is validated (N69).
 func (c *conn) askBundles() {
-	c.askExtension(c.bundleTo, &c.bundleAsks, c.ep.bundlesOn(), ctlQueryBundle)
+	c.askExtension(c.bundleYes, &c.bundleAsks, c.ep.bundlesOn(), ctlQueryBundle)
 }
 
 // askExtension queues the query of an extension negotiated in the style
@@ -70,7 +71,7 @@ func (c *conn) askExtension(answered bool, asks *uint8, on bool, query controlKi
 // its address it goes within that connection's budget (PollTransmit).
 // An endpoint that does not negotiate bundles treats both literals as a
 // strict 1.0 peer does: unknown, dropped (N69).
-func (e *Endpoint) bundleControl(from netip.AddrPort, c *conn, m control) {
+func (e *Endpoint) bundleControl(now clock.Time, from netip.AddrPort, c *conn, m control) {
 	if !e.bundlesOn() {
 		e.drop(c, DropBadControl)
 		return
@@ -86,7 +87,65 @@ func (e *Endpoint) bundleControl(from netip.AddrPort, c *conn, m control) {
 			e.drop(c, DropNotConnected)
 			return
 		}
+		if !c.bundleYes {
+			// The answer is a literal anyone can forge: bundles go
+			// to the peer only once it has shown it reads them, by
+			// echoing a heartbeat that went in one. The first such
+			// heartbeat goes at once (N156).
+			c.bundleYes = true
+			c.hb.nextSend = min(c.hb.nextSend, now)
+			e.touch(c, now)
+		}
+	}
+}
+
+// bundleProofs is how many of its heartbeats a connection sends in
+// bundles of their own, while its peer answered "query:ext:bundle=yes"
+// but has not yet shown it reads bundles: one at once, then one with
+// each heartbeat originated, the next no later than proofWait after the
+// last, until one is echoed (N156).
+const bundleProofs = 8
+
+// proving reports whether c's next heartbeat goes in a bundle of its own,
+// to prove that the peer reads bundles (N156).
+func (c *conn) proving() bool {
+	return c.bundleYes && !c.bundleTo && c.bundleProofs < bundleProofs
+}
+
+// appendProof appends to buf a bundle of one packet, the heartbeat of
+// value v (N156).
+func appendProof(buf []byte, v int16) []byte {
+	var hb [2 + 2]byte
+	pkt := appendHeartbeat(appendPacketHeader(hb[:0], chHeartbeat), v)
+	return appendBundled(appendPacketHeader(buf, chBundle), pkt)
+}
+
+// sentProof notes that the heartbeat just originated goes in a bundle of
+// its own, and has the next go no later than proofWait after it, while
+// c may prove again (N156).
+func (c *conn) sentProof(now clock.Time) {
+	c.bundleProofs++
+	c.hb.sentBundled()
+	c.hb.proofAt = 0
+	if c.bundleProofs < bundleProofs {
+		c.hb.proofAt = now.Add(c.proofWait())
+		c.hb.nextSend = min(c.hb.nextSend, c.hb.proofAt)
+	}
+}
+
+// proofWait is how long a heartbeat that went in a bundle waits for its
+// echo before the next goes: two of the RTTs resends wait by, within the
+// heartbeat interval (N156).
+func (c *conn) proofWait() time.Duration {
+	return min(2*c.resendRTT(), heartbeatInterval(c.ep.cfg.Timeout))
+}
+
+// proved notes that the peer echoed b, a heartbeat of c's: if it went in
+// a bundle, the peer reads bundles, and c bundles from now on (N156).
+func (c *conn) proved(b sentBeat) {
+	if b.bundled && c.bundleYes {
 		c.bundleTo = true
+		c.hb.proofAt = 0
 	}
 }
 

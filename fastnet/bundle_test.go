@@ -188,6 +188,26 @@ func TestBundleUnnegotiated(t *testing.T) {
 	}
 }
 
+// echoProof takes the bundle of one heartbeat the endpoint sent to prove
+// that its peer reads bundles, and echoes the heartbeat (N156).
+func (tc *testEndpoint) echoProof() {
+	tc.t.Helper()
+	for i, p := range tc.sent {
+		if p.ch != chBundle {
+			continue
+		}
+		inner, rest, ok := cutBundle(p.payload)
+		ch, v, err := parsePacket(inner)
+		if !ok || len(rest) != 0 || err != nil || ch != chHeartbeat {
+			tc.t.Fatalf("a bundle of %x, not one heartbeat", p.payload)
+		}
+		tc.sent = slices.Delete(tc.sent, i, i+1)
+		tc.recv(chHeartbeat, v)
+		return
+	}
+	tc.t.Fatal("no heartbeat went in a bundle")
+}
+
 // countQueries consumes the "query:ext:bundle" packets sent and counts
 // them.
 func (tc *testEndpoint) countQueries() int {
@@ -216,6 +236,10 @@ func TestBundleQueryRetries(t *testing.T) {
 	tc.bundleQueries = true
 	h = tc.connectClient(7)
 	tc.recvControl(control{kind: ctlBundleYes})
+	if to, _ := BundlesNegotiated(tc.ep, h); to {
+		t.Error("bundling on the answer alone, before the peer echoed a heartbeat that went in a bundle (N156)")
+	}
+	tc.echoProof()
 	tc.advance(15 * time.Second)
 	if n := tc.countQueries(); n != 1 {
 		t.Errorf("a peer that answered at once was asked %d times, want 1", n)

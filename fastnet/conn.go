@@ -60,12 +60,14 @@ type conn struct {
 	// Heartbeats and RTT (D16, D17).
 	hb heartbeat
 
-	// Bundles (D24): bundleTo once the peer answered
-	// "query:ext:bundle=yes" (this side may send it bundles),
+	// Bundles (D24): bundleYes once the peer answered
+	// "query:ext:bundle=yes", bundleTo once it also echoed a heartbeat
+	// that went in a bundle (this side may send it bundles, N156),
 	// bundleFrom once this side answered it so (it may send us
-	// bundles), and bundleAsks the queries sent so far (N69).
-	bundleTo, bundleFrom bool
-	bundleAsks           uint8
+	// bundles), bundleAsks the queries sent so far (N69), and
+	// bundleProofs the heartbeats sent in bundles of their own.
+	bundleYes, bundleTo, bundleFrom bool
+	bundleAsks, bundleProofs        uint8
 	// bundling is set while bundle fills a datagram (N79); newTurn
 	// after a resend, for first sends to go next (N80).
 	bundling, newTurn bool

@@ -28,8 +28,11 @@ func (c *conn) handlePacket(now clock.Time, ch int16, p []byte) {
 			c.stats.Dropped[DropBadControl]++
 			return
 		}
-		if b, ok := c.hb.receive(now, v); ok && !c.peerProbing(b.at) {
-			c.cc.onEcho(now, b.at, b.bytes, now.Sub(b.at), c.hb.minRTT, c.hb.srtt, c.paceRate(), c.payloadMTU+2)
+		if b, ok := c.hb.receive(now, v); ok {
+			c.proved(b)
+			if !c.peerProbing(b.at) {
+				c.cc.onEcho(now, b.at, b.bytes, now.Sub(b.at), c.hb.minRTT, c.hb.srtt, c.paceRate(), c.payloadMTU+2)
+			}
 		}
 	case ch == chAck:
 		c.handleAcks(now, p)

@@ -170,6 +170,10 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 		v := c.hb.originate(now, heartbeatInterval(cfg.Timeout), c.cc.sent)
 		c.askBundles() // with each of the first few heartbeats (D24, N69)
 		c.askPunch()   // and the punch extension's likewise (X2)
+		if c.proving() {
+			c.sentProof(now)
+			return appendProof(buf, v), true
+		}
 		return appendHeartbeat(appendPacketHeader(buf, chHeartbeat), v), true
 	}
 	if c.pendingAcks() > 0 {

@@ -117,7 +117,7 @@ func (e *Endpoint) handleControl(now clock.Time, from netip.AddrPort, c *conn, p
 		e.bundleCtl |= bit
 	}
 	if m.kind == ctlQueryBundle || m.kind == ctlBundleYes {
-		e.bundleControl(from, c, m) // either role (D24)
+		e.bundleControl(now, from, c, m) // either role (D24)
 	} else if m.kind == ctlQueryPunch || m.kind == ctlPunchYes {
 		e.punchControl(from, c, m) // either role (X2)
 	} else if c != nil && c.role == Client || c == nil && e.cfg.Role == Client {

@@ -56,6 +56,10 @@ type heartbeat struct {
 	// (D25, N33).
 	early      time.Duration
 	earlyUntil clock.Time
+	// proofAt, while not 0, is when the next heartbeat goes at the
+	// latest: a heartbeat that went in a bundle to prove the peer reads
+	// bundles was not echoed (N156).
+	proofAt clock.Time
 	// floodIv is the interval of the heartbeats of a connection the echo
 	// limiter governs (N90): an eighth of the latest RTT sample, so that
 	// the outstanding ones span two round trips, doubled by an echo of
@@ -69,8 +73,9 @@ type heartbeat struct {
 
 // sentBeat is an originated heartbeat awaiting its echo.
 type sentBeat struct {
-	v  int16
-	at clock.Time // 0 once its echo was counted
+	v       int16
+	bundled bool       // it went in a bundle of its own (N156)
+	at      clock.Time // 0 once its echo was counted
 	// bytes is what the connection had sent when it went out (N90).
 	bytes uint64
 }
@@ -141,12 +146,16 @@ func (h *heartbeat) originate(now clock.Time, interval time.Duration, bytes uint
 			h.next--
 		}
 	}
-	h.sent[h.sentN%outstanding] = sentBeat{v, now, bytes}
+	h.sent[h.sentN%outstanding] = sentBeat{v: v, at: now, bytes: bytes}
 	h.sentN++
 	h.lastSent = now
 	h.nextSend = beatAfter(now, interval)
 	return v
 }
+
+// sentBundled notes that the heartbeat just originated went in a bundle
+// of its own (N156).
+func (h *heartbeat) sentBundled() { h.sent[(h.sentN-1)%outstanding].bundled = true }
 
 // lastBytes returns the bytes the connection had sent when it originated
 // its last heartbeat (N90).
@@ -181,6 +190,9 @@ func (h *heartbeat) endChallenge(interval time.Duration) {
 	h.challenge = 0
 	if h.sentN > 0 {
 		h.nextSend = beatAfter(h.lastSent, interval)
+		if h.proofAt != 0 {
+			h.nextSend = min(h.nextSend, h.proofAt)
+		}
 	}
 }
 
@@ -279,6 +291,9 @@ func (h *heartbeat) echoSent(now clock.Time, interval time.Duration) {
 		return
 	}
 	d := min(now.Add(interval), h.lastSent.Add(sampleEvery*interval))
+	if h.proofAt != 0 {
+		d = min(d, h.proofAt)
+	}
 	if d > h.nextSend {
 		h.nextSend = d
 	}

@@ -75,6 +75,16 @@ func TestSimBundlesDelivery(t *testing.T) {
 	for seed := range uint64(4) {
 		s := newSim(t, simSetup{Seed: seed, Up: link, Down: link})
 		s.connect(5 * time.Second)
+		// Each side asks with its heartbeats and bundles once the peer
+		// echoed one that went in a bundle (N156): through the loss,
+		// that can take a few.
+		if !s.runUntil(func() bool {
+			to0, _ := fastnet.BundlesNegotiated(s.ep[0], s.h[0])
+			to1, _ := fastnet.BundlesNegotiated(s.ep[1], s.h[1])
+			return to0 && to1
+		}, 10*time.Second) {
+			t.Fatalf("seed %d: bundles not negotiated", seed)
+		}
 		sendBursts(t, s, 50)
 		for side := range 2 {
 			st := s.stats(side)

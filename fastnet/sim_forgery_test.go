@@ -147,12 +147,11 @@ func drawForgedPacket(t *rapid.T, early, bundles bool) []byte {
 	// Channel -1, but for what ends a connection by design: "disconnect"
 	// (D18), "connect?" (D28) and "abort" (N33), nor answers of the
 	// handshake while the client waits for them (D15).
+	// "query:ext:bundle=yes" too, to a side whose peer may take no
+	// bundles (N156).
 	lits := []string{"query:fastnet", "query:version", "query:ext:bundle", "query:ext:punch",
-		"query:fastnet=yes", "query:ext:punch=yes", "connected\x00\x00\x00\x07", "query:", "", "discon"}
-	if bundles {
-		// A peer that takes bundles answers this anyway (D24).
-		lits = append(lits, "query:ext:bundle=yes")
-	}
+		"query:fastnet=yes", "query:ext:punch=yes", "connected\x00\x00\x00\x07", "query:", "", "discon",
+		"query:ext:bundle=yes"}
 	lit := rapid.SampledFrom(lits).Draw(t, "fctl")
 	if early && (lit == "query:fastnet=yes" || len(lit) > 9 && lit[:9] == "connected") {
 		lit = "query:fastnet"
@@ -216,10 +215,14 @@ func drawForgeCase(t *rapid.T) forgeCase {
 		cfg.MTU.Disabled = true
 		cfg.InitialPayloadMTU = rapid.SampledFrom([]int{32, 200, 1400}).Draw(t, "payloadMTU")
 	}
-	cfg.NoBundles = rapid.IntRange(0, 3).Draw(t, "noBundles") == 0
+	// Either side may take no bundles, as a strict 1.0 peer (N156).
+	cli, srv := cfg, cfg
+	cli.NoBundles = rapid.IntRange(0, 3).Draw(t, "cliNoBundles") == 0
+	srv.NoBundles = rapid.IntRange(0, 3).Draw(t, "srvNoBundles") == 0
+	bundles := !cli.NoBundles || !srv.NoBundles
 	c := forgeCase{setup: simSetup{
 		Seed: rapid.Uint64().Draw(t, "seed"),
-		Cli:  cfg, Srv: cfg,
+		Cli:  cli, Srv: srv,
 		Up: link("up"), Down: link("down"),
 		// Default, or receivers parked whenever idle (N25): a parked
 		// channel keeps where L's packet was only if it was at its
@@ -227,7 +230,7 @@ func drawForgeCase(t *rapid.T) forgeCase {
 		LiveReceivers: rapid.SampledFrom([]int{0, 1}).Draw(t, "liveReceivers"),
 	}}
 	for range rapid.IntRange(0, 5).Draw(t, "atStart") {
-		c.atStart = append(c.atStart, drawForgery(t, true, !cfg.NoBundles))
+		c.atStart = append(c.atStart, drawForgery(t, true, bundles))
 	}
 	forgeries := rapid.IntRange(1, 100).Draw(t, "forgeries")
 	ticks := rapid.IntRange(10, 100).Draw(t, "ticks")
@@ -256,7 +259,7 @@ func drawForgeCase(t *rapid.T) forgeCase {
 		i := rapid.IntRange(0, ticks-1).Draw(t, "forgeTick")
 		c.ticks[i].forged = append(c.ticks[i].forged, forgedDatagram{
 			toClient: rapid.Bool().Draw(t, "toClient"),
-			b:        drawForgery(t, false, !cfg.NoBundles),
+			b:        drawForgery(t, false, bundles),
 		})
 	}
 	return c
@@ -472,6 +475,17 @@ func TestForgedBundleAnswerBeforeQuery(t *testing.T) {
 		return !(from == cliAddr && string(b) == "\xff\xffquery:ext:bundle") // the client's query is lost
 	}
 	s.connect(5 * time.Second)
+	s.forgedBundleAnswer()
+	s.checkIntact(t)
+	if st := s.stats(srvSide); st.BundlesReceived == 0 {
+		t.Errorf("the server took no bundle")
+	}
+}
+
+// forgedBundleAnswer forges "query:ext:bundle=yes" from the server to the
+// client, then has the client send 40 rounds of a small reliable message
+// on each of channels 0-2, 20 ms apart, and runs until they settle.
+func (s *sim) forgedBundleAnswer() {
 	s.net.Inject(srvAddr, cliAddr, []byte("\xff\xffquery:ext:bundle=yes"))
 	s.run(50 * time.Millisecond)
 	for i := range 40 {
@@ -481,9 +495,30 @@ func TestForgedBundleAnswerBeforeQuery(t *testing.T) {
 		s.run(20 * time.Millisecond)
 	}
 	s.runUntil(s.settled, time.Minute)
+}
+
+// N156, D24: "query:ext:bundle=yes" is a literal anyone can forge. One
+// forged to a client whose server takes no bundles (a strict 1.0 peer, or
+// NoBundles) made the client bundle everything, acks and heartbeats
+// included; the server dropped every bundle, and the connection ended as
+// "peer is not acknowledging". The client now bundles only once the peer
+// has echoed a heartbeat that went in a bundle: it sends a few such
+// heartbeats, which the server drops, and nothing else changes.
+func TestForgedBundleAnswerToStrictPeer(t *testing.T) {
+	cli, srv := fixedMTU(1200), fixedMTU(1200)
+	srv.NoBundles = true
+	link := fastnettest.Link{Delay: 10 * time.Millisecond}
+	s := newSim(t, simSetup{Cli: cli, Srv: srv, Up: link, Down: link})
+	s.connect(5 * time.Second)
+	s.run(time.Second)
+	s.forgedBundleAnswer()
+	s.run(15 * time.Second)
 	s.checkIntact(t)
-	if st := s.stats(srvSide); st.BundlesReceived == 0 {
-		t.Errorf("the server took no bundle")
+	if to, _ := fastnet.BundlesNegotiated(s.ep[cliSide], s.h[cliSide]); to {
+		t.Error("the client bundles to a server that takes no bundles")
+	}
+	if d := s.stats(srvSide).Dropped[fastnet.DropBundleUnnegotiated]; d == 0 || d > 8 {
+		t.Errorf("the server dropped %d bundles, want the client's proofs, 1 to 8", d)
 	}
 }
 
