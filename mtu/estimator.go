@@ -76,6 +76,7 @@ type Estimator struct {
 	sendAt clock.Time // reset and probe phases: when the next payload is due
 	timer  clock.Time // reset phase after the last try: give up; final: end of the wait; idle: next estimation
 	held   bool       // idle: the next estimation waits for Start (Hold)
+	cut    bool       // the estimation ends as no reset of its round was answered
 
 	// The estimation.
 	first     bool // the next evaluated round is the estimation's first
@@ -97,6 +98,7 @@ type Estimator struct {
 	refresh   bool // the round measures lo again, to refresh the reference
 	lossy     bool // the first round lost more than lossyPoints: rounds send ProbesPerRound (N44)
 	giveUps   int  // estimations in a row that ended with nothing measured
+	cuts      int  // estimations in a row cut short, after measuring, by a reset never answered
 	// quiet is three RTTs after the round's last probe: a round that
 	// ends early sends the next reset no sooner, so that late copies of
 	// its counts cannot count in the next round (N44).
@@ -214,6 +216,13 @@ func (e *Estimator) probesFor(size int) int {
 // retryMax bounds the wait before an estimation that measured nothing is
 // tried again (finish).
 const retryMax = 8 * time.Second
+
+// cutRetries is how many estimations in a row that were cut short by a
+// reset never answered, after measuring a size above Initial, are tried
+// again as soon as one that measured nothing; after them, the next waits
+// for Period (finish, N157). Four waits of about 1, 2, 4 and 8 s outlast
+// the 10 s a busy peer may keep another estimation's place (N150).
+const cutRetries = 4
 
 // lossyPoints is the loss of the first round, in points, above which the
 // estimation's rounds all send ProbesPerRound probes: on a path that loses
@@ -344,8 +353,11 @@ func (e *Estimator) HandleTimeout(now clock.Time) {
 	case phaseReset:
 		if e.timer != 0 && now >= e.timer {
 			// No ack after the last of ResetTries resets (D19): the MTU
-			// stays where it is until the next period.
+			// stays where it is. The peer may be busy answering other
+			// estimations (N53): one cut short is tried again soon,
+			// a few times (N157).
 			e.stats.GaveUp++
+			e.cut = true
 			e.finish(now, false)
 		}
 	case phaseFinal:
@@ -664,16 +676,27 @@ func (e *Estimator) finish(now clock.Time, complete bool) {
 	e.phase = phaseIdle
 	e.sendAt = 0
 	wait := e.cfg.Period
-	if complete || e.mtu > e.cfg.Initial {
+	cut := e.cut
+	e.cut = false
+	if complete {
+		e.cuts = 0
+	}
+	if complete || e.mtu > e.cfg.Initial && (!cut || e.cuts >= cutRetries) {
 		e.giveUps = 0
 	} else {
-		// Nothing measured: the peer may have been too busy to answer
-		// (a server answers a bounded number of estimations at once,
+		// Nothing measured, or a reset of a later round never
+		// answered: the peer may have been too busy to answer (a
+		// server answers a bounded number of estimations at once,
 		// N53). Try again after about 1 s, 2 s, 4 s, then every 8 s or
-		// so (never later than Period) rather than keep the initial MTU
-		// for a whole Period; the waits are spread by half of
-		// themselves either way, so that clients refused together do
-		// not come back together (N44).
+		// so (never later than Period) rather than keep the initial MTU,
+		// or the size measured so far, for a whole Period; the waits
+		// are spread by half of themselves either way, so that clients
+		// refused together do not come back together (N44). A peer
+		// that goes on refusing gets cutRetries such tries in a row
+		// after a measurement (N157).
+		if e.mtu > e.cfg.Initial {
+			e.cuts++
+		}
 		base := min(wait, retryMax, time.Second<<min(e.giveUps, 20))
 		wait = min(wait, base/2+time.Duration(e.fill.Uint64()%uint64(base)))
 		e.giveUps++

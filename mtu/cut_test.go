@@ -1,0 +1,79 @@
+package mtu
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fastnet-engine/fastnet/clock"
+)
+
+// busy is a responder that drops the resets that come while refuse says
+// so, as a server answering as many estimations as it may does (N53), and
+// answers everything else as the real one.
+type busy struct {
+	*Responder
+	s      *sim
+	refuse func(now clock.Time) bool
+}
+
+func (b *busy) HandlePayload(p []byte) {
+	if len(p) == 1 && p[0] == 0 && b.refuse(b.s.now) {
+		return
+	}
+	b.Responder.HandlePayload(p)
+}
+
+// N157: an estimation whose later round's reset is never answered (its
+// peer busy with other estimations, N53) used to end with the size
+// measured so far, and the next began only a Period (10 min by default)
+// later. It is now tried again about a second later, as one that measured
+// nothing is (N44), up to cutRetries times in a row; then a peer that
+// goes on refusing waits for Period.
+func TestCutShortEstimationTriedAgain(t *testing.T) {
+	t.Run("busy for a while", func(t *testing.T) {
+		s := newSim(t, 1, Config{MaxPayload: 65505}, 1500, 0, 50*time.Millisecond)
+		answered := 0
+		until := s.now.Add(5 * time.Second)
+		s.resp = &busy{NewResponder(), s, func(now clock.Time) bool {
+			if answered < 3 { // rounds at 32, 64, 128
+				answered++
+				return false
+			}
+			return now < until
+		}}
+		s.estimate(time.Minute)
+		cutAt := s.now
+		st := s.est.Stats()
+		if st.GaveUp != 1 || s.est.MTU() != 128 {
+			t.Fatalf("first estimation: gave up %d times, MTU %d; want cut short at 128", st.GaveUp, s.est.MTU())
+		}
+		// The next comes about a second later, past the busy time after
+		// a try or two, and finds the path.
+		s.run(time.Minute, func() bool { return s.est.MTU() >= 1480 && !s.est.Stats().Searching })
+		if m := s.est.MTU(); m < 1480 || m > s.fits() {
+			t.Fatalf("a minute on: MTU %d (%d estimations, %d given up), want within 1 %% of %d",
+				m, s.est.Stats().Estimations, s.est.Stats().GaveUp, s.fits())
+		}
+		t.Logf("cut short at %v, at %d bytes %v later", cutAt.Sub(clock.Epoch), s.est.MTU(), s.now.Sub(cutAt))
+		if d := s.est.NextDeadline().Sub(s.now); d != DefaultPeriod {
+			t.Fatalf("after the complete estimation the next is %v on, want Period %v", d, DefaultPeriod)
+		}
+	})
+	t.Run("busy for good", func(t *testing.T) {
+		s := newSim(t, 1, Config{MaxPayload: 65505}, 1500, 0, 50*time.Millisecond)
+		answered := 0
+		s.resp = &busy{NewResponder(), s, func(clock.Time) bool {
+			answered++
+			return answered > 3
+		}}
+		s.estimate(time.Minute)
+		s.run(5*time.Minute, func() bool { return false })
+		st := s.est.Stats()
+		if st.Estimations != 1+cutRetries || s.est.MTU() != 128 {
+			t.Fatalf("%d estimations in 5 min, MTU %d; want %d, 128", st.Estimations, s.est.MTU(), 1+cutRetries)
+		}
+		if d := s.est.NextDeadline().Sub(s.now); d < DefaultPeriod-5*time.Minute {
+			t.Fatalf("next estimation %v on, want about Period", d)
+		}
+	})
+}
