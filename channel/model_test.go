@@ -320,6 +320,13 @@ func (m *naiveReceiver) process(now clock.Time) {
 			if !ok {
 				break
 			}
+			if rel && h.h.Start && !p.h.Reliable {
+				// An unreliable packet inside a reliable message
+				// not yet complete: dropped (N158).
+				delete(m.q, s)
+				m.drops.Malformed++
+				break
+			}
 			if p.h.Start || p.h.Reliable != rel || !rel && p.h.Rel != h.h.Rel || rel && Distance(h.h.Rel, p.h.Rel) != k {
 				ended = true
 				break
@@ -594,6 +601,21 @@ func TestReceiverPropertiesForged(t *testing.T) {
 // receiverProperties is the body of TestReceiverProperties; with wrap set,
 // the channel starts at sequence numbers and an R drawn near the wrap.
 func receiverProperties(t *rapid.T, wrap, forge bool) {
+	receiverPropertiesWith(t, wrap, forge, propOpts{})
+}
+
+// propOpts widens receiverProperties: park parks and revives the receiver,
+// as a connection does, whenever it is idle; ahead forges also at places
+// the sender has not reached, and with any R more than the sender's
+// there; small draws windows of 48-90 places, bursts of loss as long as
+// the window or longer (D27, extend's slide) and many short messages.
+// With any of them, the sender's MaxAhead is the window, as a connection
+// sets it (N41): without it, long runs (-rapid.steps=1000) find D27
+// evidence crowded out by packets resent far past the window (N158).
+type propOpts struct{ park, ahead, small bool }
+
+// receiverPropertiesWith is receiverProperties widened by o.
+func receiverPropertiesWith(t *rapid.T, wrap, forge bool, o propOpts) {
 	{
 		budget := &Budget{Limit: rapid.IntRange(4000, 10000).Draw(t, "budget")}
 		cfg := ReceiverConfig{
@@ -602,6 +624,9 @@ func receiverProperties(t *rapid.T, wrap, forge bool) {
 			MaxBytes:   rapid.IntRange(4000, 12000).Draw(t, "maxBytes"),
 			Budget:     budget,
 			MCI:        25 * ms,
+		}
+		if o.small {
+			cfg.Window = rapid.IntRange(48, 90).Draw(t, "smallWindow")
 		}
 		r := NewReceiver(cfg)
 		// twin takes the same packets through HandleTake, and must
@@ -627,6 +652,9 @@ func receiverProperties(t *rapid.T, wrap, forge bool) {
 				r.Reuse(g0, rel0)
 				twin.Reuse(g0, rel0)
 			}
+		}
+		if o != (propOpts{}) {
+			s.SetMaxAhead(cfg.Window) // as a connection does (N41)
 		}
 		mtu := rapid.IntRange(8, 60).Draw(t, "mtu")
 		// With unlimited set, the sender does not hold back: the receiver
@@ -687,7 +715,7 @@ func receiverProperties(t *rapid.T, wrap, forge bool) {
 			return cost <= min(cfg.MaxBytes, budget.Limit)
 		}
 		send := func(t *rapid.T) bool {
-			if !s.HasNew() || !room() {
+			if !s.MayAppend() || !room() {
 				return false
 			}
 			b, _ := s.AppendNew(nil, now, mtu)
@@ -719,6 +747,12 @@ func receiverProperties(t *rapid.T, wrap, forge bool) {
 			deliverAll(t)
 		}
 		invariants := func(t *rapid.T) {
+			if !forge && r.Drops().Malformed != 0 {
+				// Nothing an honest sender makes is dropped as
+				// malformed, nor removed as disagreeing with a
+				// queued packet (N155).
+				t.Fatalf("honest traffic: %+v dropped as malformed (G %d L %d)", r.Drops(), r.g, r.l)
+			}
 			if r.Bytes() > cfg.MaxBytes || budget.Used > budget.Limit || budget.Used != r.Bytes() || r.Bytes() < 0 {
 				t.Fatalf("memory: Bytes %d (max %d), budget %d/%d", r.Bytes(), cfg.MaxBytes, budget.Used, budget.Limit)
 			}
@@ -777,6 +811,68 @@ func receiverProperties(t *rapid.T, wrap, forge bool) {
 				deliverAll(t)
 			},
 			"": invariants,
+		}
+		if o.small {
+			actions["burst"] = func(t *rapid.T) {
+				// Packets sent and lost in a row, as many as the
+				// window or more (D27).
+				for range rapid.IntRange(1, 2*cfg.Window).Draw(t, "burst") {
+					if !send(t) {
+						break
+					}
+					nw.pkts = nw.pkts[:len(nw.pkts)-1]
+				}
+			}
+			actions["queueMany"] = func(t *rapid.T) {
+				for range rapid.IntRange(1, 40).Draw(t, "many") {
+					id := len(sent)
+					msg := payload(id, rapid.IntRange(4, 12).Draw(t, "len"))
+					msg[0], msg[1], msg[2], msg[3] = byte(id>>24), byte(id>>16), byte(id>>8), byte(id)
+					sent = append(sent, msg)
+					rel := rapid.IntRange(0, 5).Draw(t, "rel") == 0
+					reliable = append(reliable, rel)
+					s.Queue(msg, rel)
+				}
+			}
+		}
+		if o.park {
+			actions["park"] = func(t *rapid.T) {
+				deliverAll(t)
+				if !r.Idle() || !twin.Idle() || len(took) != 0 {
+					t.Skip()
+				}
+				// As conn.recvChannel revives a parked channel.
+				for _, x := range []*Receiver{r, twin} {
+					g, l := x.Position()
+					at, ok := x.LAt()
+					switch {
+					case g == -1 && l == 0:
+						x.Reuse(g, l)
+					case ok && at == g:
+						x.ReuseAt(g, l, g, true)
+					case ok && at == -1 && l == 0:
+						x.ReuseAt(g, l, -1, true)
+					default:
+						x.ReuseAt(g, l, 0, false)
+					}
+				}
+			}
+		}
+		if forge && o.ahead {
+			actions["forge2"] = func(t *rapid.T) {
+				seq, cur := s.Position()
+				var at, most Seq // a place, and the most its packet may wait for
+				if len(sentHdrs) > 0 && rapid.Bool().Draw(t, "past") {
+					h := sentHdrs[rapid.IntRange(0, len(sentHdrs)-1).Draw(t, "at")]
+					at, most = h.Seq, need(h.Reliable, h.Rel)
+				} else {
+					k := rapid.IntRange(0, 12).Draw(t, "ahead")
+					at, most = seq.Add(k), cur.Add(k)
+				}
+				rel := most.Add(rapid.IntRange(1, 4).Draw(t, "more"))
+				msg := coalesce.AppendMessage(nil, []byte{0xff, 0xff, 0xff, 0xff, 'f'}, false)
+				handle(t, packet{h: Header{Seq: at, Rel: rel, Start: rapid.Bool().Draw(t, "start")}, chunk: msg}, true)
+			}
 		}
 		if forge {
 			actions["forge"] = func(t *rapid.T) {

@@ -118,13 +118,17 @@ const (
 	NoMemory
 	// Rejected: the receiver has failed (Err is not nil) and takes
 	// nothing, or this packet made it fail: a reliable packet the window
-	// passed that was never consumed (D26). Not acked.
+	// passed that was never consumed (D26), or one that disagrees with a
+	// queued reliable packet (N155). Not acked.
 	Rejected
 	// Corrupt: a reliable packet holding a whole message that fails its
 	// checksum or reliability check (D3, D11), dropped before it is acked
-	// so that the sender resends an intact copy; or a packet whose R
-	// could never be unblocked at its place (D7, D10), which no sender
-	// makes. Not acked; counted as Drops.Malformed.
+	// so that the sender resends an intact copy; or a packet no sender
+	// makes: one whose R could never be unblocked at its place (D7, D10),
+	// or one that disagrees with the packets queued next to it (N155; an
+	// unreliable packet that disagrees with one unreliable neighbour is
+	// dropped with it, and an honest one may be so dropped beside a forged
+	// one). Not acked; counted as Drops.Malformed.
 	Corrupt
 )
 
@@ -156,7 +160,9 @@ func (r Result) Ack() bool { return r == Accepted || r == Duplicate }
 type Drops struct {
 	// Malformed counts unreliable messages dropped for a bad length,
 	// checksum or reliability flag, or inconsistent sequence numbers (D11),
-	// and reliable packets refused as Corrupt.
+	// packets refused as Corrupt, and queued packets removed as no sender
+	// makes them: unreliable ones that disagree with an arriving packet
+	// (N155), or that lie inside a reliable message (N158).
 	Malformed uint64
 	// Expired counts unreliable message groups dropped because they stayed
 	// incomplete for the MCI (D11 rule 3).
@@ -257,6 +263,13 @@ type Receiver struct {
 	maxChunk  int // the longest chunk queued so far
 
 	cmg cmgState
+	// saved is the current message group that a packet queued before
+	// its head displaced, kept while nothing changes it, nor the ignore
+	// number moves, and restored when its head is the queue's head again:
+	// a forged packet queued before a long message and removed again
+	// (N155) would otherwise have the message's packets walked again,
+	// as often as the forger likes (N158).
+	saved cmgState
 
 	ready      fifo.Queue[Message]
 	readyBytes int
@@ -726,8 +739,9 @@ func (r *Receiver) handle(now clock.Time, h Header, chunk []byte, take bool) (Re
 		r.remove(i)
 		r.recharge()
 	}
+	removed := r.drops.Malformed
 	if r.queued > 0 && !r.agrees(now, i, h) {
-		if r.err != nil {
+		if r.err != nil && h.Reliable {
 			return Rejected, Message{}, false
 		}
 		r.drops.Malformed++
@@ -737,6 +751,11 @@ func (r *Receiver) handle(now clock.Time, h Header, chunk []byte, take bool) (Re
 		return r.fast(h, msg, d, take)
 	}
 	if !r.store(now, i, h, chunk) {
+		if r.drops.Malformed != removed {
+			// What waited behind the packets agrees removed goes on.
+			r.process(now)
+			r.updateGrant()
+		}
 		return NoMemory, Message{}, false
 	}
 	r.process(now)
@@ -1064,7 +1083,7 @@ func (r *Receiver) took(g, l, lAt Seq, known bool, n int) {
 	}
 	r.g, r.l, r.lAt, r.lAtKnown = g, l, lAt, known
 	r.fresh = false
-	r.cmg.valid = false
+	r.cmg.valid, r.saved.valid = false, false
 	r.q.debt = max(r.q.debt-n, 0)
 	r.q.shrink()
 	r.recharge()
@@ -1110,7 +1129,7 @@ func (r *Receiver) consumed(k int, reliable bool, lastRel Seq) {
 	if reliable {
 		r.l, r.lAt, r.lAtKnown = lastRel, r.g, true
 	}
-	r.cmg.valid = false
+	r.cmg.valid, r.saved.valid = false, false
 	if r.queued == 0 {
 		r.q.shrink()
 	} else {
@@ -1182,7 +1201,20 @@ func (r *Receiver) store(now clock.Time, i int, h Header, chunk []byte) bool {
 	r.bufs += cap(b)
 	r.grantBufs = grantBufs
 	r.recharge()
-	if m := &r.cmg; m.valid && (i < m.head+m.n || i == m.head+m.n && m.ended) {
+	if m := &r.cmg; m.valid {
+		switch {
+		case i < m.head:
+			// The packet heads the queue now: the group is kept
+			// for when it does again.
+			if !r.saved.valid {
+				r.saved = *m
+			}
+			m.valid = false
+		case i < m.head+m.n || i == m.head+m.n && m.ended:
+			m.valid = false
+		}
+	}
+	if m := &r.saved; m.valid && i >= m.head && (i < m.head+m.n || i == m.head+m.n && m.ended) {
 		m.valid = false
 	}
 	return true
@@ -1289,7 +1321,15 @@ func (r *Receiver) roomForOwed(i int, h Header, n int) bool {
 	// ring from index 0 to the last reliable packet, as compact would
 	// make it once unreliable packets beyond are evicted.
 	places := capFor(max(i, r.q.last(bmRel)) + 1)
-	return r.fitsWith(r.chargeFor(r.bufs-r.unrelBufs+bufpool.ClassCap(n)+rem, places), r.grantFor(r.grantBufs, r.grantCap, places))
+	c := r.chargeFor(r.bufs-r.unrelBufs+bufpool.ClassCap(n)+rem, places)
+	if places > baseRing && len(r.q.base) < baseRing {
+		// A ring past baseRing keeps base arrays beside it, and they
+		// may grow to baseRing on the way there (as grantFor reckons
+		// it): reckoned at their size now, a packet was taken whose
+		// owed packets could then never fit.
+		c += ringBytes(baseRing) - ringBytes(max(len(r.q.base), minRing))
+	}
+	return r.fitsWith(c, r.grantFor(r.grantBufs, r.grantCap, places))
 }
 
 // remove drops the packet at logical index i (the caller recharges).
@@ -1307,9 +1347,21 @@ func (r *Receiver) remove(i int) {
 	if m := &r.cmg; m.valid && i <= m.head+m.n {
 		m.valid = false
 	}
+	if m := &r.saved; m.valid && i >= m.head && i <= m.head+m.n {
+		m.valid = false
+	}
 	if r.queued == 0 {
 		r.q.shrink()
 	}
+}
+
+// removeIn drops the packet at logical index i, just past the current
+// group, which stays as it was.
+func (r *Receiver) removeIn(i int) {
+	m := r.cmg
+	r.remove(i)
+	r.cmg = m
+	r.recharge()
 }
 
 // release drops every queued packet.
@@ -1317,7 +1369,7 @@ func (r *Receiver) release() {
 	for j := r.q.first(0); j >= 0; j = r.q.first(j + 1) {
 		r.remove(j)
 	}
-	r.cmg.valid = false
+	r.cmg.valid, r.saved.valid = false, false
 	r.recharge()
 	r.setGrant(0, 0)
 }
@@ -1377,7 +1429,7 @@ func (r *Receiver) Reuse(g, l Seq) bool {
 	r.fresh = g == -1 && l == 0
 	r.evidenceN = 0
 	r.drops, r.reported = Drops{}, Drops{}
-	r.cmg = cmgState{}
+	r.cmg, r.saved = cmgState{}, cmgState{}
 	r.maxChunk = 0
 	return true
 }
@@ -1529,8 +1581,13 @@ func (r *Receiver) group() coalesce.Group {
 	m := &r.cmg
 	if !m.valid {
 		h := r.q.first(0)
-		s := r.q.at(h)
-		*m = cmgState{valid: true, head: h, reliable: s.reliable(), start: s.start(), rel: s.rel}
+		if r.saved.valid && r.saved.head == h {
+			*m = r.saved // nothing changed it (N158)
+			r.saved.valid = false
+		} else {
+			s := r.q.at(h)
+			*m = cmgState{valid: true, head: h, reliable: s.reliable(), start: s.start(), rel: s.rel}
+		}
 	}
 	r.extend()
 	head := r.q.at(m.head)
@@ -1583,12 +1640,26 @@ func (r *Receiver) extend() {
 			r.g = r.g.Add(m.head)
 			r.q.advance(m.head)
 			m.head = 0
+			r.saved.valid = false
 			continue
 		}
 		if !r.q.has(i) {
 			return // a hole: wait
 		}
 		s := r.q.at(i)
+		if m.reliable && m.start && !s.reliable() {
+			// An unreliable packet inside a reliable message whose
+			// start is here and which is not complete yet (its
+			// header says so): no sender puts one there. One
+			// forged with the R of the packet before it agrees with
+			// its neighbours (N155), and ending the group here would
+			// fail the channel as a malformed reliable message: it is
+			// dropped, and the place waits for the real packet
+			// (N158).
+			r.removeIn(i)
+			r.drops.Malformed++
+			return
+		}
 		if m.n > 0 && (s.start() || s.reliable() != m.reliable ||
 			!m.reliable && s.rel != m.rel ||
 			m.reliable && Distance(m.rel, s.rel) != m.n) {

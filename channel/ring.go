@@ -345,10 +345,10 @@ func (r *seqRing) next(k, from int, set bool) int {
 // -1.
 func (r *seqRing) last(k int) int { return r.prev(k, r.off+r.span) }
 
-// prev returns the highest logical index before before whose bit in
-// bitmap k is set, or -1.
-func (r *seqRing) prev(k, before int) int {
-	n := min(before, r.off+r.span) - r.off
+// prev returns the highest logical index less than i whose bit in bitmap
+// k is set, or -1.
+func (r *seqRing) prev(k, i int) int {
+	n := min(i, r.off+r.span) - r.off
 	if n <= 0 {
 		return -1
 	}
