@@ -393,6 +393,14 @@ func (c *conn) establish(now clock.Time) {
 	c.state = stateConnected
 	c.retryAt = 0
 	c.hb.start(now)
+	if !c.hb.server {
+		// A client's heartbeats count down from a value drawn at
+		// random, as a server's count up from one (D25): one that went
+		// in a bundle proves, echoed, that the peer reads bundles, and
+		// a forger who made the server echo a value it guessed would
+		// otherwise prove it for a peer that drops them (N156).
+		c.hb.next = int16(-1 - c.ep.cfg.Rand.IntN(32768))
+	}
 	if c.role == Client && c.ep.cfg.Transport == Datagram {
 		// The server may be validating this client's address (D25): its
 		// heartbeats give the server the bytes it may answer with, and

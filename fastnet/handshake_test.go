@@ -2,6 +2,7 @@ package fastnet
 
 import (
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 	"time"
@@ -131,8 +132,38 @@ func TestClientConnects(t *testing.T) {
 		t.Fatalf("ConnID = %x, %v", id, ok)
 	}
 	// D16: the first heartbeat goes out as soon as the connection is
-	// established; the client originates negative values.
-	tc.wantPacket("first heartbeat", chHeartbeat, appendHeartbeat(nil, -1))
+	// established; the client originates negative values, from one
+	// drawn at random (N156).
+	tc.wantPacket("first heartbeat", chHeartbeat, appendHeartbeat(nil, clientBeat(tc, h, 0)))
+}
+
+// clientBeat returns the value of the k-th heartbeat (from 0) that client
+// connection h originates: its values count down from the first, drawn at
+// random (N156), wrapping from -32768 to -1.
+func clientBeat(tc *testEndpoint, h Handle, k int) int16 {
+	c := tc.ep.conns[h]
+	if c == nil || c.hb.sentN == 0 || c.hb.sent[0].v >= 0 {
+		tc.t.Fatalf("no client heartbeat originated yet")
+	}
+	return int16(-1 - (int(-1-c.hb.sent[0].v)+k)%32768)
+}
+
+// N156: a client's first heartbeat value is drawn from Config.Rand, so
+// that a forger cannot guess what the server echoes.
+func TestClientBeatsStartAtRandom(t *testing.T) {
+	seen := map[int16]bool{}
+	for seed := range uint64(8) {
+		cfg := clientConfig()
+		cfg.Rand = rand.New(rand.NewPCG(seed, 1))
+		tc := newTestEndpoint(t, cfg)
+		h := tc.connectClient(1)
+		v := clientBeat(tc, h, 0)
+		tc.wantPacket("first heartbeat", chHeartbeat, appendHeartbeat(nil, v))
+		seen[v] = true
+	}
+	if len(seen) < 7 {
+		t.Fatalf("8 clients started their heartbeats at %d values", len(seen))
+	}
 }
 
 // D15: a repeated "connect?" from a connected address gets the same ID and

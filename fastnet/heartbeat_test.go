@@ -56,24 +56,25 @@ func TestRTTFromHeartbeats(t *testing.T) {
 	if st.RTT != 200*time.Millisecond {
 		t.Fatalf("initial RTT %v", st.RTT)
 	}
-	tc.wantPacket("first heartbeat", chHeartbeat, appendHeartbeat(nil, -1))
+	first := clientBeat(tc, h, 0)
+	tc.wantPacket("first heartbeat", chHeartbeat, appendHeartbeat(nil, first))
 	tc.advance(80 * time.Millisecond)
-	tc.recv(chHeartbeat, appendHeartbeat(nil, -1))
+	tc.recv(chHeartbeat, appendHeartbeat(nil, first))
 	st, _ = tc.ep.Stats(h)
 	if st.RTT != 80*time.Millisecond || st.MinRTT != 80*time.Millisecond || st.RTTVar != 40*time.Millisecond {
 		t.Fatalf("after one 80 ms sample: rtt %v var %v min %v", st.RTT, st.RTTVar, st.MinRTT)
 	}
-	tc.recv(chHeartbeat, appendHeartbeat(nil, -1)) // a duplicate echo: no second sample
-	tc.recv(chHeartbeat, appendHeartbeat(nil, -999))
+	tc.recv(chHeartbeat, appendHeartbeat(nil, first)) // a duplicate echo: no second sample
+	tc.recv(chHeartbeat, appendHeartbeat(nil, clientBeat(tc, h, 999)))
 	st2, _ := tc.ep.Stats(h)
 	if st2.RTT != st.RTT {
 		t.Fatalf("a duplicate or unknown echo changed the RTT to %v", st2.RTT)
 	}
 	// Early on, the client's heartbeats go every ConnectRetry (N33).
 	tc.advance(120 * time.Millisecond)
-	tc.wantPacket("second heartbeat at 200 ms", chHeartbeat, appendHeartbeat(nil, -2))
+	tc.wantPacket("second heartbeat at 200 ms", chHeartbeat, appendHeartbeat(nil, clientBeat(tc, h, 1)))
 	tc.advance(40 * time.Millisecond)
-	tc.recv(chHeartbeat, appendHeartbeat(nil, -2))
+	tc.recv(chHeartbeat, appendHeartbeat(nil, clientBeat(tc, h, 1)))
 	st, _ = tc.ep.Stats(h)
 	// srtt = 7/8*80 + 1/8*40 = 75; rttvar = 3/4*40 + 1/4*|80-40| = 40.
 	if st.RTT != 75*time.Millisecond || st.RTTVar != 40*time.Millisecond || st.MinRTT != 40*time.Millisecond {
@@ -109,8 +110,8 @@ func TestClientEarlyHeartbeats(t *testing.T) {
 	cfg := clientConfig()
 	cfg.ValidationTimeout = time.Second
 	tc := newTestEndpoint(t, cfg)
-	tc.connectClient(1)
-	tc.wantPacket("first heartbeat at once", chHeartbeat, appendHeartbeat(nil, -1))
+	h := tc.connectClient(1)
+	tc.wantPacket("first heartbeat at once", chHeartbeat, appendHeartbeat(nil, clientBeat(tc, h, 0)))
 	var at []time.Duration
 	start := tc.now
 	for range 40 {
