@@ -14,8 +14,10 @@ import (
 
 // Bundles (channel -6, D24). Once connected, each side asks its peer the
 // channel -1 query "query:ext:bundle"; a peer that supports bundles
-// answers "query:ext:bundle=yes", and from then on the side that got the
-// answer may pack packets for that peer into one datagram:
+// answers "query:ext:bundle=yes", and once it has also echoed a heartbeat
+// sent to it in a bundle of its own (the answer may be forged, N156), the
+// side that got the answer may pack packets for that peer into one
+// datagram:
 //
 //	 0               1               2               3
 //	+-------+-------+-------+-------+-------+-------+---------------
@@ -25,9 +27,10 @@ import (
 //
 // never nested, never longer than the sender's payload MTU + 2. Each
 // inner packet is handled exactly as if it had arrived alone. A strict
-// 1.0 peer never answers, so it never gets a bundle; a bundle from a peer
-// this side never answered "=yes" is dropped. Over a Stream transport
-// bundles are not used (N69-N74).
+// 1.0 peer never answers, so it gets no bundle but, if an answer is
+// forged, the few proofs; a bundle from a peer this side never answered
+// "=yes" is dropped. Over a Stream transport bundles are not used
+// (N69-N74).
 
 // bundleAsks is how many times a connection asks "query:ext:bundle": with
 // each of its first bundleAsks heartbeats originated while the peer has not
@@ -87,6 +90,12 @@ func (e *Endpoint) bundleControl(now clock.Time, from netip.AddrPort, c *conn, m
 			e.drop(c, DropNotConnected)
 			return
 		}
+		if c.bundleAsks == 0 {
+			// An answer to a question never asked (a server asks
+			// only once it validated the client, N73): forged.
+			e.drop(c, DropBadControl)
+			return
+		}
 		if !c.bundleYes {
 			// The answer is a literal anyone can forge: bundles go
 			// to the peer only once it has shown it reads them, by
@@ -101,15 +110,14 @@ func (e *Endpoint) bundleControl(now clock.Time, from netip.AddrPort, c *conn, m
 
 // bundleProofs is how many of its heartbeats a connection sends in
 // bundles of their own, while its peer answered "query:ext:bundle=yes"
-// but has not yet shown it reads bundles: one at once, then one with
-// each heartbeat originated, the next no later than proofWait after the
-// last, until one is echoed (N156).
-const bundleProofs = 8
+// but has not yet shown it reads bundles: one at once, then each
+// proofWait after the last, until one is echoed (N156).
+const bundleProofs = 10
 
-// proving reports whether c's next heartbeat goes in a bundle of its own,
-// to prove that the peer reads bundles (N156).
-func (c *conn) proving() bool {
-	return c.bundleYes && !c.bundleTo && c.bundleProofs < bundleProofs
+// proving reports whether c's heartbeat originated at now goes in a
+// bundle of its own, to prove that the peer reads bundles (N156).
+func (c *conn) proving(now clock.Time) bool {
+	return c.bundleYes && !c.bundleTo && !c.bundleForged && c.bundleProofs < bundleProofs && now >= c.hb.proofAt
 }
 
 // appendProof appends to buf a bundle of one packet, the heartbeat of
@@ -121,8 +129,8 @@ func appendProof(buf []byte, v int16) []byte {
 }
 
 // sentProof notes that the heartbeat just originated goes in a bundle of
-// its own, and has the next go no later than proofWait after it, while
-// c may prove again (N156).
+// its own, and has the next heartbeat go proofWait after it, while c may
+// prove again (N156).
 func (c *conn) sentProof(now clock.Time) {
 	c.bundleProofs++
 	c.hb.sentBundled()
@@ -133,17 +141,34 @@ func (c *conn) sentProof(now clock.Time) {
 	}
 }
 
-// proofWait is how long a heartbeat that went in a bundle waits for its
-// echo before the next goes: two of the RTTs resends wait by, within the
-// heartbeat interval (N156).
+// proofWait is how long the proof just sent, the bundleProofs-th, waits
+// for its echo before the next goes: two of the RTTs resends wait by (at
+// least minProofWait), doubled with each proof, within the heartbeat
+// interval; so the proofs span an outage of seconds, as the queries do
+// (N69, N156).
 func (c *conn) proofWait() time.Duration {
-	return min(2*c.resendRTT(), heartbeatInterval(c.ep.cfg.Timeout))
+	base := max(2*c.resendRTT(), minProofWait)
+	return min(base<<min(c.bundleProofs-1, 20), heartbeatInterval(c.ep.cfg.Timeout))
+}
+
+// minProofWait is the least wait between two proofs (proofWait).
+const minProofWait = 50 * time.Millisecond
+
+// forgedEcho notes that the peer "echoed" a heartbeat value c never
+// originated: forged (as D25's challenge counts it). While c is proving,
+// a forger may be trying values for its proof: it stops proving, and
+// never bundles to this peer (N156).
+func (c *conn) forgedEcho() {
+	if c.bundleYes && !c.bundleTo {
+		c.bundleForged = true
+		c.hb.proofAt = 0
+	}
 }
 
 // proved notes that the peer echoed b, a heartbeat of c's: if it went in
 // a bundle, the peer reads bundles, and c bundles from now on (N156).
 func (c *conn) proved(b sentBeat) {
-	if b.bundled && c.bundleYes {
+	if b.bundled && c.bundleYes && !c.bundleForged {
 		c.bundleTo = true
 		c.hb.proofAt = 0
 	}

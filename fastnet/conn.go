@@ -64,10 +64,12 @@ type conn struct {
 	// "query:ext:bundle=yes", bundleTo once it also echoed a heartbeat
 	// that went in a bundle (this side may send it bundles, N156),
 	// bundleFrom once this side answered it so (it may send us
-	// bundles), bundleAsks the queries sent so far (N69), and
-	// bundleProofs the heartbeats sent in bundles of their own.
-	bundleYes, bundleTo, bundleFrom bool
-	bundleAsks, bundleProofs        uint8
+	// bundles), bundleAsks the queries sent so far (N69),
+	// bundleProofs the heartbeats sent in bundles of their own, and
+	// bundleForged once an echo of a heartbeat never sent came while
+	// proving: this side then never bundles to the peer (N156).
+	bundleYes, bundleTo, bundleFrom, bundleForged bool
+	bundleAsks, bundleProofs                      uint8
 	// bundling is set while bundle fills a datagram (N79); newTurn
 	// after a resend, for first sends to go next (N80).
 	bundling, newTurn bool

@@ -33,6 +33,8 @@ func (c *conn) handlePacket(now clock.Time, ch int16, p []byte) {
 			if !c.peerProbing(b.at) {
 				c.cc.onEcho(now, b.at, b.bytes, now.Sub(b.at), c.hb.minRTT, c.hb.srtt, c.paceRate(), c.payloadMTU+2)
 			}
+		} else if c.hb.ours(v) && !c.hb.originated(v) {
+			c.forgedEcho()
 		}
 	case ch == chAck:
 		c.handleAcks(now, p)

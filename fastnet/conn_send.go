@@ -170,7 +170,7 @@ func (c *conn) pollPacket(now clock.Time, buf []byte) ([]byte, bool) {
 		v := c.hb.originate(now, heartbeatInterval(cfg.Timeout), c.cc.sent)
 		c.askBundles() // with each of the first few heartbeats (D24, N69)
 		c.askPunch()   // and the punch extension's likewise (X2)
-		if c.proving() {
+		if c.proving(now) {
 			c.sentProof(now)
 			return appendProof(buf, v), true
 		}

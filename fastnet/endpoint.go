@@ -1347,7 +1347,8 @@ func (e *Endpoint) ReceiveMemory() int { return e.recvBudget.Used + e.recvBudget
 func (e *Endpoint) Dropped() [NumDropReasons]uint64 { return e.stray }
 
 // Bundling reports whether the endpoint packs h's packets into bundles:
-// the peer answered "query:ext:bundle=yes" (D24). A driver that has both
+// the peer answered "query:ext:bundle=yes" (D24) and echoed a heartbeat
+// sent to it in a bundle (N156). A driver that has both
 // the acks of what a peer sent and the reply to it to send may then poll
 // them together, so that one datagram carries both (N75).
 func (e *Endpoint) Bundling(h Handle) bool {

@@ -24,8 +24,9 @@ func SharedRuns(ep *Endpoint) uint64 { return ep.runShared }
 func Batched(ep *Endpoint) uint64 { return ep.batched }
 
 // BundlesNegotiated reports, for connection h of ep, whether its peer
-// answered "query:ext:bundle=yes" (ep may send it bundles) and whether ep
-// answered it so (ep takes its bundles) (D24).
+// answered "query:ext:bundle=yes" and echoed a heartbeat sent to it in a
+// bundle (ep may send it bundles, N156) and whether ep answered it so (ep
+// takes its bundles) (D24).
 func BundlesNegotiated(ep *Endpoint, h Handle) (to, from bool) {
 	c := ep.conns[h]
 	if c == nil {

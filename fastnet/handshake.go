@@ -399,7 +399,7 @@ func (c *conn) establish(now clock.Time) {
 		// in a bundle proves, echoed, that the peer reads bundles, and
 		// a forger who made the server echo a value it guessed would
 		// otherwise prove it for a peer that drops them (N156).
-		c.hb.next = int16(-1 - c.ep.cfg.Rand.IntN(32768))
+		c.hb.startAt(int16(-1 - c.ep.cfg.Rand.IntN(32768)))
 	}
 	if c.role == Client && c.ep.cfg.Transport == Datagram {
 		// The server may be validating this client's address (D25): its

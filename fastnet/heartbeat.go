@@ -87,6 +87,7 @@ func (h *heartbeat) init(r Role) {
 	} else {
 		h.next = -1
 	}
+	h.first = h.next
 	h.srtt, h.rttvar = initialRTT, initialRTT/2
 }
 
@@ -102,6 +103,10 @@ func (h *heartbeat) start(now clock.Time) {
 	h.lastHeard = now
 }
 
+// startAt makes v the first value originated (a client's, drawn at
+// random, N156).
+func (h *heartbeat) startAt(v int16) { h.next, h.first = v, v }
+
 // startChallenge makes a server's heartbeats the challenge of D25: the
 // first value originated is drawn from r (1..32767), so that a sender who
 // cannot see the server's packets cannot echo it, and they go out every
@@ -112,16 +117,22 @@ func (h *heartbeat) startChallenge(r interface{ IntN(int) int }, interval time.D
 	h.challenge = interval
 }
 
-// originated reports whether the server originated v since its challenge
-// began: the values go up from first, one per heartbeat, wrapping from
-// 32767 to 1.
+// originated reports whether this side originated v: a server's values
+// go up from first, one per heartbeat, wrapping from 32767 to 1; a
+// client's go down from first, wrapping from -32768 to -1.
 func (h *heartbeat) originated(v int16) bool {
-	if v <= 0 || h.sentN >= 32767 {
-		return v > 0
+	if !h.ours(v) {
+		return false
 	}
-	d := (int(v) - int(h.first) + 32767) % 32767
-	return d < h.sentN
+	if h.server {
+		return h.sentN >= 32767 || (int(v)-int(h.first)+32767)%32767 < h.sentN
+	}
+	return h.sentN >= 32768 || (int(h.first)-int(v)+32768)%32768 < h.sentN
 }
+
+// ours reports whether v is a value of this side's (D16): positive for a
+// server, negative for a client.
+func (h *heartbeat) ours(v int16) bool { return h.server && v > 0 || !h.server && v < 0 }
 
 // originate returns the value to send now and schedules the next one;
 // bytes is what the connection has sent before it (N90).
@@ -190,9 +201,6 @@ func (h *heartbeat) endChallenge(interval time.Duration) {
 	h.challenge = 0
 	if h.sentN > 0 {
 		h.nextSend = beatAfter(h.lastSent, interval)
-		if h.proofAt != 0 {
-			h.nextSend = min(h.nextSend, h.proofAt)
-		}
 	}
 }
 
@@ -203,7 +211,7 @@ func (h *heartbeat) receive(now clock.Time, v int16) (sentBeat, bool) {
 	if h.firstHeard == 0 {
 		h.firstHeard = now
 	}
-	ours := (h.server && v > 0) || (!h.server && v < 0)
+	ours := h.ours(v)
 	if ours && h.challenge > 0 {
 		if h.originated(v) {
 			h.echoed = true

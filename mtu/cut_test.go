@@ -27,8 +27,8 @@ func (b *busy) HandlePayload(p []byte) {
 // peer busy with other estimations, N53) used to end with the size
 // measured so far, and the next began only a Period (10 min by default)
 // later. It is now tried again about a second later, as one that measured
-// nothing is (N44), up to cutRetries times in a row; then a peer that
-// goes on refusing waits for Period.
+// nothing is (N44), then after waits that double up to Period: a peer
+// that goes on refusing gets a few tries of 10 resets each.
 func TestCutShortEstimationTriedAgain(t *testing.T) {
 	t.Run("busy for a while", func(t *testing.T) {
 		s := newSim(t, 1, Config{MaxPayload: 65505}, 1500, 0, 50*time.Millisecond)
@@ -67,13 +67,21 @@ func TestCutShortEstimationTriedAgain(t *testing.T) {
 			return answered > 3
 		}}
 		s.estimate(time.Minute)
-		s.run(5*time.Minute, func() bool { return false })
-		st := s.est.Stats()
-		if st.Estimations != 1+cutRetries || s.est.MTU() != 128 {
-			t.Fatalf("%d estimations in 5 min, MTU %d; want %d, 128", st.Estimations, s.est.MTU(), 1+cutRetries)
+		begin := s.now
+		var starts []time.Duration
+		for s.now.Sub(begin) < 30*time.Minute {
+			n := s.est.Stats().Estimations
+			s.run(30*time.Minute-s.now.Sub(begin), func() bool { return s.est.Stats().Estimations > n })
+			starts = append(starts, s.now.Sub(begin))
 		}
-		if d := s.est.NextDeadline().Sub(s.now); d < DefaultPeriod-5*time.Minute {
-			t.Fatalf("next estimation %v on, want about Period", d)
+		st := s.est.Stats()
+		if st.Estimations < 8 || st.Estimations > 14 || s.est.MTU() != 128 {
+			t.Fatalf("%d estimations in 30 min (ended at %v), MTU %d; want 8 to 14, 128", st.Estimations, starts, s.est.MTU())
+		}
+		// The waits between the tries grow to Period.
+		last := starts[len(starts)-2] - starts[len(starts)-3]
+		if last < DefaultPeriod/2 || last > DefaultPeriod+time.Minute {
+			t.Fatalf("tries ended at %v: the last wait %v, want about Period", starts, last)
 		}
 	})
 }

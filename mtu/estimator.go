@@ -76,7 +76,6 @@ type Estimator struct {
 	sendAt clock.Time // reset and probe phases: when the next payload is due
 	timer  clock.Time // reset phase after the last try: give up; final: end of the wait; idle: next estimation
 	held   bool       // idle: the next estimation waits for Start (Hold)
-	cut    bool       // the estimation ends as no reset of its round was answered
 
 	// The estimation.
 	first     bool // the next evaluated round is the estimation's first
@@ -97,8 +96,7 @@ type Estimator struct {
 	doubted   int  // the size that failed with a count, to measure again after the refresh
 	refresh   bool // the round measures lo again, to refresh the reference
 	lossy     bool // the first round lost more than lossyPoints: rounds send ProbesPerRound (N44)
-	giveUps   int  // estimations in a row that ended with nothing measured
-	cuts      int  // estimations in a row cut short, after measuring, by a reset never answered
+	giveUps   int  // estimations in a row that ended with nothing measured, or cut short (N157)
 	// quiet is three RTTs after the round's last probe: a round that
 	// ends early sends the next reset no sooner, so that late copies of
 	// its counts cannot count in the next round (N44).
@@ -216,13 +214,6 @@ func (e *Estimator) probesFor(size int) int {
 // retryMax bounds the wait before an estimation that measured nothing is
 // tried again (finish).
 const retryMax = 8 * time.Second
-
-// cutRetries is how many estimations in a row that were cut short by a
-// reset never answered, after measuring a size above Initial, are tried
-// again as soon as one that measured nothing; after them, the next waits
-// for Period (finish, N157). Four waits of about 1, 2, 4 and 8 s outlast
-// the 10 s a busy peer may keep another estimation's place (N150).
-const cutRetries = 4
 
 // lossyPoints is the loss of the first round, in points, above which the
 // estimation's rounds all send ProbesPerRound probes: on a path that loses
@@ -354,11 +345,10 @@ func (e *Estimator) HandleTimeout(now clock.Time) {
 		if e.timer != 0 && now >= e.timer {
 			// No ack after the last of ResetTries resets (D19): the MTU
 			// stays where it is. The peer may be busy answering other
-			// estimations (N53): one cut short is tried again soon,
-			// a few times (N157).
+			// estimations (N53): the estimation is tried again soon,
+			// then less and less often (N157).
 			e.stats.GaveUp++
-			e.cut = true
-			e.finish(now, false)
+			e.finish(now, false, true)
 		}
 	case phaseFinal:
 		if now >= e.timer {
@@ -536,7 +526,7 @@ func (e *Estimator) evaluate(now clock.Time) {
 		if e.count == 0 {
 			// A size that passed now gets nothing through: the path
 			// or the peer broke down. Try again next period.
-			e.finish(now, false)
+			e.finish(now, false, false)
 			return
 		}
 		e.passCnt, e.passN = e.count, e.n
@@ -560,7 +550,7 @@ func (e *Estimator) evaluate(now clock.Time) {
 			// Nothing came back even at the initial size: this says
 			// nothing about the MTU, and no later round could be
 			// judged against it.
-			e.finish(now, false)
+			e.finish(now, false, false)
 			return
 		}
 		e.firstCnt, e.passCnt = e.count, e.count
@@ -608,7 +598,7 @@ func (e *Estimator) evaluate(now clock.Time) {
 	}
 	next := e.nextSize()
 	if next == 0 {
-		e.finish(now, true)
+		e.finish(now, true, false)
 		return
 	}
 	e.newRound(now, next)
@@ -664,10 +654,13 @@ func (e *Estimator) nextSize() int {
 	return e.lo + (e.hi-e.lo)/2
 }
 
-// finish ends the estimation at now; the next one starts Period later. A
-// complete estimation leaves its first failure as a hint for the next one;
-// one cut short keeps the older hint unless it found a failure of its own.
-func (e *Estimator) finish(now clock.Time, complete bool) {
+// finish ends the estimation at now. The next one starts Period later,
+// unless the estimation measured nothing or was cut short (a reset of its
+// round never answered): then it is tried again sooner (N44, N157). A
+// complete estimation leaves its first failure as a hint for the next
+// one; one cut short keeps the older hint unless it found a failure of
+// its own.
+func (e *Estimator) finish(now clock.Time, complete, cut bool) {
 	e.stats.Estimations++
 	e.stats.Searching = false
 	if complete || e.hi != 0 {
@@ -676,28 +669,26 @@ func (e *Estimator) finish(now clock.Time, complete bool) {
 	e.phase = phaseIdle
 	e.sendAt = 0
 	wait := e.cfg.Period
-	cut := e.cut
-	e.cut = false
-	if complete {
-		e.cuts = 0
-	}
-	if complete || e.mtu > e.cfg.Initial && (!cut || e.cuts >= cutRetries) {
+	if complete || e.mtu > e.cfg.Initial && !cut {
 		e.giveUps = 0
 	} else {
-		// Nothing measured, or a reset of a later round never
-		// answered: the peer may have been too busy to answer (a
-		// server answers a bounded number of estimations at once,
-		// N53). Try again after about 1 s, 2 s, 4 s, then every 8 s or
-		// so (never later than Period) rather than keep the initial MTU,
-		// or the size measured so far, for a whole Period; the waits
-		// are spread by half of themselves either way, so that clients
-		// refused together do not come back together (N44). A peer
-		// that goes on refusing gets cutRetries such tries in a row
-		// after a measurement (N157).
+		// Nothing measured, or a reset never answered: the peer may
+		// have been too busy to answer (a server answers a bounded
+		// number of estimations at once, N53). Try again after about
+		// 1 s, 2 s, 4 s, then every 8 s or so (never later than
+		// Period) rather than keep the initial MTU for a whole
+		// Period; the waits are spread by half of themselves either
+		// way, so that clients refused together do not come back
+		// together (N44). With a size above Initial in use (measured
+		// by an estimation cut short, or assumed from the path MTU the
+		// system knows), the waits go on doubling up to Period: each
+		// try costs its resets only, and a server with a long queue of
+		// estimations to answer may be busy for minutes (N157).
+		most := retryMax
 		if e.mtu > e.cfg.Initial {
-			e.cuts++
+			most = wait
 		}
-		base := min(wait, retryMax, time.Second<<min(e.giveUps, 20))
+		base := min(wait, most, time.Second<<min(e.giveUps, 20))
 		wait = min(wait, base/2+time.Duration(e.fill.Uint64()%uint64(base)))
 		e.giveUps++
 	}
