@@ -557,10 +557,10 @@ func printIdle(out io.Writer, results []*result) {
 }
 
 // estimationDone reports whether a connection's MTU estimation has ended
-// with a result: an estimation that measured nothing (its resets refused by
-// a server busy with others, N53) ends at the initial payload MTU and tries
-// again after a second or more (N44), and the idle window must not begin
-// before those retries are over.
+// with a result: an estimation that measured nothing or was refused (its
+// resets unanswered by a server busy with others, N53) ends at the MTU it
+// had and tries again after a second or more (N44, N157), and the idle
+// window must not begin before those retries are over.
 func estimationDone(st fastnet.Stats) bool {
-	return !st.MTUSearching && st.MTUEstimations > 0 && st.PayloadMTU > fastnet.DefaultPayloadMTU
+	return !st.MTUSearching && !st.MTURetrying && st.MTUEstimations > 0 && st.PayloadMTU > fastnet.DefaultPayloadMTU
 }

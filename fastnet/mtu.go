@@ -105,7 +105,7 @@ func (c *conn) mtuStats(s *Stats) {
 		return
 	}
 	es := c.estimator.Stats()
-	s.MTUSearching, s.MTUEstimations = es.Searching, es.Estimations
+	s.MTUSearching, s.MTURetrying, s.MTUEstimations = es.Searching, es.Retrying, es.Estimations
 	s.MTUProbes, s.MTUProbeBytes = es.ProbesSent, es.ProbeBytes
 	s.MTUHint = es.PathHint
 }

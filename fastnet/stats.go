@@ -101,10 +101,15 @@ type Stats struct {
 	// MTUSearching reports that an MTU estimation of this side (D19) is
 	// under way: PayloadMTU may still grow, and probes as large as
 	// MaxPacketSize allows share the path with the connection's traffic.
-	// MTUEstimations counts the estimations finished (given up included),
-	// MTUProbes the probes sent and MTUProbeBytes their payload bytes.
-	// All stay zero with estimation off.
+	// MTURetrying reports that, between estimations, the last one
+	// measured nothing or had a reset go unanswered (the peer busy with
+	// others' estimations, N53): the next starts within seconds, not
+	// MTUConfig.Period later (N44, N157). MTUEstimations counts the
+	// estimations finished (given up included), MTUProbes the probes
+	// sent and MTUProbeBytes their payload bytes. All stay zero with
+	// estimation off.
 	MTUSearching   bool
+	MTURetrying    bool
 	MTUEstimations uint64
 	MTUProbes      uint64
 	MTUProbeBytes  uint64

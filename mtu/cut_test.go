@@ -27,8 +27,8 @@ func (b *busy) HandlePayload(p []byte) {
 // peer busy with other estimations, N53) used to end with the size
 // measured so far, and the next began only a Period (10 min by default)
 // later. It is now tried again about a second later, as one that measured
-// nothing is (N44), then after waits that double up to Period: a peer
-// that goes on refusing gets a few tries of 10 resets each.
+// nothing is (N44), then every 8 s or so: each try costs the peer its 10
+// one-byte resets, and the MTU in use stays.
 func TestCutShortEstimationTriedAgain(t *testing.T) {
 	t.Run("busy for a while", func(t *testing.T) {
 		s := newSim(t, 1, Config{MaxPayload: 65505}, 1500, 0, 50*time.Millisecond)
@@ -55,8 +55,8 @@ func TestCutShortEstimationTriedAgain(t *testing.T) {
 				m, s.est.Stats().Estimations, s.est.Stats().GaveUp, s.fits())
 		}
 		t.Logf("cut short at %v, at %d bytes %v later", cutAt.Sub(clock.Epoch), s.est.MTU(), s.now.Sub(cutAt))
-		if d := s.est.NextDeadline().Sub(s.now); d != DefaultPeriod {
-			t.Fatalf("after the complete estimation the next is %v on, want Period %v", d, DefaultPeriod)
+		if d := s.est.NextDeadline().Sub(s.now); d != DefaultPeriod || s.est.Stats().Retrying {
+			t.Fatalf("after the complete estimation the next is %v on (retrying %v), want Period %v", d, s.est.Stats().Retrying, DefaultPeriod)
 		}
 	})
 	t.Run("busy for good", func(t *testing.T) {
@@ -75,13 +75,16 @@ func TestCutShortEstimationTriedAgain(t *testing.T) {
 			starts = append(starts, s.now.Sub(begin))
 		}
 		st := s.est.Stats()
-		if st.Estimations < 8 || st.Estimations > 14 || s.est.MTU() != 128 {
-			t.Fatalf("%d estimations in 30 min (ended at %v), MTU %d; want 8 to 14, 128", st.Estimations, starts, s.est.MTU())
+		if s.est.MTU() != 128 || !st.Retrying || st.ResetsSent != uint64(st.Estimations)*DefaultResetTries+3 {
+			t.Fatalf("MTU %d, retrying %v, %d resets in %d estimations; want 128, true, %d resets a try",
+				s.est.MTU(), st.Retrying, st.ResetsSent, st.Estimations, DefaultResetTries)
 		}
-		// The waits between the tries grow to Period.
-		last := starts[len(starts)-2] - starts[len(starts)-3]
-		if last < DefaultPeriod/2 || last > DefaultPeriod+time.Minute {
-			t.Fatalf("tries ended at %v: the last wait %v, want about Period", starts, last)
+		// The tries end about 8 s apart (the wait, spread by half of
+		// itself, and the resets' 1.5 s), never a Period.
+		for i := 4; i < len(starts)-1; i++ {
+			if d := starts[i] - starts[i-1]; d < 5*time.Second || d > 14*time.Second {
+				t.Fatalf("tries ended at %v: %v between two", starts, d)
+			}
 		}
 	})
 }

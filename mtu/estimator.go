@@ -131,6 +131,7 @@ type EstimatorStats struct {
 	PilotsLost  uint64 // rounds that ended after their pilot probes, none counted (N91)
 
 	Searching  bool // an estimation is under way
+	Retrying   bool // between estimations, the last measured nothing or was refused: the next comes within seconds (N44, N157)
 	Size       int  // the size being probed, or last probed
 	LastSize   int  // the size of the last evaluated round
 	LastCount  int  // that round's count
@@ -247,7 +248,7 @@ func (e *Estimator) Start(now clock.Time) {
 	e.refresh = false
 	e.lo, e.hi = 0, 0
 	e.failures = 0
-	e.stats.Searching = true
+	e.stats.Searching, e.stats.Retrying = true, false
 	e.newRound(now, e.cfg.Initial)
 }
 
@@ -669,26 +670,21 @@ func (e *Estimator) finish(now clock.Time, complete, cut bool) {
 	e.phase = phaseIdle
 	e.sendAt = 0
 	wait := e.cfg.Period
-	if complete || e.mtu > e.cfg.Initial && !cut {
+	e.stats.Retrying = !complete && (e.mtu <= e.cfg.Initial || cut)
+	if !e.stats.Retrying {
 		e.giveUps = 0
 	} else {
 		// Nothing measured, or a reset never answered: the peer may
 		// have been too busy to answer (a server answers a bounded
 		// number of estimations at once, N53). Try again after about
 		// 1 s, 2 s, 4 s, then every 8 s or so (never later than
-		// Period) rather than keep the initial MTU for a whole
-		// Period; the waits are spread by half of themselves either
-		// way, so that clients refused together do not come back
-		// together (N44). With a size above Initial in use (measured
-		// by an estimation cut short, or assumed from the path MTU the
-		// system knows), the waits go on doubling up to Period: each
-		// try costs its resets only, and a server with a long queue of
-		// estimations to answer may be busy for minutes (N157).
-		most := retryMax
-		if e.mtu > e.cfg.Initial {
-			most = wait
-		}
-		base := min(wait, most, time.Second<<min(e.giveUps, 20))
+		// Period) rather than keep the initial MTU, or the size in use
+		// (measured by an estimation cut short, or assumed from the
+		// path MTU the system knows), for a whole Period; the waits
+		// are spread by half of themselves either way, so that clients
+		// refused together do not come back together (N44, N157).
+		// Each try costs its resets only.
+		base := min(wait, retryMax, time.Second<<min(e.giveUps, 20))
 		wait = min(wait, base/2+time.Duration(e.fill.Uint64()%uint64(base)))
 		e.giveUps++
 	}
