@@ -309,7 +309,6 @@ func newConn(ep *Endpoint, h Handle, addr netip.AddrPort, role Role) *conn {
 	}
 	if ep.cfg.Transport == Stream {
 		c.payloadMTU = ep.cfg.MaxPacketSize - 2
-		c.stream.bufs.Limit = streamKeep
 	}
 	c.recvBudget.Limit = ep.cfg.ConnReceiveMemory
 	c.recvBudget.MaxHolders = ep.cfg.MaxHoldingChannels

@@ -16,12 +16,14 @@ type streamQueue struct {
 	// bufs recycles the messages' buffers: each is encoded in one of the
 	// smallest size class that holds it, twice its encoded length at most
 	// or 32 bytes, and at most streamKeep bytes of free ones are kept, as
-	// a sender keeps on an idle Datagram connection (N107).
-	bufs bufpool.Pool
+	// a sender keeps on an idle Datagram connection (N107). It is made at
+	// the first push: the pool's 650 bytes were a ninth of every Datagram
+	// connection's state, which never uses it.
+	bufs *bufpool.Pool
 }
 
 // streamKeep bounds the bytes of free message buffers a Stream connection
-// keeps (its bufs' Limit, set by newConn).
+// keeps (its bufs' Limit).
 const streamKeep = 256 << 10
 
 type streamMsg struct {
@@ -49,6 +51,9 @@ func (s *streamQueue) empty() bool { return s.q.Len() == 0 }
 
 // push encodes and queues a message, tracked if id is not 0.
 func (s *streamQueue) push(ch int16, msg []byte, reliable bool, id MessageID) {
+	if s.bufs == nil {
+		s.bufs = &bufpool.Pool{Limit: streamKeep}
+	}
 	buf := s.bufs.Get(coalesce.EncodedLen(len(msg)))[:0]
 	var (
 		enc      []byte
