@@ -54,7 +54,10 @@
 // carry (the first failure minus one), never above Config.MaxPayload. Each
 // size that passes becomes the MTU at once. A peer that never acknowledges
 // a reset leaves the MTU where it is; the next estimation starts
-// Config.Period after the end of one.
+// Config.Period after the end of one, or, after one that measured nothing
+// or had a reset go unanswered (the peer may be busy with others'), after
+// about 1 s, 2 s, 4 s, then every 8 s or so (N44, N157;
+// EstimatorStats.Retrying).
 //
 // # What the system knows (D29)
 //
