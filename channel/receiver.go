@@ -775,11 +775,12 @@ func follows(ra, nb Seq, b int) bool { return Distance(ra, nb) <= b-1 }
 // agree (follows); the queued packets agree with one another and with the
 // ignore number at L (handle checks the packet against those), so the
 // packets it disagrees with lie next to it, on either side (N155). It
-// reports whether the packet is to be queued; if not, the caller drops it,
-// or, if the channel failed, rejects it. What disagrees came from no
-// sender: one of the two was forged or damaged. An unreliable packet at
-// the head that waited for an R no reliable packet will ever carry would
-// hold back the channel for good, acked reliable packets behind it: so
+// reports whether the packet is to be queued; if not, the caller drops
+// it, or, if it failed the channel (a reliable packet), rejects it. What
+// disagrees came from no sender: one of the two was forged or damaged. An
+// unreliable packet at the head that waited for an R no reliable packet
+// will ever carry would hold back the channel for good, acked reliable
+// packets behind it: so
 //
 //   - a reliable packet takes the place of the unreliable packets it
 //     disagrees with, nearest first, removing them; if it meets a reliable
@@ -791,8 +792,9 @@ func follows(ra, nb Seq, b int) bool { return Distance(ra, nb) <= b-1 }
 //     if it disagrees with a reliable neighbour, or with both, which agree
 //     with each other, it is dropped alone.
 //
-// Each queued packet is removed at most once, so the work is bounded by
-// the packets queued.
+// Each queued packet is removed at most once, and the current group a
+// forged packet displaced is kept for when its head heads the queue again
+// (N158), so the work is bounded by the packets queued.
 func (r *Receiver) agrees(now clock.Time, i int, h Header) bool {
 	nd := need(h.Reliable, h.Rel)
 	p := r.q.prev(bmPresent, i)
