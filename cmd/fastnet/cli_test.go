@@ -57,22 +57,38 @@ func TestVersionVCS(t *testing.T) {
 }
 
 // TestConnectTimeout checks that --timeout bounds the handshake, and that
-// the error names the address and the time.
+// the error names the address and the time, and says what was missing:
+// a handshake, not an answer, since a UDP echo server answers every query
+// with the query itself.
 func TestConnectTimeout(t *testing.T) {
 	t.Parallel()
-	silent, err := net.ListenPacket("udp", "127.0.0.1:0") // answers nothing
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	addr := silent.LocalAddr().String()
-	r := runBin(t, "", 10*time.Second, "connect", addr, "--timeout", "300ms")
-	want := "fastnet connect: " + addr + ": timed out: no answer over udp within 300ms"
-	if r.code != 1 || !strings.HasPrefix(r.stderr, want) || !strings.Contains(r.stderr, "try --tcp") {
-		t.Errorf("exit %d, stderr %q; want 1 and %q with a hint to try --tcp", r.code, r.stderr, want)
-	}
-	if r.took > 3*time.Second {
-		t.Errorf("a 300ms timeout took %v", r.took)
+	for _, echo := range []bool{false, true} {
+		silent, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer silent.Close()
+		if echo {
+			go func() {
+				b := make([]byte, 2048)
+				for {
+					n, from, err := silent.ReadFrom(b)
+					if err != nil {
+						return
+					}
+					silent.WriteTo(b[:n], from)
+				}
+			}()
+		}
+		addr := silent.LocalAddr().String()
+		r := runBin(t, "", 10*time.Second, "connect", addr, "--timeout", "300ms")
+		want := "fastnet connect: " + addr + ": timed out: no Fastnet handshake over udp within 300ms"
+		if r.code != 1 || !strings.HasPrefix(r.stderr, want) || !strings.Contains(r.stderr, "fastnet probe "+addr) || !strings.Contains(r.stderr, "try --tcp") {
+			t.Errorf("echo %v: exit %d, stderr %q; want 1 and %q with hints to probe and to try --tcp", echo, r.code, r.stderr, want)
+		}
+		if r.took > 3*time.Second {
+			t.Errorf("echo %v: a 300ms timeout took %v", echo, r.took)
+		}
 	}
 }
 

@@ -70,7 +70,9 @@ func dialFailure(addr string, tcp bool, timeout time.Duration, err error) string
 		if tcp {
 			return fmt.Sprintf("%s: timed out: no Fastnet handshake over tcp within %v; is it a Fastnet server? (\"fastnet probe --tcp %s\" tells)", addr, timeout, addr)
 		}
-		return fmt.Sprintf("%s: timed out: no answer over udp within %v; is a server up there, and is it a TCP server? try --tcp", addr, timeout)
+		// "No answer" was not always so: a UDP echo server answers
+		// every query with the query itself.
+		return fmt.Sprintf("%s: timed out: no Fastnet handshake over udp within %v; is a Fastnet server up there (\"fastnet probe %s\" tells), or is it a TCP server? try --tcp", addr, timeout, addr)
 	}
 	return fmt.Sprintf("%s: %s", addr, reason(err))
 }
