@@ -2,6 +2,7 @@ package fastnet_test
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -9,107 +10,94 @@ import (
 	"github.com/fastnet-engine/fastnet/fastnet/fastnettest"
 )
 
-// A blind forger that knows the client's address and roughly how old its
-// connection is (a minute) forges "query:ext:bundle=yes" and then echoes
-// of the first 100 negative heartbeat values, 100 datagrams of 4 bytes:
-// the client's heartbeats count down from -1, about one every 2 s, so its
-// proof is among them. The client bundles to a server that takes no
-// bundles, and the connection ends as "peer is not acknowledging", as it
-// did before N156 with the answer alone.
-func TestForgedProofEchoToStrictPeer(t *testing.T) {
-	cli, srv := fixedMTU(1200), fixedMTU(1200)
-	srv.NoBundles = true
+// strictSim connects a client and a server on a clean 10 ms path, side
+// strict taking no bundles, as a strict 1.0 peer (N156).
+func strictSim(t *testing.T, strict int) *sim {
+	t.Helper()
+	var cfg [2]fastnet.Config
+	cfg[cliSide], cfg[srvSide] = fixedMTU(1200), fixedMTU(1200)
+	cfg[strict].NoBundles = true
 	link := fastnettest.Link{Delay: 10 * time.Millisecond}
-	s := newSim(t, simSetup{Cli: cli, Srv: srv, Up: link, Down: link})
+	s := newSim(t, simSetup{Cli: cfg[cliSide], Srv: cfg[srvSide], Up: link, Down: link})
 	s.connect(5 * time.Second)
+	return s
+}
+
+// forgeHeartbeats injects from to to heartbeats of every value in
+// [first, last], in order.
+func (s *sim) forgeHeartbeats(from, to netip.AddrPort, first, last int) {
+	step := 1
+	if last < first {
+		step = -1
+	}
+	for v := first; v != last+step; v += step {
+		s.net.Inject(from, to, binary.BigEndian.AppendUint16([]byte{0xff, 0xfe}, uint16(int16(v))))
+	}
+}
+
+// wantUnbundled fails unless side, whose peer takes no bundles, does not
+// bundle to it and still delivers every reliable message of 40 rounds
+// (sendRounds), its connection up.
+func (s *sim) wantUnbundled(t *testing.T, side int) {
+	t.Helper()
+	if to, _ := fastnet.BundlesNegotiated(s.ep[side], s.h[side]); to {
+		t.Errorf("the %s bundles to a peer that takes no bundles", sideName(side))
+	}
+	s.sendRounds(side)
+	for x := range 2 {
+		if s.ended[x] != nil {
+			t.Fatalf("%s: connection ended: %v", sideName(x), s.ended[x])
+		}
+	}
+	if s.led[1-side].pendingRel != 0 {
+		t.Fatalf("%d reliable messages missing, first %s", s.led[1-side].pendingRel, s.led[1-side].firstMissing())
+	}
+}
+
+// N156: a blind forger that knows the client's address and roughly how
+// old its connection is (a minute) forges "query:ext:bundle=yes", then
+// echoes of the first 100 negative heartbeat values, 100 datagrams of 4
+// bytes. When a client's heartbeats counted down from -1, about one every
+// 2 s, its proof was among them: it bundled to a server that takes no
+// bundles, and the connection ended as "peer is not acknowledging". They
+// now count down from a value drawn at random, and an echo of a value
+// never sent stops the proving.
+func TestForgedProofEchoToStrictPeer(t *testing.T) {
+	s := strictSim(t, srvSide)
 	s.run(time.Minute)
 	s.net.Inject(srvAddr, cliAddr, []byte("\xff\xffquery:ext:bundle=yes"))
 	s.run(15 * time.Millisecond) // the client's proof has gone
-	for v := -1; v >= -100; v-- {
-		b := binary.BigEndian.AppendUint16([]byte{0xff, 0xfe}, uint16(int16(v)))
-		s.net.Inject(srvAddr, cliAddr, b)
-	}
+	s.forgeHeartbeats(srvAddr, cliAddr, -1, -100)
 	s.run(50 * time.Millisecond)
-	if to, _ := fastnet.BundlesNegotiated(s.ep[cliSide], s.h[cliSide]); to {
-		t.Errorf("the client bundles to a server that takes no bundles, after 1 forged answer and 100 forged echoes")
-	}
-	for i := range 40 {
-		for ch := range 3 {
-			if err := s.send(cliSide, ch, []byte{byte(i), byte(ch)}, true); err != nil {
-				t.Fatal(err)
-			}
-		}
-		s.run(20 * time.Millisecond)
-	}
-	s.runUntil(s.settled, time.Minute)
-	s.checkIntact(t)
+	s.wantUnbundled(t, cliSide)
 }
 
-// The server's count starts at a random value (D25), 15 bits: a blind
-// forger echoes every positive value, 32,767 datagrams of 4 bytes (about
-// 1.2 MB on the wire with the IPv4 and UDP headers).
+// N156: the server's count starts at a random value (D25), 15 bits: a
+// blind forger echoes every positive value, 32,767 datagrams of 4 bytes
+// (about 1.2 MB on the wire with the IPv4 and UDP headers). The first
+// echo of a value the server never sent stops its proving.
 func TestForgedProofEchoSprayToServer(t *testing.T) {
-	cli, srv := fixedMTU(1200), fixedMTU(1200)
-	cli.NoBundles = true
-	link := fastnettest.Link{Delay: 10 * time.Millisecond}
-	s := newSim(t, simSetup{Cli: cli, Srv: srv, Up: link, Down: link})
-	s.connect(5 * time.Second)
+	s := strictSim(t, cliSide)
 	s.run(time.Minute)
 	s.net.Inject(cliAddr, srvAddr, []byte("\xff\xffquery:ext:bundle=yes"))
 	s.run(15 * time.Millisecond)
-	for v := 1; v <= 32767; v++ {
-		s.net.Inject(cliAddr, srvAddr, binary.BigEndian.AppendUint16([]byte{0xff, 0xfe}, uint16(v)))
-	}
+	s.forgeHeartbeats(cliAddr, srvAddr, 1, 32767)
 	s.run(50 * time.Millisecond)
-	if to, _ := fastnet.BundlesNegotiated(s.ep[srvSide], s.h[srvSide]); to {
-		t.Errorf("the server bundles to a client that takes no bundles")
-	}
-	for i := range 40 {
-		for ch := range 3 {
-			if err := s.send(srvSide, ch, []byte{byte(i), byte(ch)}, true); err != nil {
-				t.Fatal(err)
-			}
-		}
-		s.run(20 * time.Millisecond)
-	}
-	s.runUntil(s.settled, time.Minute)
-	for side := range 2 {
-		if s.ended[side] != nil {
-			t.Errorf("%s: connection ended: %v", sideName(side), s.ended[side])
-		}
-	}
+	s.wantUnbundled(t, srvSide)
 }
 
-// What TestPropertyBlindForgery finds in about one run of five (its
-// default 100 cases; -rapid.seed=2927 with -rapid.checks=500): a forged
-// "query:ext:bundle=yes" to the client of a server that takes no bundles,
-// and forged heartbeats of small negative values to the server, from the
-// client's address. The server echoes them to the client, one of them is
-// the client's proof, and the client bundles to the server, which drops
-// every bundle: the connection ends.
+// N156: what TestPropertyBlindForgery found in about one run of five: a
+// forged "query:ext:bundle=yes" to the client of a server that takes no
+// bundles, and forged heartbeats of small negative values to the server,
+// from the client's address. The server echoes them to the client; when
+// the client's heartbeats counted down from -1, one of them was its
+// proof, and the client bundled to the server, which dropped every
+// bundle: the connection ended.
 func TestForgedProofReflectedByStrictServer(t *testing.T) {
-	cli, srv := fixedMTU(1200), fixedMTU(1200)
-	srv.NoBundles = true
-	link := fastnettest.Link{Delay: 10 * time.Millisecond}
-	s := newSim(t, simSetup{Cli: cli, Srv: srv, Up: link, Down: link})
-	s.connect(5 * time.Second)
+	s := strictSim(t, srvSide)
 	s.net.Inject(srvAddr, cliAddr, []byte("\xff\xffquery:ext:bundle=yes"))
 	s.run(15 * time.Millisecond)
-	for v := -1; v >= -20; v-- {
-		s.net.Inject(cliAddr, srvAddr, binary.BigEndian.AppendUint16([]byte{0xff, 0xfe}, uint16(int16(v))))
-	}
+	s.forgeHeartbeats(cliAddr, srvAddr, -1, -20)
 	s.run(50 * time.Millisecond)
-	if to, _ := fastnet.BundlesNegotiated(s.ep[cliSide], s.h[cliSide]); to {
-		t.Errorf("the client bundles to a server that takes no bundles, after 1 forged answer and 20 forged heartbeats")
-	}
-	for i := range 40 {
-		for ch := range 3 {
-			if err := s.send(cliSide, ch, []byte{byte(i), byte(ch)}, true); err != nil {
-				t.Fatal(err)
-			}
-		}
-		s.run(20 * time.Millisecond)
-	}
-	s.runUntil(s.settled, time.Minute)
-	s.checkIntact(t)
+	s.wantUnbundled(t, cliSide)
 }

@@ -483,14 +483,19 @@ func TestForgedBundleAnswerBeforeQuery(t *testing.T) {
 }
 
 // forgedBundleAnswer forges "query:ext:bundle=yes" from the server to the
-// client, then has the client send 40 rounds of a small reliable message
-// on each of channels 0-2, 20 ms apart, and runs until they settle.
+// client, then has the client send (sendRounds).
 func (s *sim) forgedBundleAnswer() {
 	s.net.Inject(srvAddr, cliAddr, []byte("\xff\xffquery:ext:bundle=yes"))
 	s.run(50 * time.Millisecond)
+	s.sendRounds(cliSide)
+}
+
+// sendRounds has side send 40 rounds of a small reliable message on each
+// of channels 0-2, 20 ms apart, and runs until they settle.
+func (s *sim) sendRounds(side int) {
 	for i := range 40 {
 		for ch := range 3 {
-			s.send(cliSide, ch, payload(uint32(3*i+ch+1), 20), true)
+			s.send(side, ch, payload(uint32(3*i+ch+1), 20), true)
 		}
 		s.run(20 * time.Millisecond)
 	}
@@ -505,11 +510,7 @@ func (s *sim) forgedBundleAnswer() {
 // has echoed a heartbeat that went in a bundle: it sends a few such
 // heartbeats, which the server drops, and nothing else changes.
 func TestForgedBundleAnswerToStrictPeer(t *testing.T) {
-	cli, srv := fixedMTU(1200), fixedMTU(1200)
-	srv.NoBundles = true
-	link := fastnettest.Link{Delay: 10 * time.Millisecond}
-	s := newSim(t, simSetup{Cli: cli, Srv: srv, Up: link, Down: link})
-	s.connect(5 * time.Second)
+	s := strictSim(t, srvSide)
 	s.run(time.Second)
 	s.forgedBundleAnswer()
 	s.run(15 * time.Second)

@@ -11,19 +11,11 @@ import (
 // round's reset, 2.7 s in, but until 30 s rather than 5 s: a server with
 // more estimations waiting than it answers (N53) is busy for as long as
 // its queue lasts. A fixed number of quick tries ended by about 20 s, and
-// the estimator kept 128 bytes for the next Period; with waits doubling,
-// it finds the path within 2 minutes.
+// the estimator kept 128 bytes for the next Period; tried every 8 s or
+// so, it finds the path within 2 minutes.
 func TestCutShortPeerBusyLonger(t *testing.T) {
 	s := newSim(t, 1, Config{MaxPayload: 65505}, 1500, 0, 50*time.Millisecond)
-	answered := 0
-	until := s.now.Add(30 * time.Second)
-	s.resp = &busy{NewResponder(), s, func(now clock.Time) bool {
-		if answered < 3 { // rounds at 32, 64, 128
-			answered++
-			return false
-		}
-		return now < until
-	}}
+	s.resp = busyFromFourth(s, s.now.Add(30*time.Second))
 	s.estimate(time.Minute)
 	s.run(2*time.Minute, func() bool { return s.est.MTU() >= 1480 && !s.est.Stats().Searching })
 	if m := s.est.MTU(); m < 1480 {

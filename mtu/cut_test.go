@@ -1,6 +1,7 @@
 package mtu
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -14,6 +15,20 @@ type busy struct {
 	*Responder
 	s      *sim
 	refuse func(now clock.Time) bool
+}
+
+// busyFromFourth returns a busy responder for s that answers the first
+// three resets (the rounds at 32, 64 and 128 bytes), then refuses those
+// that come before until.
+func busyFromFourth(s *sim, until clock.Time) *busy {
+	answered := 0
+	return &busy{NewResponder(), s, func(now clock.Time) bool {
+		if answered < 3 {
+			answered++
+			return false
+		}
+		return now < until
+	}}
 }
 
 func (b *busy) HandlePayload(p []byte) {
@@ -32,15 +47,7 @@ func (b *busy) HandlePayload(p []byte) {
 func TestCutShortEstimationTriedAgain(t *testing.T) {
 	t.Run("busy for a while", func(t *testing.T) {
 		s := newSim(t, 1, Config{MaxPayload: 65505}, 1500, 0, 50*time.Millisecond)
-		answered := 0
-		until := s.now.Add(5 * time.Second)
-		s.resp = &busy{NewResponder(), s, func(now clock.Time) bool {
-			if answered < 3 { // rounds at 32, 64, 128
-				answered++
-				return false
-			}
-			return now < until
-		}}
+		s.resp = busyFromFourth(s, s.now.Add(5*time.Second))
 		s.estimate(time.Minute)
 		cutAt := s.now
 		st := s.est.Stats()
@@ -61,11 +68,7 @@ func TestCutShortEstimationTriedAgain(t *testing.T) {
 	})
 	t.Run("busy for good", func(t *testing.T) {
 		s := newSim(t, 1, Config{MaxPayload: 65505}, 1500, 0, 50*time.Millisecond)
-		answered := 0
-		s.resp = &busy{NewResponder(), s, func(clock.Time) bool {
-			answered++
-			return answered > 3
-		}}
+		s.resp = busyFromFourth(s, clock.Time(math.MaxInt64))
 		s.estimate(time.Minute)
 		begin := s.now
 		var starts []time.Duration
